@@ -1,0 +1,570 @@
+//! Parsing of single trace events into column parts, and merging parts into the trace's columns.
+
+use crate::columns::*;
+use crate::numbers::{float_text, int_text, us_text_to_ns};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(borrow, default)]
+    ph: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cat: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    dur: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    bp: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    args: Option<Args<'a>>,
+}
+
+struct Args<'a> {
+    v: [Option<&'a RawValue>; NKEYS],
+}
+
+struct KeyIdx(Option<usize>);
+
+impl<'de> Deserialize<'de> for KeyIdx {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeyIdx;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<KeyIdx, E> {
+                Ok(KeyIdx(key_index(s)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Args<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an args object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Args<'a>, M::Error> {
+                let mut a = Args { v: [None; NKEYS] };
+                while let Some(KeyIdx(k)) = m.next_key::<KeyIdx>()? {
+                    match k {
+                        Some(i) => a.v[i] = Some(m.next_value::<&'de RawValue>()?),
+                        None => {
+                            m.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(a)
+            }
+            // args that are not an object are ignored
+            fn visit_seq<S: de::SeqAccess<'de>>(self, mut s: S) -> Result<Args<'a>, S::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Args { v: [None; NKEYS] })
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Args<'a>, E> {
+                Ok(Args { v: [None; NKEYS] })
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Args<'a>, E> {
+                Ok(Args { v: [None; NKEYS] })
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Args<'a>, E> {
+                Ok(Args { v: [None; NKEYS] })
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Args<'a>, E> {
+                Ok(Args { v: [None; NKEYS] })
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Args<'a>, E> {
+                Ok(Args { v: [None; NKEYS] })
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// The text of a JSON string value (unescaped), or the raw text of any other value.
+#[inline]
+fn str_of(raw: &RawValue) -> Cow<'_, str> {
+    let t = raw.get();
+    let b = t.as_bytes();
+    if b.len() >= 2 && b[0] == b'"' {
+        let inner = &t[1..t.len() - 1];
+        if !inner.as_bytes().contains(&b'\\') {
+            return Cow::Borrowed(inner);
+        }
+        if let Ok(s) = serde_json::from_str::<String>(t) {
+            return Cow::Owned(s);
+        }
+        return Cow::Borrowed(inner);
+    }
+    Cow::Borrowed(t)
+}
+
+/// JSON text without whitespace outside strings; a JSON string yields its contents.
+fn compact_of(raw: &RawValue) -> Cow<'_, str> {
+    let t = raw.get();
+    let b = t.as_bytes();
+    if !b.is_empty() && b[0] == b'"' {
+        return str_of(raw);
+    }
+    if !b.iter().any(|&c| c == b' ' || c == b'\n' || c == b'\t' || c == b'\r') {
+        return Cow::Borrowed(t);
+    }
+    let mut out = String::with_capacity(t.len());
+    let mut in_str = false;
+    let mut esc = false;
+    for ch in t.chars() {
+        if in_str {
+            out.push(ch);
+            if esc {
+                esc = false;
+            } else if ch == '\\' {
+                esc = true;
+            } else if ch == '"' {
+                in_str = false;
+            }
+        } else if ch == '"' {
+            in_str = true;
+            out.push(ch);
+        } else if !ch.is_ascii_whitespace() {
+            out.push(ch);
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn dim_of(raw: &RawValue, k: usize) -> Option<i32> {
+    let t = raw.get().as_bytes();
+    if t.first() != Some(&b'[') {
+        return None;
+    }
+    let inner = &t[1..t.len().saturating_sub(1)];
+    let item = inner.split(|&c| c == b',').nth(k)?;
+    let item = item.trim_ascii();
+    int_text(item).and_then(|v| i32::try_from(v).ok())
+}
+
+/// Columns of a run of consecutive events, with local string codes.
+pub struct Part {
+    pub strings: Interner,
+    pub n: usize,
+    pub ph: Vec<u8>,
+    pub cat: Vec<u32>,
+    pub name: Vec<u32>,
+    pub pid: Vec<i64>,
+    pub tid: Vec<i64>,
+    /// (row, local string code) of pids/tids that were strings
+    pub pid_str: Vec<(u32, u32)>,
+    pub tid_str: Vec<(u32, u32)>,
+    pub ts: Col,
+    pub dur: Col,
+    pub correlation: Col,
+    pub external_id: Col,
+    pub stream: Col,
+    pub device: Col,
+    pub offset: Vec<u64>,
+    pub len: Vec<u32>,
+    pub tables: Vec<(Vec<u32>, Vec<Col>)>,
+    pub flow_rows: Vec<u32>,
+    pub flow_id: Col,
+    pub flow_bp: Col,
+    pub repaired: usize,
+    pub error: Option<(usize, String)>,
+    pub bad_numbers: usize,
+}
+
+impl Part {
+    pub fn new() -> Self {
+        Part {
+            strings: Interner::default(),
+            n: 0,
+            ph: Vec::new(),
+            cat: Vec::new(),
+            name: Vec::new(),
+            pid: Vec::new(),
+            tid: Vec::new(),
+            pid_str: Vec::new(),
+            tid_str: Vec::new(),
+            ts: Col::new(Ty::I64),
+            dur: Col::new(Ty::I64),
+            correlation: Col::new(Ty::I64),
+            external_id: Col::new(Ty::I64),
+            stream: Col::new(Ty::I64),
+            device: Col::new(Ty::I32),
+            offset: Vec::new(),
+            len: Vec::new(),
+            tables: TABLES.iter().map(|t| (Vec::new(), t.cols.iter().map(|c| Col::new(c.ty)).collect())).collect(),
+            flow_rows: Vec::new(),
+            flow_id: Col::new(Ty::I64),
+            flow_bp: Col::new(Ty::Str),
+            repaired: 0,
+            error: None,
+            bad_numbers: 0,
+        }
+    }
+
+    fn with_capacity(n: usize) -> Self {
+        let mut p = Part::new();
+        p.ph.reserve(n);
+        p.cat.reserve(n);
+        p.name.reserve(n);
+        p.pid.reserve(n);
+        p.tid.reserve(n);
+        p.offset.reserve(n);
+        p.len.reserve(n);
+        p
+    }
+
+    fn id_value(&mut self, raw: Option<&RawValue>, row: u32, is_pid: bool) -> i64 {
+        let Some(raw) = raw else { return 0 };
+        let t = raw.get().as_bytes();
+        if let Some(v) = int_text(t) {
+            return v;
+        }
+        let s = str_of(raw);
+        // 2021 traces: "stream 7"
+        if let Some(rest) = s.strip_prefix("stream ") {
+            if let Ok(v) = rest.trim().parse::<i64>() {
+                return v;
+            }
+        }
+        let code = self.strings.intern(&s);
+        if is_pid {
+            self.pid_str.push((row, code));
+        } else {
+            self.tid_str.push((row, code));
+        }
+        0
+    }
+
+    fn add_event(&mut self, ev: &RawEvent, offset: u64, len: u32) {
+        let row = self.n as u32;
+        self.n += 1;
+        self.offset.push(offset);
+        self.len.push(len);
+        self.ph.push(ev.ph.map(|r| phase_code(&str_of(r))).unwrap_or(PHASE_UNKNOWN));
+        let cat = ev.cat.map(|r| str_of(r)).unwrap_or(Cow::Borrowed(""));
+        let c = self.strings.intern(&cat);
+        self.cat.push(c);
+        let name = ev.name.map(|r| str_of(r)).unwrap_or(Cow::Borrowed(""));
+        let c = self.strings.intern(&name);
+        self.name.push(c);
+        let pid = self.id_value(ev.pid, row, true);
+        self.pid.push(pid);
+        let tid = self.id_value(ev.tid, row, false);
+        self.tid.push(tid);
+        let ts = ev.ts.and_then(|r| num_ns(r));
+        if ts.is_none() && ev.ts.is_some() {
+            self.bad_numbers += 1;
+        }
+        self.ts.push_i64(ts);
+        let dur = ev.dur.and_then(|r| num_ns(r));
+        if dur.is_none() && ev.dur.is_some() {
+            self.bad_numbers += 1;
+        }
+        self.dur.push_i64(dur);
+        if ev.id.is_some() || ev.bp.is_some() {
+            self.flow_rows.push(row);
+            let id = ev.id.and_then(|r| int_text(r.get().as_bytes()));
+            self.flow_id.push_i64(id);
+            let bp = ev.bp.map(|r| self.strings.intern(&str_of(r)));
+            self.flow_bp.push_str(bp);
+        }
+        let empty = [None; NKEYS];
+        let a = ev.args.as_ref().map(|a| &a.v).unwrap_or(&empty);
+        self.correlation.push_i64(a[K_CORRELATION].and_then(|r| int_text(r.get().as_bytes())));
+        let ext = a[K_EXTERNAL_ID].or(a[K_EXTERNAL_ID_OLD]);
+        self.external_id.push_i64(ext.and_then(|r| int_text(r.get().as_bytes())));
+        self.stream.push_i64(a[K_STREAM].and_then(|r| int_text(r.get().as_bytes())));
+        self.device.push_i32(a[K_DEVICE].and_then(|r| int_text(r.get().as_bytes())).and_then(|v| i32::try_from(v).ok()));
+        if ev.args.is_none() {
+            return;
+        }
+        for (ti, spec) in TABLES.iter().enumerate() {
+            if !spec.cols.iter().any(|c| a[c.key].is_some()) {
+                continue;
+            }
+            let (rows, cols) = &mut self.tables[ti];
+            rows.push(row);
+            for (ci, cs) in spec.cols.iter().enumerate() {
+                let v = a[cs.key];
+                let col = &mut cols[ci];
+                match cs.ty {
+                    Ty::I64 => col.push_i64(v.and_then(|r| int_text(r.get().as_bytes()))),
+                    Ty::I32 => col.push_i32(v.and_then(|r| int_text(r.get().as_bytes())).and_then(|x| i32::try_from(x).ok())),
+                    Ty::F64 => col.push_f64(v.and_then(|r| float_text(r.get().as_bytes()))),
+                    Ty::Dim(k) => col.push_i32(v.and_then(|r| dim_of(r, k))),
+                    Ty::Str => {
+                        let code = v.map(|r| self.strings.intern(&str_of(r)));
+                        col.push_str(code)
+                    }
+                    Ty::Json => {
+                        let code = v.map(|r| self.strings.intern(&compact_of(r)));
+                        col.push_str(code)
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[inline]
+fn num_ns(r: &RawValue) -> Option<i64> {
+    let t = r.get().as_bytes();
+    if t.first() == Some(&b'"') {
+        return us_text_to_ns(t[1..t.len() - 1].trim_ascii());
+    }
+    us_text_to_ns(t)
+}
+
+/// Make an event parseable: escape raw control characters inside strings, quote bare words that
+/// are not JSON literals (`N/A`, `NaN`, `inf`), and replace invalid UTF-8.
+pub fn sanitize(span: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(span);
+    let b = text.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(b.len() + 16);
+    let mut i = 0;
+    let mut in_str = false;
+    while i < b.len() {
+        let c = b[i];
+        if in_str {
+            if c == b'\\' && i + 1 < b.len() {
+                out.push(c);
+                out.push(b[i + 1]);
+                i += 2;
+                continue;
+            }
+            if c == b'"' {
+                in_str = false;
+                out.push(c);
+            } else if c < 0x20 {
+                out.extend_from_slice(format!("\\u{:04x}", c).as_bytes());
+            } else {
+                out.push(c);
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'"' {
+            in_str = true;
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == b'/' || (c == b'-' && i + 1 < b.len() && b[i + 1].is_ascii_alphabetic()) {
+            let start = i;
+            i += 1;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'/' || b[i] == b'_') {
+                i += 1;
+            }
+            let word = &b[start..i];
+            match word {
+                b"true" | b"false" | b"null" => out.extend_from_slice(word),
+                _ => {
+                    out.push(b'"');
+                    out.extend_from_slice(word);
+                    out.push(b'"');
+                }
+            }
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+/// Parse the events at `spans` (offsets into `buf`, whose first byte is at `base` in the stream).
+pub fn parse_part(buf: &[u8], spans: &[(usize, usize)], base: u64) -> Part {
+    let mut part = Part::with_capacity(spans.len());
+    for (i, &(a, b)) in spans.iter().enumerate() {
+        let span = &buf[a..b];
+        match serde_json::from_slice::<RawEvent>(span) {
+            Ok(ev) => part.add_event(&ev, base + a as u64, (b - a) as u32),
+            Err(first) => {
+                let fixed = sanitize(span);
+                match serde_json::from_slice::<RawEvent>(&fixed) {
+                    Ok(ev) => {
+                        part.repaired += 1;
+                        part.add_event(&ev, base + a as u64, (b - a) as u32)
+                    }
+                    Err(_) => {
+                        part.error = Some((i, format!("{first}")));
+                        return part;
+                    }
+                }
+            }
+        }
+    }
+    part
+}
+
+/// The trace's columns, built by appending parts in order.
+pub struct Columns {
+    pub strings: Interner,
+    pub n: usize,
+    pub ph: Vec<u8>,
+    pub cat: Vec<u32>,
+    pub name: Vec<u32>,
+    pub pid: Vec<i64>,
+    pub tid: Vec<i64>,
+    pub ts: Col,
+    pub dur: Col,
+    pub correlation: Col,
+    pub external_id: Col,
+    pub stream: Col,
+    pub device: Col,
+    pub offset: Vec<u64>,
+    pub len: Vec<u32>,
+    pub tables: Vec<(Vec<u32>, Vec<Col>)>,
+    pub flow_rows: Vec<u32>,
+    pub flow_id: Col,
+    pub flow_bp: Col,
+    /// synthetic id -> original string, for pids/tids that were strings
+    pub id_names: Vec<(i64, String)>,
+    id_codes: rustc_hash::FxHashMap<u32, i64>,
+    pub repaired: usize,
+    pub bad_numbers: usize,
+}
+
+/// Synthetic ids for string pids/tids: far below any real (non-negative or -1) id.
+const SYNTH_BASE: i64 = -(1 << 40);
+
+impl Columns {
+    pub fn new() -> Self {
+        let p = Part::new();
+        Columns {
+            strings: Interner::default(),
+            n: 0,
+            ph: p.ph,
+            cat: p.cat,
+            name: p.name,
+            pid: p.pid,
+            tid: p.tid,
+            ts: p.ts,
+            dur: p.dur,
+            correlation: p.correlation,
+            external_id: p.external_id,
+            stream: p.stream,
+            device: p.device,
+            offset: p.offset,
+            len: p.len,
+            tables: p.tables,
+            flow_rows: p.flow_rows,
+            flow_id: p.flow_id,
+            flow_bp: p.flow_bp,
+            id_names: Vec::new(),
+            id_codes: Default::default(),
+            repaired: 0,
+            bad_numbers: 0,
+        }
+    }
+
+    fn synth_id(&mut self, global_code: u32) -> i64 {
+        if let Some(&v) = self.id_codes.get(&global_code) {
+            return v;
+        }
+        let v = SYNTH_BASE - self.id_codes.len() as i64;
+        self.id_codes.insert(global_code, v);
+        self.id_names.push((v, self.strings.strings()[global_code as usize].to_string()));
+        v
+    }
+
+    pub fn append(&mut self, part: &Part) {
+        let remap: Vec<u32> = part.strings.strings().iter().map(|s| self.strings.intern(s)).collect();
+        let base = self.n as u32;
+        self.ph.extend_from_slice(&part.ph);
+        self.cat.extend(part.cat.iter().map(|&c| remap[c as usize]));
+        self.name.extend(part.name.iter().map(|&c| remap[c as usize]));
+        let p0 = self.pid.len();
+        self.pid.extend_from_slice(&part.pid);
+        self.tid.extend_from_slice(&part.tid);
+        for &(r, c) in &part.pid_str {
+            let v = self.synth_id(remap[c as usize]);
+            self.pid[p0 + r as usize] = v;
+        }
+        for &(r, c) in &part.tid_str {
+            let v = self.synth_id(remap[c as usize]);
+            self.tid[p0 + r as usize] = v;
+        }
+        self.ts.extend_from(&part.ts, &remap);
+        self.dur.extend_from(&part.dur, &remap);
+        self.correlation.extend_from(&part.correlation, &remap);
+        self.external_id.extend_from(&part.external_id, &remap);
+        self.stream.extend_from(&part.stream, &remap);
+        self.device.extend_from(&part.device, &remap);
+        self.offset.extend_from_slice(&part.offset);
+        self.len.extend_from_slice(&part.len);
+        for (t, (rows, cols)) in self.tables.iter_mut().zip(part.tables.iter()) {
+            t.0.extend(rows.iter().map(|&r| r + base));
+            for (a, b) in t.1.iter_mut().zip(cols.iter()) {
+                a.extend_from(b, &remap);
+            }
+        }
+        self.flow_rows.extend(part.flow_rows.iter().map(|&r| r + base));
+        self.flow_id.extend_from(&part.flow_id, &remap);
+        self.flow_bp.extend_from(&part.flow_bp, &remap);
+        self.repaired += part.repaired;
+        self.bad_numbers += part.bad_numbers;
+        self.n += part.n;
+    }
+
+    /// Add `base_ns` to every timestamp (baseTimeNanoseconds).
+    pub fn shift_time(&mut self, base_ns: i64) {
+        if let Vals::I64(v) = &mut self.ts.vals {
+            for (x, ok) in v.iter_mut().zip(self.ts.valid.iter()) {
+                if *ok {
+                    *x = x.saturating_add(base_ns);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn parse_one() {
+        let buf = br#"{"ph":"X","cat":"kernel","name":"k\"1","pid":0,"tid":"stream 7","ts":689.047,"dur":1.5,"args":{"correlation":5,"stream":7,"grid":[2,3,1],"Input Dims":[[1, 2], []],"other":{"x":[1]}}}"#;
+        let p = parse_part(buf, &[(0, buf.len())], 100);
+        assert!(p.error.is_none());
+        assert_eq!(p.n, 1);
+        assert_eq!(p.tid[0], 7);
+        if let Vals::I64(v) = &p.ts.vals {
+            assert_eq!(v[0], 689047);
+        }
+        assert_eq!(p.strings.strings()[p.name[0] as usize].as_ref(), "k\"1");
+        assert_eq!(p.tables[0].0, vec![0]);
+        assert_eq!(p.offset[0], 100);
+        let op = &p.tables[2].1[0];
+        if let Vals::Str(v) = &op.vals {
+            assert_eq!(p.strings.strings()[v[0] as usize].as_ref(), "[[1,2],[]]");
+        }
+    }
+    #[test]
+    fn repairs() {
+        let buf = b"{\"ph\":\"X\",\"name\":\"a\x01b\",\"ts\":1,\"args\":{\"x\":N/A,\"y\":NaN}}";
+        let p = parse_part(buf, &[(0, buf.len())], 0);
+        assert!(p.error.is_none());
+        assert_eq!(p.repaired, 1);
+        assert_eq!(p.strings.strings()[p.name[0] as usize].as_ref(), "a\u{1}b");
+    }
+}

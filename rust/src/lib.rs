@@ -1,0 +1,157 @@
+//! ranksight's native core: a fast, exact decoder for PyTorch profiler (Kineto) traces.
+
+pub mod columns;
+pub mod decode;
+pub mod event;
+pub mod export;
+pub mod numbers;
+pub mod scan;
+
+use arrow_data::ArrayData;
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict, PyTuple};
+use std::ffi::CString;
+
+create_exception!(_core, DecodeError, PyValueError, "A trace could not be decoded.");
+
+fn to_py_err(e: decode::DecodeError) -> PyErr {
+    DecodeError::new_err((e.kind, e.message, e.offset, e.event_index))
+}
+
+/// One Arrow array (a struct array = a table), exportable through `__arrow_c_array__`.
+#[pyclass(module = "ranksight._core", frozen)]
+struct ArrowTable {
+    data: ArrayData,
+}
+
+#[pymethods]
+impl ArrowTable {
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(&self, py: Python<'py>, requested_schema: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+        let _ = requested_schema;
+        let (array, schema) = arrow_array::ffi::to_ffi(&self.data).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let schema_capsule = PyCapsule::new_with_destructor(py, schema, Some(CString::new("arrow_schema").unwrap()), |_, _| {})?;
+        let array_capsule = PyCapsule::new_with_destructor(py, array, Some(CString::new("arrow_array").unwrap()), |_, _| {})?;
+        PyTuple::new(py, [schema_capsule.into_any(), array_capsule.into_any()])
+    }
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The result of decoding one trace file.
+#[pyclass(module = "ranksight._core")]
+struct Decoded {
+    tables: Vec<(String, ArrayData)>,
+    meta: Vec<(String, String)>,
+    id_names: Vec<(i64, String)>,
+    stats: Vec<(&'static str, i64)>,
+}
+
+#[pymethods]
+impl Decoded {
+    /// Names of the tables, in order.
+    fn table_names(&self) -> Vec<String> {
+        self.tables.iter().map(|(n, _)| n.clone()).collect()
+    }
+    /// The table `name` as an Arrow-exportable object.
+    fn table(&self, name: &str) -> PyResult<ArrowTable> {
+        self.tables
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, d)| ArrowTable { data: d.clone() })
+            .ok_or_else(|| PyValueError::new_err(format!("no table {name}")))
+    }
+    /// Top-level keys other than traceEvents, with their raw JSON text.
+    fn meta(&self) -> Vec<(String, String)> {
+        self.meta.clone()
+    }
+    /// Synthetic ids given to string pids/tids, with the original strings.
+    fn id_names(&self) -> Vec<(i64, String)> {
+        self.id_names.clone()
+    }
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in &self.stats {
+            d.set_item(*k, *v)?;
+        }
+        Ok(d)
+    }
+}
+
+fn stats_of(d: &decode::Decoded, nstrings: usize, events: usize) -> Vec<(&'static str, i64)> {
+    vec![
+        ("events", events as i64),
+        ("strings", nstrings as i64),
+        ("gzip", d.gzip as i64),
+        ("file_bytes", d.file_bytes as i64),
+        ("json_bytes", d.json_bytes as i64),
+        ("events_seen", d.events_seen as i64),
+        ("document_complete", d.document_complete as i64),
+        ("lost_bytes", d.lost_bytes as i64),
+        ("truncated_gzip", d.truncated_gzip as i64),
+        ("skipped_non_objects", d.skipped_non_objects as i64),
+        ("repaired_events", d.columns.repaired as i64),
+        ("bad_numbers", d.columns.bad_numbers as i64),
+        ("base_time_ns", d.base_time_ns.unwrap_or(0)),
+        ("has_base_time", d.base_time_ns.is_some() as i64),
+    ]
+}
+
+fn meta_strings(meta: Vec<(String, Vec<u8>)>) -> Vec<(String, String)> {
+    meta.into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned())).collect()
+}
+
+/// Decode a Kineto trace (`.json` or gzip, detected from the content).
+#[pyfunction]
+#[pyo3(signature = (path, *, max_bytes=0, strict=false, chunk_bytes=32 << 20))]
+fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk_bytes: usize) -> PyResult<Decoded> {
+    let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, strict, header_only: false };
+    let result = py.detach(|| {
+        decode::decode(&path, &opts).map(|mut d| {
+            let events = d.columns.n;
+            let nstrings = d.columns.strings.len();
+            let stats = stats_of(&d, nstrings, events);
+            let cols = std::mem::replace(&mut d.columns, event::Columns::new());
+            let (tables, id_names, _) = export::tables(cols);
+            Decoded { tables, meta: meta_strings(d.meta), id_names, stats }
+        })
+    });
+    result.map_err(to_py_err)
+}
+
+/// Read the top-level keys that precede `traceEvents`, without decoding events.
+/// Returns (meta, reached_events, gzip).
+#[pyfunction]
+#[pyo3(signature = (path, *, max_bytes=0))]
+fn read_header(py: Python<'_>, path: String, max_bytes: u64) -> PyResult<(Vec<(String, String)>, bool, bool)> {
+    let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, strict: false, header_only: true };
+    let r = py.detach(|| decode::decode(&path, &opts));
+    let d = r.map_err(to_py_err)?;
+    Ok((meta_strings(d.meta), d.reached_events, d.gzip))
+}
+
+/// The raw JSON text of events, given their stream offsets and lengths (from the `spans` table).
+#[pyfunction]
+fn extract_events(py: Python<'_>, path: String, offsets: Vec<u64>, lengths: Vec<u32>) -> PyResult<Vec<String>> {
+    if offsets.len() != lengths.len() {
+        return Err(PyValueError::new_err("offsets and lengths differ in length"));
+    }
+    let r = py.detach(|| decode::extract(&path, &offsets, &lengths));
+    let v = r.map_err(to_py_err)?;
+    Ok(v.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect())
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Decoded>()?;
+    m.add_class::<ArrowTable>()?;
+    m.add("DecodeError", m.py().get_type::<DecodeError>())?;
+    m.add_function(wrap_pyfunction!(decode_file, m)?)?;
+    m.add_function(wrap_pyfunction!(read_header, m)?)?;
+    m.add_function(wrap_pyfunction!(extract_events, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,382 @@
+//! Streaming structural scanner for a Kineto trace document.
+//!
+//! The scanner never builds a DOM: it walks the top-level object (or a bare top-level array, the
+//! 2021 format), records the raw text of every metadata key, and reports the byte span of every
+//! element of `traceEvents`. Input arrives in chunks; when an item is cut by the end of the current
+//! buffer the scanner stops at the item's start and resumes there once more bytes are appended.
+
+use memchr::{memchr2, memchr3};
+
+#[derive(Debug, Clone)]
+pub struct ScanError {
+    pub offset: usize,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Start,
+    /// inside the top-level object, expecting a key or `}`
+    ObjKey,
+    /// after a value, expecting `,` or `}`
+    ObjNext,
+    /// inside the events array, expecting an element or `]`
+    Events,
+    /// inside the events array, after an element: `,` or `]`
+    EventsNext,
+    Done,
+}
+
+pub struct Scanner {
+    state: State,
+    bare_array: bool,
+    pub events_seen: bool,
+    pub events_closed: bool,
+    pub skipped_non_objects: usize,
+    /// stop before the first event (header-only reads)
+    pub stop_at_events: bool,
+}
+
+pub enum Progress {
+    /// everything up to this position was consumed; more input is needed
+    NeedMore(usize),
+    /// the document is complete at this position
+    Finished(usize),
+    /// header-only read reached the events array
+    ReachedEvents(usize),
+}
+
+#[inline]
+fn is_ws(c: u8) -> bool {
+    c == b' ' || c == b'\n' || c == b'\r' || c == b'\t'
+}
+
+#[inline]
+fn skip_ws(buf: &[u8], mut i: usize) -> usize {
+    while i < buf.len() && is_ws(buf[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// Index just after the closing quote of a string whose opening quote is at `i - 1`.
+#[inline]
+fn string_end(buf: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        let k = memchr2(b'"', b'\\', &buf[i..])?;
+        let j = i + k;
+        if buf[j] == b'"' {
+            return Some(j + 1);
+        }
+        i = j + 2;
+        if i > buf.len() {
+            return None;
+        }
+    }
+}
+
+/// End of a JSON object starting at `i` (`buf[i] == b'{'`), counting only braces (brackets can
+/// only appear nested inside it). None when the buffer ends first.
+#[inline]
+pub fn object_end(buf: &[u8], i: usize) -> Option<usize> {
+    let mut depth: usize = 0;
+    let mut j = i;
+    loop {
+        let k = memchr3(b'"', b'{', b'}', &buf[j..])?;
+        let p = j + k;
+        match buf[p] {
+            b'"' => {
+                j = string_end(buf, p + 1)?;
+            }
+            b'{' => {
+                depth += 1;
+                j = p + 1;
+            }
+            _ => {
+                depth -= 1;
+                j = p + 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+        }
+    }
+}
+
+/// End of any JSON value starting at `i`. None when the buffer ends first.
+fn value_end(buf: &[u8], i: usize, eof: bool) -> Option<usize> {
+    match buf[i] {
+        b'"' => string_end(buf, i + 1),
+        b'{' | b'[' => {
+            let mut depth: usize = 0;
+            let mut j = i;
+            while j < buf.len() {
+                match buf[j] {
+                    b'"' => {
+                        j = string_end(buf, j + 1)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            None
+        }
+        _ => {
+            let mut j = i;
+            while j < buf.len() {
+                let c = buf[j];
+                if c == b',' || c == b'}' || c == b']' || is_ws(c) {
+                    return Some(j);
+                }
+                j += 1;
+            }
+            if eof {
+                Some(j)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+impl Scanner {
+    pub fn new() -> Self {
+        Scanner {
+            state: State::Start,
+            bare_array: false,
+            events_seen: false,
+            events_closed: false,
+            skipped_non_objects: 0,
+            stop_at_events: false,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    pub fn in_events(&self) -> bool {
+        matches!(self.state, State::Events | State::EventsNext)
+    }
+
+    /// Scan `buf` from `pos`. Event spans go to `events`, metadata key/raw-value pairs to `meta`.
+    pub fn scan(
+        &mut self,
+        buf: &[u8],
+        mut pos: usize,
+        eof: bool,
+        events: &mut Vec<(usize, usize)>,
+        meta: &mut Vec<(String, Vec<u8>)>,
+    ) -> Result<Progress, ScanError> {
+        let n = buf.len();
+        loop {
+            pos = skip_ws(buf, pos);
+            if pos >= n {
+                if self.state == State::Done {
+                    return Ok(Progress::Finished(pos));
+                }
+                return Ok(Progress::NeedMore(pos));
+            }
+            let c = buf[pos];
+            match self.state.clone() {
+                State::Start => {
+                    if pos == 0 && buf.len() >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF {
+                        pos = 3;
+                        continue;
+                    }
+                    match c {
+                        b'{' => {
+                            self.state = State::ObjKey;
+                            pos += 1;
+                        }
+                        b'[' => {
+                            self.bare_array = true;
+                            self.events_seen = true;
+                            self.state = State::Events;
+                            pos += 1;
+                            if self.stop_at_events {
+                                return Ok(Progress::ReachedEvents(pos));
+                            }
+                        }
+                        _ => {
+                            return Err(ScanError {
+                                offset: pos,
+                                message: format!(
+                                    "not a JSON trace: expected '{{' or '[' at the start, found {}",
+                                    describe_byte(c)
+                                ),
+                            })
+                        }
+                    }
+                }
+                State::ObjKey => match c {
+                    b'}' => {
+                        self.state = State::Done;
+                        pos += 1;
+                    }
+                    b',' => pos += 1,
+                    b'"' => {
+                        let Some(end) = string_end(buf, pos + 1) else {
+                            return Ok(Progress::NeedMore(pos));
+                        };
+                        let key: String = serde_json::from_slice(&buf[pos..end])
+                            .unwrap_or_else(|_| String::from_utf8_lossy(&buf[pos + 1..end - 1]).into_owned());
+                        // need the colon and the start of the value in this buffer too
+                        let p = skip_ws(buf, end);
+                        if p >= n {
+                            return Ok(Progress::NeedMore(pos));
+                        }
+                        if buf[p] != b':' {
+                            return Err(ScanError { offset: p, message: format!("expected ':' after key \"{key}\", found {}", describe_byte(buf[p])) });
+                        }
+                        let v = skip_ws(buf, p + 1);
+                        if v >= n {
+                            return Ok(Progress::NeedMore(pos));
+                        }
+                        if key == "traceEvents" && buf[v] == b'[' {
+                            self.events_seen = true;
+                            self.state = State::Events;
+                            pos = v + 1;
+                            if self.stop_at_events {
+                                return Ok(Progress::ReachedEvents(pos));
+                            }
+                        } else {
+                            match value_end(buf, v, eof) {
+                                None => return Ok(Progress::NeedMore(pos)),
+                                Some(e) => {
+                                    meta.push((key, buf[v..e].to_vec()));
+                                    self.state = State::ObjNext;
+                                    pos = e;
+                                }
+                            }
+                        }
+                    }
+                    _ => {
+                        return Err(ScanError {
+                            offset: pos,
+                            message: format!("expected a key in the top-level object, found {}", describe_byte(c)),
+                        })
+                    }
+                },
+                State::ObjNext => match c {
+                    b',' => {
+                        self.state = State::ObjKey;
+                        pos += 1;
+                    }
+                    b'}' => {
+                        self.state = State::Done;
+                        pos += 1;
+                    }
+                    _ => {
+                        return Err(ScanError {
+                            offset: pos,
+                            message: format!("expected ',' or '}}' in the top-level object, found {}", describe_byte(c)),
+                        })
+                    }
+                },
+                State::Events | State::EventsNext => match c {
+                    b']' => {
+                        self.events_closed = true;
+                        self.state = if self.bare_array { State::Done } else { State::ObjNext };
+                        pos += 1;
+                    }
+                    b',' => {
+                        self.state = State::Events;
+                        pos += 1;
+                    }
+                    b'{' => {
+                        let Some(end) = object_end(buf, pos) else {
+                            return Ok(Progress::NeedMore(pos));
+                        };
+                        events.push((pos, end));
+                        self.state = State::EventsNext;
+                        pos = end;
+                    }
+                    _ => match value_end(buf, pos, eof) {
+                        None => return Ok(Progress::NeedMore(pos)),
+                        Some(e) => {
+                            self.skipped_non_objects += 1;
+                            pos = e.max(pos + 1);
+                        }
+                    },
+                },
+                State::Done => {
+                    return Err(ScanError {
+                        offset: pos,
+                        message: format!("unexpected data after the end of the trace document: {}", describe_byte(c)),
+                    })
+                }
+            }
+        }
+    }
+}
+
+pub fn describe_byte(c: u8) -> String {
+    if c.is_ascii_graphic() {
+        format!("'{}'", c as char)
+    } else {
+        format!("byte 0x{c:02x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(doc: &str, chunk: usize) -> (Vec<String>, Vec<(String, String)>) {
+        let bytes = doc.as_bytes();
+        let mut s = Scanner::new();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut evs = Vec::new();
+        let mut meta = Vec::new();
+        let mut fed = 0;
+        let mut out = Vec::new();
+        loop {
+            let end = (fed + chunk).min(bytes.len());
+            buf.extend_from_slice(&bytes[fed..end]);
+            fed = end;
+            let eof = fed == bytes.len();
+            let p = s.scan(&buf, 0, eof, &mut evs, &mut meta).unwrap();
+            for (a, b) in evs.drain(..) {
+                out.push(String::from_utf8(buf[a..b].to_vec()).unwrap());
+            }
+            let pos = match p {
+                Progress::NeedMore(p) | Progress::Finished(p) | Progress::ReachedEvents(p) => p,
+            };
+            buf.drain(..pos);
+            if eof {
+                break;
+            }
+        }
+        let meta = meta.into_iter().map(|(k, v)| (k, String::from_utf8(v).unwrap())).collect();
+        (out, meta)
+    }
+
+    #[test]
+    fn object_with_meta_and_events() {
+        let doc = r#"{"schemaVersion": 1, "distributedInfo": {"rank": 3, "x": [1,{"a":"}"}]},
+          "traceEvents": [ {"ph":"X","name":"a{b}\"c"}, {"ph":"i"} ], "baseTimeNanoseconds": 17}"#;
+        for chunk in [1, 2, 3, 7, 1000] {
+            let (ev, meta) = run(doc, chunk);
+            assert_eq!(ev, vec![r#"{"ph":"X","name":"a{b}\"c"}"#.to_string(), r#"{"ph":"i"}"#.to_string()]);
+            assert_eq!(meta[0], ("schemaVersion".into(), "1".into()));
+            assert_eq!(meta[1].0, "distributedInfo");
+            assert_eq!(meta[2], ("baseTimeNanoseconds".into(), "17".into()));
+        }
+    }
+
+    #[test]
+    fn bare_array() {
+        let (ev, meta) = run(r#"[{"a":1},{"b":2}]"#, 3);
+        assert_eq!(ev.len(), 2);
+        assert!(meta.is_empty());
+    }
+}

@@ -1,0 +1,157 @@
+"""Kineto (PyTorch profiler) JSON / JSON.gz reader, backed by the Rust decoder."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ranksight import _core
+from ranksight.errors import InputTooLargeError, TraceFormatError, TraceNotFoundError
+
+__all__ = ["DecodedTrace", "decode", "read_header", "DEFAULT_MAX_BYTES", "TABLES"]
+
+#: Refuse inputs that decompress to more than this many bytes unless told otherwise.
+DEFAULT_MAX_BYTES = 64 << 30
+
+#: Side tables the decoder produces, keyed by event row.
+TABLES = ("kernel", "transfer", "op", "collective", "memory", "sync", "meta", "flow")
+
+
+@dataclass
+class DecodedTrace:
+    """The columns and metadata of one decoded trace file."""
+
+    path: str
+    events: pl.DataFrame
+    spans: pl.DataFrame
+    tables: dict[str, pl.DataFrame]
+    meta: dict[str, Any]
+    id_names: dict[int, str]
+    stats: dict[str, int]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _table(decoded: Any, name: str) -> pl.DataFrame:
+    batch = pa.record_batch(decoded.table(name))
+    return pl.from_arrow(batch)  # type: ignore[return-value]
+
+
+def _parse_meta_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        try:
+            return json.loads(text, strict=False)
+        except ValueError:
+            return text
+
+
+def _raise(path: str, err: Exception) -> None:
+    kind, message, offset, index = err.args if len(err.args) == 4 else ("format", str(err), None, None)
+    if kind == "io":
+        raise TraceNotFoundError(message, path=path) from None
+    if kind == "too_large":
+        raise InputTooLargeError(
+            f"{message}; raise it with --max-size (or max_bytes=) if the file is trusted", path=path
+        ) from None
+    if kind == "empty":
+        raise TraceFormatError("the file is empty", path=path) from None
+    raise TraceFormatError(message, path=path, offset=offset, event_index=index) from None
+
+
+def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> DecodedTrace:
+    """Decode one Kineto trace file into typed columns.
+
+    Times are int64 nanoseconds parsed from the decimal text, with ``baseTimeNanoseconds``
+    added when the trace has it. A trace truncated inside ``traceEvents`` keeps every complete
+    event before the cut and carries a warning, unless ``strict``.
+    """
+    p = str(path)
+    if not Path(p).exists():
+        raise TraceNotFoundError("no such file", path=p)
+    try:
+        d = _core.decode_file(p, max_bytes=max_bytes, strict=strict)
+    except _core.DecodeError as err:
+        _raise(p, err)
+        raise  # unreachable
+    stats = dict(d.stats())
+    meta = {k: _parse_meta_value(v) for k, v in d.meta()}
+    if not stats["events_seen"]:
+        raise TraceFormatError(
+            "not a trace: the JSON has no 'traceEvents' list (top-level keys: "
+            + (", ".join(sorted(meta)[:8]) or "none")
+            + ")",
+            path=p,
+        )
+    events = _table(d, "events")
+    spans = _table(d, "spans")
+    tables = {name: _table(d, name) for name in TABLES}
+    warnings: list[str] = []
+    if not stats["document_complete"]:
+        last_ts = events["ts_ns"].max() if events.height else None
+        lost = stats["lost_bytes"]
+        where = "a truncated gzip stream" if stats["truncated_gzip"] else "a truncated file"
+        warnings.append(
+            f"{where}: kept {events.height} complete events, lost {lost} bytes after the last one"
+            + (f" (last complete event at ts {last_ts} ns)" if last_ts is not None else "")
+        )
+    if stats["repaired_events"]:
+        warnings.append(
+            f"{stats['repaired_events']} events had invalid JSON (control characters, bare N/A or NaN, "
+            "bad UTF-8) and were repaired"
+        )
+    if stats["bad_numbers"]:
+        warnings.append(f"{stats['bad_numbers']} ts/dur values were not numbers and were left empty")
+    if stats["skipped_non_objects"]:
+        warnings.append(f"{stats['skipped_non_objects']} elements of traceEvents were not objects and were skipped")
+    gz_name = p.endswith(".gz")
+    if gz_name != bool(stats["gzip"]):
+        warnings.append(
+            "the file name says gzip but the content is plain JSON"
+            if gz_name
+            else "the content is gzip-compressed although the name does not end in .gz"
+        )
+    return DecodedTrace(
+        path=p,
+        events=events,
+        spans=spans,
+        tables=tables,
+        meta=meta,
+        id_names=dict(d.id_names()),
+        stats=stats,
+        warnings=warnings,
+    )
+
+
+def read_header(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict[str, Any], bool]:
+    """The top-level keys before ``traceEvents`` (where Kineto writes ``distributedInfo``),
+    read without decoding the events. Returns ``(meta, is_trace_like)``."""
+    p = str(path)
+    try:
+        items, reached, _gzip = _core.read_header(p, max_bytes=max_bytes)
+    except _core.DecodeError as err:
+        _raise(p, err)
+        raise
+    meta = {k: _parse_meta_value(v) for k, v in items}
+    return meta, bool(reached) or "traceEvents" in meta
+
+
+def extract_events(path: str, offsets: list[int], lengths: list[int]) -> list[dict[str, Any]]:
+    """The full JSON objects of the given events (every arg, not only the typed ones)."""
+    try:
+        texts = _core.extract_events(path, offsets, lengths)
+    except _core.DecodeError as err:
+        _raise(path, err)
+        raise
+    out = []
+    for t in texts:
+        try:
+            out.append(json.loads(t))
+        except ValueError:
+            out.append(json.loads(t, strict=False))
+    return out

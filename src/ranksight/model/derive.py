@@ -1,0 +1,183 @@
+"""Columns derived once per trace, vectorised over the decoded columns.
+
+- ``row``: position of the event in ``traceEvents``;
+- ``end_ns``: ``ts_ns + dur_ns`` (``ts_ns`` for events without a duration);
+- ``kind`` and ``kernel_class`` (see :mod:`ranksight.model.kinds`);
+- ``stream`` / ``device`` of GPU rows filled from ``tid`` / ``pid`` when the args lack them
+  (2021 traces), so CUDA (default stream 7) and ROCm (default stream 0) read alike;
+- ``launch_row``: for GPU activities, the row of the runtime/driver call with the same
+  ``correlation`` (any launch API, CUDA graphs and HIP included); ac2g flows are used only for
+  events that carry no correlation;
+- ``step``: the ProfilerStep an event falls in: CPU events by a sorted interval lookup on their
+  start time, GPU events through their launch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ranksight.model.kinds import (
+    CPU_KINDS,
+    GPU_KINDS,
+    KERNEL_CLASS_DTYPE,
+    KERNEL_CLASSES,
+    KIND_DTYPE,
+    LAUNCH_KINDS,
+    kernel_class_of_name,
+    kind_of_category,
+)
+
+__all__ = ["derive", "build_steps", "STEP_RE"]
+
+STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
+
+
+def _map_unique(df: pl.DataFrame, cols: list[str], fn: Callable[..., Any], dtype: pl.DataType) -> pl.Series:
+    """Apply ``fn`` once per distinct combination of ``cols`` and broadcast the result."""
+    keys = df.select(cols).unique()
+    py = keys.select(pl.col(c).cast(pl.String) if isinstance(df.schema[c], (pl.Categorical, pl.Enum)) else pl.col(c) for c in cols)
+    vals = [fn(*row) for row in py.iter_rows()]
+    keys = keys.with_columns(pl.Series("__v", vals, dtype=dtype))
+    return df.select(cols).join(keys, on=cols, how="left", maintain_order="left", nulls_equal=True)["__v"]
+
+
+def derive(events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """Add the derived columns to a decoded events table."""
+    n = events.height
+    ev = events.with_columns(pl.int_range(0, n, dtype=pl.UInt32).alias("row"))
+    kind = _map_unique(ev, ["cat", "ph", "name"], lambda c, p, nm: kind_of_category(c or "", p or "", nm or ""), KIND_DTYPE) if n else pl.Series("kind", [], dtype=KIND_DTYPE)
+    ev = ev.with_columns(kind.alias("kind"))
+    is_gpu_side = pl.col("kind").is_in(list(GPU_KINDS) + ["sync", "gpu_user_annotation"])
+    ev = ev.with_columns(
+        pl.when(is_gpu_side).then(pl.coalesce("stream", "tid")).otherwise(pl.col("stream")).alias("stream"),
+        pl.when(is_gpu_side & pl.col("device").is_null() & (pl.col("pid") >= 0) & (pl.col("pid") < 1 << 20))
+        .then(pl.col("pid").cast(pl.Int32))
+        .otherwise(pl.col("device"))
+        .alias("device"),
+        pl.when(pl.col("dur_ns").is_not_null()).then(pl.col("ts_ns") + pl.col("dur_ns")).otherwise(pl.col("ts_ns")).alias("end_ns"),
+    )
+    # kernel class, per distinct (kind, name) among GPU rows
+    gpu_mask = ev["kind"].is_in(list(GPU_KINDS))
+    kc = pl.Series("kernel_class", [None] * n, dtype=KERNEL_CLASS_DTYPE)
+    if gpu_mask.any():
+        g = ev.filter(gpu_mask)
+        cls = _map_unique(g, ["kind", "name"], lambda k, nm: kernel_class_of_name(k, nm or ""), KERNEL_CLASS_DTYPE)
+        arr = np.full(n, -1, dtype=np.int8)
+        arr[g["row"].to_numpy()] = cls.to_physical().fill_null(-1).cast(pl.Int8).to_numpy()
+        coll = tables.get("collective")
+        if coll is not None and coll.height:
+            rows = coll["row"].to_numpy()
+            is_k = (ev["kind"] == "kernel").to_numpy()[rows]
+            arr[rows[is_k]] = KERNEL_CLASSES.index("COMMUNICATION")  # collective args on the kernel row
+        kc = pl.Series("kernel_class", arr).replace_strict(
+            dict(enumerate(KERNEL_CLASSES)), default=None, return_dtype=KERNEL_CLASS_DTYPE
+        )
+    ev = ev.with_columns(kc)
+    ev = _link_launches(ev, tables)
+    ev = _assign_steps(ev)
+    return ev
+
+
+def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    n = ev.height
+    corr = ev["correlation"]
+    flow = tables.get("flow")
+    gpu = ev["kind"].is_in(list(GPU_KINDS))
+    launch_kind = ev["kind"].is_in(list(LAUNCH_KINDS))
+    # ac2g fallback: only for GPU or runtime rows without a correlation arg
+    if flow is not None and flow.height and ((gpu | launch_kind) & corr.is_null()).any():
+        fl = flow.join(ev.select("row", "ph", "cat", "pid", "tid", "ts_ns"), on="row").filter(
+            pl.col("cat").cast(pl.String).str.to_lowercase().is_in(["ac2g", "async", "async_cpu_to_gpu"]) & pl.col("flow_id").is_not_null()
+        )
+        fill = []
+        for phase, mask in (("f", gpu), ("s", launch_kind)):
+            ends = fl.filter(pl.col("ph") == phase).select("pid", "tid", "ts_ns", pl.col("flow_id").alias("__fid")).unique(["pid", "tid", "ts_ns"])
+            cand = ev.filter(mask & pl.col("correlation").is_null()).select("row", "pid", "tid", "ts_ns")
+            fill.append(cand.join(ends, on=["pid", "tid", "ts_ns"], how="inner").select("row", "__fid"))
+        f = pl.concat(fill)
+        if f.height:
+            c = corr.to_numpy().astype(np.float64) if corr.null_count() else corr.to_numpy().astype(np.float64)
+            c[f["row"].to_numpy()] = f["__fid"].to_numpy().astype(np.float64)
+            ev = ev.with_columns(pl.Series("correlation", c).fill_nan(None).cast(pl.Int64))
+    launches = (
+        ev.filter(launch_kind & pl.col("correlation").is_not_null())
+        .select(pl.col("row").alias("launch_row"), "correlation")
+        .unique("correlation", keep="first", maintain_order=True)
+    )
+    linked = (
+        ev.select("row", "correlation", pl.Series("__gpu", gpu))
+        .join(launches, on="correlation", how="left", maintain_order="left")
+        .select(pl.when(pl.col("__gpu")).then(pl.col("launch_row")).otherwise(None))
+        .to_series()
+        .alias("launch_row")
+    )
+    ev = ev.with_columns(linked)
+    # how many GPU activities each launch owns (graph launches own many)
+    counts = ev.filter(pl.col("launch_row").is_not_null()).group_by("launch_row").len()
+    gc = np.zeros(n, dtype=np.int32)
+    if counts.height:
+        gc[counts["launch_row"].to_numpy()] = counts["len"].to_numpy()
+    ev = ev.with_columns(pl.Series("gpu_count", gc).cast(pl.Int32))
+    return ev
+
+
+def _step_numbers(ev: pl.DataFrame) -> pl.Series:
+    def num(kind: str, name: str) -> int | None:
+        if kind not in ("cpu_op", "user_annotation") or not name or not name.startswith("ProfilerStep"):
+            return None
+        m = STEP_RE.match(name)
+        return int(m.group(1)) if m else None
+
+    return _map_unique(ev, ["kind", "name"], num, pl.Int64)
+
+
+def build_steps(ev: pl.DataFrame) -> pl.DataFrame:
+    """One row per ProfilerStep (CPU side), with the span of the GPU work it launched."""
+    if ev.height == 0:
+        return _empty_steps()
+    nums = _step_numbers(ev)
+    st = (
+        ev.with_columns(nums.alias("__step"))
+        .filter(pl.col("__step").is_not_null() & pl.col("dur_ns").is_not_null())
+        .sort("ts_ns")
+        .unique("__step", keep="first", maintain_order=True)
+        .select(
+            pl.col("__step").cast(pl.Int32).alias("step"),
+            pl.col("name").cast(pl.String).alias("name"),
+            "row",
+            "tid",
+            pl.col("ts_ns").alias("start_ns"),
+            pl.col("end_ns"),
+        )
+    )
+    return st
+
+
+def _empty_steps() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={"step": pl.Int32, "name": pl.String, "row": pl.UInt32, "tid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    )
+
+
+def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:
+    n = ev.height
+    steps = build_steps(ev)
+    step = np.full(n, -1, dtype=np.int64)
+    if steps.height:
+        st = steps.select("start_ns", pl.col("end_ns").alias("__end"), "step").sort("start_ns")
+        cpu = ev.filter(pl.col("kind").is_in(list(CPU_KINDS)) & pl.col("ts_ns").is_not_null()).select("row", "ts_ns").sort("ts_ns")
+        j = cpu.join_asof(st, left_on="ts_ns", right_on="start_ns", strategy="backward")
+        j = j.filter(pl.col("step").is_not_null() & (pl.col("ts_ns") < pl.col("__end")))
+        step[j["row"].to_numpy()] = j["step"].to_numpy()
+        lr = ev["launch_row"]
+        has = lr.is_not_null().to_numpy()
+        if has.any():
+            rows = np.nonzero(has)[0]
+            step[rows] = step[lr.to_numpy()[has].astype(np.int64)]
+    s = pl.Series("step", step).cast(pl.Int32)
+    return ev.with_columns(pl.when(s >= 0).then(s).otherwise(None).alias("step"))

@@ -1,0 +1,147 @@
+"""Per-trace metadata: devices, distributed info, process groups, time base."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TraceMeta", "ProcessGroup", "build_meta", "gpu_vendor_of"]
+
+
+@dataclass(frozen=True)
+class ProcessGroup:
+    """One entry of ``distributedInfo.pg_config``."""
+
+    name: str
+    desc: str
+    backend: str
+    size: int | None
+    ranks: tuple[int, ...]
+
+
+@dataclass
+class TraceMeta:
+    """What a trace says about itself (top-level keys), plus what the loader decided."""
+
+    path: str
+    rank: int
+    rank_source: str
+    schema_version: int | None
+    device_properties: list[dict[str, Any]]
+    distributed_info: dict[str, Any]
+    world_size: int | None
+    backend: str | None
+    process_groups: list[ProcessGroup]
+    base_time_ns: int | None
+    display_time_unit: str | None
+    trace_name: str | None
+    host_name: str | None
+    gpu_vendor: str | None
+    gpu_model: str | None
+    devices_used: list[int]
+    #: every top-level key except ``traceEvents``, parsed
+    raw: dict[str, Any] = field(default_factory=dict)
+    #: synthetic ids given to string pids/tids (e.g. ``"Spans"``) → the original string
+    id_names: dict[int, str] = field(default_factory=dict)
+    json_bytes: int = 0
+    file_bytes: int = 0
+    gzip: bool = False
+
+    def device(self, device_id: int) -> dict[str, Any] | None:
+        """The ``deviceProperties`` entry of a device id."""
+        for d in self.device_properties:
+            if d.get("id") == device_id:
+                return d
+        return None
+
+
+def gpu_vendor_of(raw: dict[str, Any], names: list[str], runtime_names: set[str]) -> str | None:
+    """NVIDIA, AMD, MTIA or None (CPU-only / unknown)."""
+    info = raw.get("distributedInfo") or {}
+    backend = str(info.get("backend", "")) if isinstance(info, dict) else ""
+    if "mtia" in backend or "runFunction - job_prep_and_submit_for_execution" in runtime_names:
+        return "MTIA"
+    if any(k in raw for k in ("roctracer_version", "hip_runtime_version", "hip_driver_version")):
+        return "AMD"
+    if any(n.startswith("hip") for n in runtime_names):
+        return "AMD"
+    joined = " ".join(names).lower()
+    if "amd" in joined or "instinct" in joined or "radeon" in joined:
+        return "AMD"
+    if any(k in raw for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version")):
+        return "NVIDIA"
+    if any(n.startswith(("cuda", "cu")) for n in runtime_names):
+        return "NVIDIA"
+    if any(w in joined for w in ("nvidia", "tesla", "geforce", "quadro", "rtx")):
+        return "NVIDIA"
+    return None
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None
+
+
+def build_meta(
+    *,
+    path: str,
+    rank: int,
+    rank_source: str,
+    raw: dict[str, Any],
+    id_names: dict[int, str],
+    devices_used: list[int],
+    runtime_names: set[str],
+    stats: dict[str, int],
+) -> TraceMeta:
+    props = raw.get("deviceProperties")
+    if not isinstance(props, list):
+        props = raw.get("computeProperties") if isinstance(raw.get("computeProperties"), list) else []
+    props = [p for p in props if isinstance(p, dict)]
+    info = raw.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    groups = []
+    for pg in info.get("pg_config") or []:
+        if not isinstance(pg, dict):
+            continue
+        ranks = pg.get("ranks") or []
+        groups.append(
+            ProcessGroup(
+                name=str(pg.get("pg_name", "")),
+                desc=str(pg.get("pg_desc", "")),
+                backend=str(pg.get("backend_config", "")),
+                size=_int(pg.get("pg_size")),
+                ranks=tuple(int(r) for r in ranks if _int(r) is not None),
+            )
+        )
+    used_props = [p for p in props if p.get("id") in devices_used] or props[:1]
+    names = [str(p.get("name", "")) for p in used_props if p.get("name")]
+    model = names[0] if names else None
+    base = stats.get("base_time_ns") if stats.get("has_base_time") else None
+    return TraceMeta(
+        path=path,
+        rank=rank,
+        rank_source=rank_source,
+        schema_version=_int(raw.get("schemaVersion")),
+        device_properties=props,
+        distributed_info=info,
+        world_size=_int(info.get("world_size")),
+        backend=str(info["backend"]) if "backend" in info else None,
+        process_groups=groups,
+        base_time_ns=base,
+        display_time_unit=raw.get("displayTimeUnit") if isinstance(raw.get("displayTimeUnit"), str) else None,
+        trace_name=raw.get("traceName") if isinstance(raw.get("traceName"), str) else None,
+        host_name=raw.get("host_name") if isinstance(raw.get("host_name"), str) else None,
+        gpu_vendor=gpu_vendor_of(raw, names, runtime_names) if (devices_used or runtime_names) else None,
+        gpu_model=model,
+        devices_used=devices_used,
+        raw=raw,
+        id_names=id_names,
+        json_bytes=int(stats.get("json_bytes", 0)),
+        file_bytes=int(stats.get("file_bytes", 0)),
+        gzip=bool(stats.get("gzip", 0)),
+    )

@@ -1,0 +1,125 @@
+"""The trace model: one :class:`Trace` per rank, with typed columns and derived links."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import polars as pl
+
+from ranksight.io.kineto import TABLES, DecodedTrace, extract_events
+from ranksight.model.derive import build_steps, derive
+from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
+from ranksight.model.meta import TraceMeta, build_meta
+
+__all__ = ["Trace"]
+
+
+class Trace:
+    """One rank's trace.
+
+    Attributes
+    ----------
+    events
+        One row per trace event (polars DataFrame). Decoded columns: ``ph``, ``cat``, ``name``
+        (categorical), ``pid``, ``tid``, ``ts_ns``, ``dur_ns`` (int64 ns, exact), ``correlation``,
+        ``external_id``, ``stream``, ``device``; derived: ``row``, ``kind``, ``end_ns``,
+        ``kernel_class``, ``launch_row``, ``gpu_count``, ``step``.
+    meta
+        :class:`~ranksight.model.meta.TraceMeta`.
+    """
+
+    def __init__(self, decoded: DecodedTrace, *, rank: int, rank_source: str = "user") -> None:
+        self._decoded = decoded
+        self.rank = rank
+        self.path = decoded.path
+        self.warnings: list[str] = list(decoded.warnings)
+        self.tables: dict[str, pl.DataFrame] = decoded.tables
+        self.events: pl.DataFrame = derive(decoded.events, decoded.tables)
+        gpu = self.events.filter(pl.col("kind").is_in(list(GPU_KINDS)))
+        devices = sorted(int(d) for d in gpu["device"].drop_nulls().unique().to_list())
+        runtime_names = set(
+            self.events.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)))["name"].unique().cast(pl.String).to_list()
+        )
+        self.meta: TraceMeta = build_meta(
+            path=decoded.path,
+            rank=rank,
+            rank_source=rank_source,
+            raw=decoded.meta,
+            id_names=decoded.id_names,
+            devices_used=devices,
+            runtime_names=runtime_names,
+            stats=decoded.stats,
+        )
+
+    def __repr__(self) -> str:
+        return f"Trace(rank={self.rank}, events={self.events.height}, path={self.path!r})"
+
+    # ---- views -------------------------------------------------------------------------------
+
+    def table(self, name: str) -> pl.DataFrame:
+        """A side table of typed args keyed by ``row``: one of
+        ``kernel, transfer, op, collective, memory, sync, meta, flow``."""
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; choose from {', '.join(TABLES)}")
+        return self.tables[name]
+
+    def with_args(self, df: pl.DataFrame, *names: str) -> pl.DataFrame:
+        """``df`` (which has a ``row`` column) left-joined with the named side tables."""
+        out = df
+        for n in names:
+            t = self.table(n)
+            dup = [c for c in t.columns if c != "row" and c in out.columns]
+            out = out.join(t.rename({c: f"{n}_{c}" for c in dup}), on="row", how="left", maintain_order="left")
+        return out
+
+    def kind(self, *kinds: str) -> pl.DataFrame:
+        """Events of the given kinds."""
+        return self.events.filter(pl.col("kind").is_in(list(kinds)))
+
+    @property
+    def gpu_events(self) -> pl.DataFrame:
+        """Kernels, memcpys and memsets (GPU work; sync events excluded)."""
+        return self.kind(*GPU_KINDS)
+
+    @cached_property
+    def steps(self) -> pl.DataFrame:
+        """ProfilerSteps: ``step, name, row, tid, start_ns, end_ns`` (CPU span), plus
+        ``gpu_start_ns, gpu_end_ns`` of the GPU work they launched, ``kernel_count`` and
+        ``incomplete`` (fewer than 80 % of the previous step's kernels)."""
+        st = build_steps(self.events)
+        g = (
+            self.gpu_events.filter(pl.col("step").is_not_null())
+            .group_by("step")
+            .agg(
+                pl.col("ts_ns").min().alias("gpu_start_ns"),
+                pl.col("end_ns").max().alias("gpu_end_ns"),
+                (pl.col("kind") == "kernel").sum().cast(pl.Int64).alias("kernel_count"),
+            )
+        )
+        st = st.join(g, on="step", how="left", maintain_order="left").with_columns(pl.col("kernel_count").fill_null(0))
+        prev = pl.col("kernel_count").shift(1)
+        return st.with_columns(
+            (prev.is_not_null() & (pl.col("kernel_count") < 0.8 * prev)).alias("incomplete")
+        )
+
+    @property
+    def spans(self) -> pl.DataFrame:
+        """Byte offset and length of each event in the (decompressed) JSON text."""
+        return self._decoded.spans
+
+    def raw_events(self, rows: list[int] | pl.Series) -> list[dict[str, Any]]:
+        """The complete JSON objects of the given rows, every arg included (reads the file again)."""
+        rows = [int(r) for r in rows]
+        sp = self.spans
+        offsets = sp["offset"].gather(rows).to_list()
+        lengths = sp["length"].gather(rows).to_list()
+        return extract_events(self.path, offsets, lengths)
+
+    @property
+    def span_ns(self) -> tuple[int, int] | None:
+        """First start and last end over timed events (metadata excluded)."""
+        ev = self.events.filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))
+        if ev.height == 0:
+            return None
+        return int(ev["ts_ns"].min()), int(ev["end_ns"].max())  # type: ignore[arg-type]
