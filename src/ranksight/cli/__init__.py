@@ -1,0 +1,97 @@
+"""The ``ranksight`` command.
+
+Each module in this package (not starting with ``_``) defines ``COMMAND``, a
+:class:`~ranksight.cli._common.Command`; subcommands are discovered, so adding one is adding a
+module. Exit codes: 0 success, 1 a failed gate (``diff --fail-if-slower``), 2 bad input or usage.
+A failure prints one line on stderr; ``-v`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
+
+from ranksight.cli._common import Command, Context
+from ranksight.errors import EXIT_BAD_INPUT, RanksightError, RanksightWarning
+
+__all__ = ["main", "build_parser"]
+
+
+def _commands() -> list[Command]:
+    cmds = []
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name.startswith("_"):
+            continue
+        m = importlib.import_module(f"{__name__}.{mod.name}")
+        cmd = getattr(m, "COMMAND", None)
+        if isinstance(cmd, Command):
+            cmds.append(cmd)
+    return sorted(cmds, key=lambda c: (c.order, c.name))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2
+        self.exit(EXIT_BAD_INPUT, f"ranksight: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ranksight import __version__
+
+    p = _Parser(prog="ranksight", description="Where the time goes in multi-GPU PyTorch jobs (Kineto traces).")
+    p.add_argument("--version", action="version", version=f"ranksight {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and details")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no warnings on stderr")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for cmd in _commands():
+        sp = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help)
+        sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        sp.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        cmd.add_arguments(sp)
+        sp.set_defaults(_command=cmd)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_command", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    ctx = Context(verbose=bool(args.verbose), quiet=bool(args.quiet))
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if not ctx.quiet:
+            prefix = "warning" if issubclass(category, RanksightWarning) else category.__name__
+            sys.stderr.write(f"ranksight: {prefix}: {message}\n")
+
+    old = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        return int(args._command.run(args, ctx) or 0)
+    except RanksightError as err:
+        if ctx.verbose:
+            traceback.print_exc()
+        sys.stderr.write(f"ranksight: error: {err}\n")
+        return err.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("ranksight: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as err:  # a bug: say so in one line, details with -v
+        if ctx.verbose:
+            traceback.print_exc()
+        sys.stderr.write(f"ranksight: internal error: {type(err).__name__}: {err} (run with -v for details)\n")
+        return 3
+    finally:
+        warnings.showwarning = old
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,3 @@
+from ranksight.cli import entry
+
+entry()

@@ -1,0 +1,110 @@
+"""Shared pieces of the CLI: the command type, trace arguments, loading with progress, output."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ranksight.errors import UsageError
+
+__all__ = ["Command", "Context", "add_trace_args", "add_format_arg", "load_run", "parse_size"]
+
+
+@dataclass
+class Context:
+    verbose: bool = False
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: ``add_arguments(parser)`` then ``run(args, ctx) -> exit code``."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Context], int]
+    description: str | None = None
+    order: int = 50
+
+
+def parse_size(text: str) -> int:
+    """``500MB``, ``2GiB``, ``1e9`` → bytes."""
+    t = text.strip().upper().replace("IB", "B")
+    mult = 1
+    for suffix, m in (("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40), ("B", 1)):
+        if t.endswith(suffix):
+            mult = m
+            t = t[: -len(suffix)]
+            break
+    try:
+        return int(float(t) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+
+
+def add_trace_args(p: argparse.ArgumentParser, *, nargs: str = "+") -> None:
+    p.add_argument("traces", nargs=nargs, metavar="TRACES", help="trace files, directories of rank files, or globs")
+    p.add_argument("--rank", type=int, action="append", dest="ranks", metavar="N", help="only this rank (repeatable)")
+    p.add_argument("--strict", action="store_true", help="refuse truncated traces instead of salvaging them")
+    p.add_argument(
+        "--max-size", type=parse_size, default=None, metavar="SIZE",
+        help="refuse inputs that decompress to more than SIZE (default 64GB)",
+    )
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="files decoded at once (default: cores)")
+
+
+def add_format_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+
+
+class _Progress:
+    """A rich progress bar on stderr, shown only after a second and only on a terminal."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.enabled = not ctx.quiet and sys.stderr.isatty()
+        self.t0 = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int, path: str) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None and time.monotonic() - self.t0 > 1.0 and done < total:
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True, console=__import__("rich.console").console.Console(file=sys.stderr))
+            self.bar.start()
+            self.task = self.bar.add_task("loading traces", total=total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, description=f"loading {os.path.basename(path)}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def load_run(args: argparse.Namespace, ctx: Context) -> Any:
+    """Load the traces named on the command line."""
+    from ranksight import load
+    from ranksight.io.kineto import DEFAULT_MAX_BYTES
+
+    if not args.traces:
+        raise UsageError("no trace given")
+    prog = _Progress(ctx)
+    try:
+        return load(
+            args.traces,
+            ranks=args.ranks,
+            strict=args.strict,
+            max_bytes=args.max_size or DEFAULT_MAX_BYTES,
+            jobs=args.jobs,
+            progress=prog,
+        )
+    finally:
+        prog.close()

@@ -1,0 +1,68 @@
+"""``ranksight export TRACES --to DIR``: the canonical tables as Parquet, one file per rank."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+import polars as pl
+
+from ranksight.cli._common import Command, Context, add_trace_args, load_run
+from ranksight.errors import UsageError
+
+__all__ = ["COMMAND", "export_run"]
+
+
+def _atomic_parquet(df: pl.DataFrame, path: str) -> None:
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".ranksight-", suffix=".parquet", dir=d)
+    os.close(fd)
+    try:
+        df.write_parquet(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def export_run(run, out_dir: str, *, force: bool = False, tables: bool = False) -> list[str]:  # noqa: ANN001
+    """Write ``rank<N>.events.parquet`` (and with ``tables`` each side table) into ``out_dir``."""
+    os.makedirs(out_dir, exist_ok=True)
+    inputs = {os.path.realpath(t.path) for t in run}
+    plan: list[tuple[pl.DataFrame, str]] = []
+    for t in run:
+        plan.append((t.events, os.path.join(out_dir, f"rank{t.rank}.events.parquet")))
+        if tables:
+            for name, df in t.tables.items():
+                plan.append((df, os.path.join(out_dir, f"rank{t.rank}.{name}.parquet")))
+    for _, path in plan:
+        if os.path.realpath(path) in inputs:
+            raise UsageError(f"refusing to overwrite an input: {path}")
+        if os.path.exists(path) and not force:
+            raise UsageError(f"{path} exists; use --force to overwrite")
+    written = []
+    for df, path in plan:
+        _atomic_parquet(df, path)
+        written.append(path)
+    return written
+
+
+def _add(p: argparse.ArgumentParser) -> None:
+    add_trace_args(p)
+    p.add_argument("--to", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--tables", action="store_true", help="also write the side tables (kernel, op, collective, ...)")
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    run = load_run(args, ctx)
+    written = export_run(run, args.to, force=args.force, tables=args.tables)
+    if not ctx.quiet:
+        sys.stdout.write(f"Wrote {len(written)} Parquet files to {args.to}\n")
+    return 0
+
+
+COMMAND = Command("export", "write the canonical tables as Parquet, one file per rank", _add, _run, order=60)

@@ -1,0 +1,1 @@
+"""Reporters: terminal tables, files, and the HTML report. They format; they never compute."""
