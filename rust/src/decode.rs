@@ -103,49 +103,77 @@ pub fn open(path: &str) -> Result<Source, DecodeError> {
     Ok(Source { reader, gzip, file_bytes: md.len(), consumed })
 }
 
+/// What the reader thread hands over: a buffer, the spans of the complete events in it (relative
+/// to the buffer), and the stream offset of its first byte.
 enum Msg {
-    Data(Vec<u8>),
-    Eof,
-    Truncated(String),
+    Batch { buf: Vec<u8>, spans: Vec<(usize, usize)>, base: u64, first_index: u64 },
+    End(ReaderEnd),
     Fail(DecodeError),
 }
 
-fn spawn_reader(mut src: Source, chunk: usize, max_bytes: u64) -> std::sync::mpsc::Receiver<Msg> {
+struct ReaderEnd {
+    meta: Vec<(String, Vec<u8>)>,
+    json_bytes: u64,
+    consumed_to: u64,
+    complete: bool,
+    events_seen: bool,
+    reached_events: bool,
+    truncated_gzip: Option<String>,
+    skipped_non_objects: usize,
+    index: u64,
+}
+
+/// Read (and gunzip) the input in chunks and find event boundaries, one chunk ahead of the
+/// parsers.
+fn spawn_reader(mut src: Source, opts: &Options) -> std::sync::mpsc::Receiver<Msg> {
     let (tx, rx) = sync_channel::<Msg>(2);
+    let chunk = if opts.header_only { 1 << 20 } else { opts.chunk_bytes };
+    let max_bytes = opts.max_bytes;
+    let header_only = opts.header_only;
     std::thread::spawn(move || {
+        let mut scanner = Scanner::new();
+        scanner.stop_at_events = header_only;
+        let mut meta: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut carry: Vec<u8> = Vec::new();
+        let mut base: u64 = 0;
         let mut total: u64 = 0;
+        let mut index: u64 = 0;
+        let mut truncated = None;
+        let mut reached_events = false;
+        let mut consumed_to: u64 = 0;
         loop {
-            let mut v = vec![0u8; chunk];
-            let mut filled = 0;
-            let mut end = None;
-            while filled < chunk {
-                match src.reader.read(&mut v[filled..]) {
+            let mut buf = std::mem::take(&mut carry);
+            let start_len = buf.len();
+            buf.resize(start_len + chunk, 0);
+            let mut filled = start_len;
+            let mut eof = false;
+            while filled < buf.len() {
+                match src.reader.read(&mut buf[filled..]) {
                     Ok(0) => {
-                        end = Some(Msg::Eof);
+                        eof = true;
                         break;
                     }
                     Ok(n) => filled += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => {
                         let at = src.consumed.load(Ordering::Relaxed);
-                        end = Some(if src.gzip && e.kind() == io::ErrorKind::UnexpectedEof {
-                            Msg::Truncated(format!("gzip stream ends early (compressed byte {at})"))
-                        } else if src.gzip {
-                            Msg::Fail(DecodeError {
-                                kind: "gzip",
-                                message: format!("corrupt gzip data: {e}"),
-                                offset: Some(at),
-                                event_index: None,
-                            })
+                        if src.gzip && e.kind() == io::ErrorKind::UnexpectedEof {
+                            truncated = Some(format!("gzip stream ends early (compressed byte {at})"));
+                            eof = true;
+                            break;
+                        }
+                        let err = if src.gzip {
+                            DecodeError { kind: "gzip", message: format!("corrupt gzip data: {e}"), offset: Some(at), event_index: None }
                         } else {
-                            Msg::Fail(DecodeError::new("io", format!("read failed: {e}")))
-                        });
-                        break;
+                            DecodeError::new("io", format!("read failed: {e}"))
+                        };
+                        let _ = tx.send(Msg::Fail(err));
+                        return;
                     }
                 }
             }
-            v.truncate(filled);
-            total += filled as u64;
+            total += (filled - start_len) as u64;
+            buf.truncate(filled);
             if max_bytes > 0 && total > max_bytes {
                 let _ = tx.send(Msg::Fail(DecodeError::new(
                     "too_large",
@@ -153,13 +181,52 @@ fn spawn_reader(mut src: Source, chunk: usize, max_bytes: u64) -> std::sync::mps
                 )));
                 return;
             }
-            if filled > 0 && tx.send(Msg::Data(v)).is_err() {
+            let mut spans = Vec::new();
+            let progress = match scanner.scan(&buf, 0, eof, &mut spans, &mut meta) {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = tx.send(Msg::Fail(DecodeError {
+                        kind: "format",
+                        message: e.message,
+                        offset: Some(base + e.offset as u64),
+                        event_index: Some(index),
+                    }));
+                    return;
+                }
+            };
+            let (pos, stop) = match progress {
+                Progress::NeedMore(p) | Progress::Finished(p) => (p, eof),
+                Progress::ReachedEvents(p) => {
+                    reached_events = true;
+                    (p, true)
+                }
+            };
+            consumed_to = base + pos as u64;
+            let n = spans.len() as u64;
+            if !stop && pos < buf.len() {
+                carry = buf[pos..].to_vec();
+            }
+            let buf_len = buf.len() as u64;
+            if !spans.is_empty() && tx.send(Msg::Batch { buf, spans, base, first_index: index }).is_err() {
                 return;
             }
-            if let Some(m) = end {
-                let _ = tx.send(m);
+            index += n;
+            if stop {
+                let json_bytes = base + buf_len;
+                let _ = tx.send(Msg::End(ReaderEnd {
+                    meta,
+                    json_bytes,
+                    consumed_to,
+                    complete: scanner.is_done(),
+                    events_seen: scanner.events_seen,
+                    reached_events,
+                    truncated_gzip: truncated,
+                    skipped_non_objects: scanner.skipped_non_objects,
+                    index,
+                }));
                 return;
             }
+            base += pos as u64;
         }
     });
     rx
@@ -195,82 +262,34 @@ pub fn decode(path: &str, opts: &Options) -> Result<Decoded, DecodeError> {
     if file_bytes == 0 {
         return Err(DecodeError::new("empty", "the file is empty".into()));
     }
-    let rx = spawn_reader(src, if opts.header_only { 1 << 20 } else { opts.chunk_bytes }, opts.max_bytes);
-    let mut scanner = Scanner::new();
-    scanner.stop_at_events = opts.header_only;
+    let rx = spawn_reader(src, opts);
     let mut cols = Columns::new();
-    let mut meta: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut base: u64 = 0;
-    let mut index: u64 = 0;
-    let mut truncated_gzip = false;
-    let mut reached_events = false;
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    let mut consumed_to: u64;
-    loop {
-        let eof = match rx.recv() {
-            Ok(Msg::Data(d)) => {
-                if buf.is_empty() {
-                    buf = d;
-                } else {
-                    buf.extend_from_slice(&d);
-                }
-                false
-            }
-            Ok(Msg::Eof) => true,
-            Ok(Msg::Truncated(m)) => {
-                if opts.strict {
-                    return Err(DecodeError::new("truncated", m));
-                }
-                truncated_gzip = true;
-                true
-            }
+    let end = loop {
+        match rx.recv() {
+            Ok(Msg::Batch { buf, spans, base, first_index }) => parse_spans(&buf, &spans, base, first_index, &mut cols)?,
+            Ok(Msg::End(e)) => break e,
             Ok(Msg::Fail(e)) => return Err(e),
-            Err(_) => true,
-        };
-        spans.clear();
-        let progress = scanner.scan(&buf, 0, eof, &mut spans, &mut meta).map_err(|e| DecodeError {
-            kind: "format",
-            message: e.message,
-            offset: Some(base + e.offset as u64),
-            event_index: Some(index),
-        })?;
-        parse_spans(&buf, &spans, base, index, &mut cols)?;
-        index += spans.len() as u64;
-        let pos = match progress {
-            Progress::NeedMore(p) | Progress::Finished(p) => p,
-            Progress::ReachedEvents(p) => {
-                reached_events = true;
-                consumed_to = base + p as u64;
-                break;
-            }
-        };
-        consumed_to = base + pos as u64;
-        if eof {
-            break;
+            Err(_) => return Err(DecodeError::new("io", "the reader stopped unexpectedly".into())),
         }
-        if pos > 0 {
-            buf.drain(..pos);
-            base += pos as u64;
+    };
+    if let Some(m) = &end.truncated_gzip {
+        if opts.strict {
+            return Err(DecodeError::new("truncated", m.clone()));
         }
     }
-    drop(rx);
-    let json_bytes = base + buf.len() as u64;
-    let complete = scanner.is_done();
-    if !opts.header_only && !complete {
-        if opts.strict || !scanner.events_seen {
-            let what = if json_bytes == 0 { "no data".to_string() } else { format!("the document ends early at byte {json_bytes}") };
-            return Err(DecodeError {
-                kind: "truncated",
-                message: format!("truncated JSON: {what}"),
-                offset: Some(consumed_to),
-                event_index: Some(index),
-            });
-        }
+    let complete = end.complete;
+    if !opts.header_only && !complete && (opts.strict || !end.events_seen) {
+        let what = if end.json_bytes == 0 { "no data".to_string() } else { format!("the document ends early at byte {}", end.json_bytes) };
+        return Err(DecodeError {
+            kind: "truncated",
+            message: format!("truncated JSON: {what}"),
+            offset: Some(end.consumed_to),
+            event_index: Some(end.index),
+        });
     }
-    let lost = if complete { 0 } else { json_bytes.saturating_sub(consumed_to) };
+    let lost = if complete { 0 } else { end.json_bytes.saturating_sub(end.consumed_to) };
     let mut base_time_ns = None;
-    for (k, v) in &meta {
+    for (k, v) in &end.meta {
         if k == "baseTimeNanoseconds" {
             base_time_ns = crate::numbers::int_text(v);
         }
@@ -280,16 +299,16 @@ pub fn decode(path: &str, opts: &Options) -> Result<Decoded, DecodeError> {
     }
     Ok(Decoded {
         columns: cols,
-        meta,
+        meta: end.meta,
         gzip,
         file_bytes,
-        json_bytes,
-        events_seen: scanner.events_seen,
-        reached_events,
+        json_bytes: end.json_bytes,
+        events_seen: end.events_seen,
+        reached_events: end.reached_events,
         document_complete: complete,
         lost_bytes: lost,
-        truncated_gzip,
-        skipped_non_objects: scanner.skipped_non_objects,
+        truncated_gzip: end.truncated_gzip.is_some(),
+        skipped_non_objects: end.skipped_non_objects,
         base_time_ns,
     })
 }

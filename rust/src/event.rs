@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 #[derive(Deserialize)]
-struct RawEvent<'a> {
+pub struct RawEvent<'a> {
     #[serde(borrow, default)]
     ph: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -99,12 +99,273 @@ impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
     }
 }
 
-/// The text of a JSON string value (unescaped), or the raw text of any other value.
+/// The raw JSON text of the fields of one event that the decoder types.
+pub struct Fields<'a> {
+    pub ph: Option<&'a [u8]>,
+    pub cat: Option<&'a [u8]>,
+    pub name: Option<&'a [u8]>,
+    pub pid: Option<&'a [u8]>,
+    pub tid: Option<&'a [u8]>,
+    pub ts: Option<&'a [u8]>,
+    pub dur: Option<&'a [u8]>,
+    pub id: Option<&'a [u8]>,
+    pub bp: Option<&'a [u8]>,
+    pub args: [Option<&'a [u8]>; NKEYS],
+    /// bit k set when args key k is present
+    pub present: u64,
+    pub has_args: bool,
+}
+
+impl<'a> Fields<'a> {
+    fn empty() -> Self {
+        Fields { ph: None, cat: None, name: None, pid: None, tid: None, ts: None, dur: None, id: None, bp: None, args: [None; NKEYS], present: 0, has_args: false }
+    }
+    fn from_serde(ev: &RawEvent<'a>) -> Self {
+        let b = |r: Option<&'a RawValue>| r.map(|v| v.get().as_bytes());
+        let mut f = Fields::empty();
+        f.ph = b(ev.ph);
+        f.cat = b(ev.cat);
+        f.name = b(ev.name);
+        f.pid = b(ev.pid);
+        f.tid = b(ev.tid);
+        f.ts = b(ev.ts);
+        f.dur = b(ev.dur);
+        f.id = b(ev.id);
+        f.bp = b(ev.bp);
+        if let Some(a) = &ev.args {
+            f.has_args = true;
+            for (i, v) in a.v.iter().enumerate() {
+                if let Some(v) = v {
+                    f.args[i] = Some(v.get().as_bytes());
+                    f.present |= 1u64 << i;
+                }
+            }
+        }
+        f
+    }
+}
+
 #[inline]
-fn str_of(raw: &RawValue) -> Cow<'_, str> {
-    let t = raw.get();
-    let b = t.as_bytes();
-    if b.len() >= 2 && b[0] == b'"' {
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\n' | b'\r' | b'\t') {
+        i += 1;
+    }
+    i
+}
+
+#[inline]
+fn str_end(b: &[u8], mut i: usize) -> Option<usize> {
+    // i is just after the opening quote; short strings (keys, phases) are faster byte by byte
+    let lim = (i + 24).min(b.len());
+    while i < lim {
+        match b[i] {
+            b'"' => return Some(i + 1),
+            b'\\' => {
+                i += 2;
+                if i > b.len() {
+                    return None;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    if i >= b.len() {
+        return None;
+    }
+    loop {
+        let k = memchr::memchr2(b'"', b'\\', &b[i..])?;
+        let j = i + k;
+        if b[j] == b'"' {
+            return Some(j + 1);
+        }
+        i = j + 2;
+        if i > b.len() {
+            return None;
+        }
+    }
+}
+
+/// End of a value starting at `i` inside a complete object span. None on anything unexpected.
+#[inline]
+fn val_end(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => str_end(b, i + 1),
+        open @ (b'{' | b'[') => {
+            // balanced within valid JSON: count only this kind of bracket, skipping strings
+            let close = if open == b'{' { b'}' } else { b']' };
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                let k = memchr::memchr3(b'"', open, close, &b[j..])?;
+                let p = j + k;
+                let c = b[p];
+                if c == b'"' {
+                    j = str_end(b, p + 1)?;
+                } else if c == open {
+                    depth += 1;
+                    j = p + 1;
+                } else {
+                    depth -= 1;
+                    j = p + 1;
+                    if depth == 0 {
+                        return Some(j);
+                    }
+                }
+            }
+        }
+        _ => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
+                j += 1;
+            }
+            if j == i {
+                None
+            } else {
+                Some(j)
+            }
+        }
+    }
+}
+
+/// Iterate `"key": value` pairs of the object starting at `i`; calls `f(key, value)` with raw
+/// slices. Returns the index after the closing brace, or None when the text is not a plain
+/// object (the caller then falls back to serde_json, which validates and repairs).
+#[inline]
+fn each_pair<'a>(b: &'a [u8], i: usize, mut f: impl FnMut(&'a [u8], &'a [u8], usize) -> Option<()>) -> Option<usize> {
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    let mut j = ws(b, i + 1);
+    if b.get(j) == Some(&b'}') {
+        return Some(j + 1);
+    }
+    loop {
+        if b.get(j) != Some(&b'"') {
+            return None;
+        }
+        let ke = str_end(b, j + 1)?;
+        let key = &b[j + 1..ke - 1];
+        if key.contains(&b'\\') {
+            return None;
+        }
+        j = ws(b, ke);
+        if b.get(j) != Some(&b':') {
+            return None;
+        }
+        j = ws(b, j + 1);
+        let ve = val_end(b, j)?;
+        f(key, &b[j..ve], j)?;
+        j = ws(b, ve);
+        match b.get(j)? {
+            b',' => j = ws(b, j + 1),
+            b'}' => return Some(j + 1),
+            _ => return None,
+        }
+    }
+}
+
+impl<'a> Fields<'a> {
+    /// Clear for reuse (only what the last event set).
+    #[inline]
+    pub fn reset(&mut self) {
+        self.ph = None;
+        self.cat = None;
+        self.name = None;
+        self.pid = None;
+        self.tid = None;
+        self.ts = None;
+        self.dur = None;
+        self.id = None;
+        self.bp = None;
+        let mut p = self.present;
+        while p != 0 {
+            let k = p.trailing_zeros() as usize;
+            self.args[k] = None;
+            p &= p - 1;
+        }
+        self.present = 0;
+        self.has_args = false;
+    }
+
+    pub fn new() -> Self {
+        Fields::empty()
+    }
+}
+
+/// Fast path: pick the typed fields out of an event into `f` without building anything.
+/// Returns false when the event needs the validating (serde_json) path.
+pub fn fast_fields<'a>(span: &'a [u8], f: &mut Fields<'a>) -> bool {
+    f.reset();
+    if std::str::from_utf8(span).is_err() {
+        return false;
+    }
+    let start = ws(span, 0);
+    let mut args_at: Option<usize> = None;
+    let end = each_pair(span, start, |k, v, at| {
+        match k {
+            b"ph" => f.ph = Some(v),
+            b"cat" => f.cat = Some(v),
+            b"name" => f.name = Some(v),
+            b"pid" => f.pid = Some(v),
+            b"tid" => f.tid = Some(v),
+            b"ts" => f.ts = Some(v),
+            b"dur" => f.dur = Some(v),
+            b"id" => f.id = Some(v),
+            b"bp" => f.bp = Some(v),
+            b"args" => {
+                if v.first() == Some(&b'{') {
+                    args_at = Some(at);
+                }
+            }
+            _ => {}
+        }
+        Some(())
+    });
+    let Some(end) = end else { return false };
+    if ws(span, end) != span.len() {
+        return false;
+    }
+    for v in [f.ph, f.cat, f.name, f.pid, f.tid, f.ts, f.dur, f.id, f.bp].into_iter().flatten() {
+        if !plain_value(v) {
+            return false;
+        }
+    }
+    if let Some(at) = args_at {
+        f.has_args = true;
+        let args = &mut f.args;
+        let present = &mut f.present;
+        let ok = each_pair(span, at, |k, v, _| {
+            // keys are valid UTF-8 (the span was checked)
+            if let Some(i) = key_index(unsafe { std::str::from_utf8_unchecked(k) }) {
+                if !plain_value(v) {
+                    return None;
+                }
+                args[i] = Some(v);
+                *present |= 1u64 << i;
+            }
+            Some(())
+        });
+        if ok.is_none() {
+            return false;
+        }
+    }
+    true
+}
+
+#[inline]
+fn plain_value(v: &[u8]) -> bool {
+    match v[0] {
+        b'"' | b'{' | b'[' | b'-' | b'0'..=b'9' => true,
+        _ => v == b"true" || v == b"false" || v == b"null",
+    }
+}
+
+/// The text of a JSON string value (unescaped), or the raw text of any other value.
+/// The bytes are valid UTF-8 (checked on the fast path, guaranteed by serde_json otherwise).
+#[inline]
+fn str_of(raw: &[u8]) -> Cow<'_, str> {
+    let t = unsafe { std::str::from_utf8_unchecked(raw) };
+    if raw.len() >= 2 && raw[0] == b'"' {
         let inner = &t[1..t.len() - 1];
         if !inner.as_bytes().contains(&b'\\') {
             return Cow::Borrowed(inner);
@@ -118,13 +379,12 @@ fn str_of(raw: &RawValue) -> Cow<'_, str> {
 }
 
 /// JSON text without whitespace outside strings; a JSON string yields its contents.
-fn compact_of(raw: &RawValue) -> Cow<'_, str> {
-    let t = raw.get();
-    let b = t.as_bytes();
-    if !b.is_empty() && b[0] == b'"' {
+fn compact_of(raw: &[u8]) -> Cow<'_, str> {
+    if !raw.is_empty() && raw[0] == b'"' {
         return str_of(raw);
     }
-    if !b.iter().any(|&c| c == b' ' || c == b'\n' || c == b'\t' || c == b'\r') {
+    let t = unsafe { std::str::from_utf8_unchecked(raw) };
+    if !raw.iter().any(|&c| c == b' ' || c == b'\n' || c == b'\t' || c == b'\r') {
         return Cow::Borrowed(t);
     }
     let mut out = String::with_capacity(t.len());
@@ -150,8 +410,7 @@ fn compact_of(raw: &RawValue) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-fn dim_of(raw: &RawValue, k: usize) -> Option<i32> {
-    let t = raw.get().as_bytes();
+fn dim_of(t: &[u8], k: usize) -> Option<i32> {
     if t.first() != Some(&b'[') {
         return None;
     }
@@ -232,10 +491,9 @@ impl Part {
         p
     }
 
-    fn id_value(&mut self, raw: Option<&RawValue>, row: u32, is_pid: bool) -> i64 {
+    fn id_value(&mut self, raw: Option<&[u8]>, row: u32, is_pid: bool) -> i64 {
         let Some(raw) = raw else { return 0 };
-        let t = raw.get().as_bytes();
-        if let Some(v) = int_text(t) {
+        if let Some(v) = int_text(raw) {
             return v;
         }
         let s = str_of(raw);
@@ -254,51 +512,49 @@ impl Part {
         0
     }
 
-    fn add_event(&mut self, ev: &RawEvent, offset: u64, len: u32) {
+    fn add_event(&mut self, ev: &Fields, offset: u64, len: u32) {
         let row = self.n as u32;
         self.n += 1;
         self.offset.push(offset);
         self.len.push(len);
-        self.ph.push(ev.ph.map(|r| phase_code(&str_of(r))).unwrap_or(PHASE_UNKNOWN));
-        let cat = ev.cat.map(|r| str_of(r)).unwrap_or(Cow::Borrowed(""));
+        self.ph.push(ev.ph.map(phase_of).unwrap_or(PHASE_UNKNOWN));
+        let cat = ev.cat.map(str_of).unwrap_or(Cow::Borrowed(""));
         let c = self.strings.intern(&cat);
         self.cat.push(c);
-        let name = ev.name.map(|r| str_of(r)).unwrap_or(Cow::Borrowed(""));
+        let name = ev.name.map(str_of).unwrap_or(Cow::Borrowed(""));
         let c = self.strings.intern(&name);
         self.name.push(c);
         let pid = self.id_value(ev.pid, row, true);
         self.pid.push(pid);
         let tid = self.id_value(ev.tid, row, false);
         self.tid.push(tid);
-        let ts = ev.ts.and_then(|r| num_ns(r));
-        if ts.is_none() && ev.ts.is_some() {
+        let ts = ev.ts.and_then(num_ns);
+        if ts.is_none() && ev.ts.is_some_and(|t| t != b"null") {
             self.bad_numbers += 1;
         }
         self.ts.push_i64(ts);
-        let dur = ev.dur.and_then(|r| num_ns(r));
-        if dur.is_none() && ev.dur.is_some() {
+        let dur = ev.dur.and_then(num_ns);
+        if dur.is_none() && ev.dur.is_some_and(|t| t != b"null") {
             self.bad_numbers += 1;
         }
         self.dur.push_i64(dur);
         if ev.id.is_some() || ev.bp.is_some() {
             self.flow_rows.push(row);
-            let id = ev.id.and_then(|r| int_text(r.get().as_bytes()));
-            self.flow_id.push_i64(id);
+            self.flow_id.push_i64(ev.id.and_then(int_text));
             let bp = ev.bp.map(|r| self.strings.intern(&str_of(r)));
             self.flow_bp.push_str(bp);
         }
-        let empty = [None; NKEYS];
-        let a = ev.args.as_ref().map(|a| &a.v).unwrap_or(&empty);
-        self.correlation.push_i64(a[K_CORRELATION].and_then(|r| int_text(r.get().as_bytes())));
+        let a = &ev.args;
+        self.correlation.push_i64(a[K_CORRELATION].and_then(int_text));
         let ext = a[K_EXTERNAL_ID].or(a[K_EXTERNAL_ID_OLD]);
-        self.external_id.push_i64(ext.and_then(|r| int_text(r.get().as_bytes())));
-        self.stream.push_i64(a[K_STREAM].and_then(|r| int_text(r.get().as_bytes())));
-        self.device.push_i32(a[K_DEVICE].and_then(|r| int_text(r.get().as_bytes())).and_then(|v| i32::try_from(v).ok()));
-        if ev.args.is_none() {
+        self.external_id.push_i64(ext.and_then(int_text));
+        self.stream.push_i64(a[K_STREAM].and_then(int_text));
+        self.device.push_i32(a[K_DEVICE].and_then(int_text).and_then(|v| i32::try_from(v).ok()));
+        if ev.present == 0 {
             return;
         }
         for (ti, spec) in TABLES.iter().enumerate() {
-            if !spec.cols.iter().any(|c| a[c.key].is_some()) {
+            if ev.present & table_mask(ti) == 0 {
                 continue;
             }
             let (rows, cols) = &mut self.tables[ti];
@@ -307,9 +563,9 @@ impl Part {
                 let v = a[cs.key];
                 let col = &mut cols[ci];
                 match cs.ty {
-                    Ty::I64 => col.push_i64(v.and_then(|r| int_text(r.get().as_bytes()))),
-                    Ty::I32 => col.push_i32(v.and_then(|r| int_text(r.get().as_bytes())).and_then(|x| i32::try_from(x).ok())),
-                    Ty::F64 => col.push_f64(v.and_then(|r| float_text(r.get().as_bytes()))),
+                    Ty::I64 => col.push_i64(v.and_then(int_text)),
+                    Ty::I32 => col.push_i32(v.and_then(int_text).and_then(|x| i32::try_from(x).ok())),
+                    Ty::F64 => col.push_f64(v.and_then(float_text)),
                     Ty::Dim(k) => col.push_i32(v.and_then(|r| dim_of(r, k))),
                     Ty::Str => {
                         let code = v.map(|r| self.strings.intern(&str_of(r)));
@@ -325,9 +581,62 @@ impl Part {
     }
 }
 
+/// Bit mask of the arg keys of side table `ti`.
 #[inline]
-fn num_ns(r: &RawValue) -> Option<i64> {
-    let t = r.get().as_bytes();
+fn table_mask(ti: usize) -> u64 {
+    static MASKS: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    MASKS.get_or_init(|| TABLES.iter().map(|t| t.cols.iter().fold(0u64, |m, c| m | (1u64 << c.key))).collect())[ti]
+}
+
+#[inline]
+fn phase_of(raw: &[u8]) -> u8 {
+    if raw.len() == 3 && raw[0] == b'"' && raw[2] == b'"' {
+        let c = [raw[1]];
+        return phase_code(unsafe { std::str::from_utf8_unchecked(&c) });
+    }
+    phase_code(&str_of(raw))
+}
+
+/// µs text with at most 3 decimals and at most 15 integer digits, the common case, in u64.
+#[inline]
+fn fast_us_ns(t: &[u8]) -> Option<i64> {
+    let mut i = 0;
+    let mut v: u64 = 0;
+    while i < t.len() && t[i].is_ascii_digit() {
+        v = v * 10 + (t[i] - b'0') as u64;
+        i += 1;
+    }
+    if i == 0 || i > 15 {
+        return None;
+    }
+    let mut frac: u64 = 0;
+    let mut nd = 0;
+    if i < t.len() {
+        if t[i] != b'.' {
+            return None;
+        }
+        i += 1;
+        while i < t.len() && t[i].is_ascii_digit() && nd < 3 {
+            frac = frac * 10 + (t[i] - b'0') as u64;
+            nd += 1;
+            i += 1;
+        }
+        if i != t.len() || nd == 0 {
+            return None;
+        }
+    }
+    while nd < 3 {
+        frac *= 10;
+        nd += 1;
+    }
+    Some((v * 1000 + frac) as i64)
+}
+
+#[inline]
+fn num_ns(t: &[u8]) -> Option<i64> {
+    if let Some(v) = fast_us_ns(t) {
+        return Some(v);
+    }
     if t.first() == Some(&b'"') {
         return us_text_to_ns(t[1..t.len() - 1].trim_ascii());
     }
@@ -394,16 +703,21 @@ pub fn sanitize(span: &[u8]) -> Vec<u8> {
 /// Parse the events at `spans` (offsets into `buf`, whose first byte is at `base` in the stream).
 pub fn parse_part(buf: &[u8], spans: &[(usize, usize)], base: u64) -> Part {
     let mut part = Part::with_capacity(spans.len());
+    let mut fields = Fields::new();
     for (i, &(a, b)) in spans.iter().enumerate() {
         let span = &buf[a..b];
+        if fast_fields(span, &mut fields) {
+            part.add_event(&fields, base + a as u64, (b - a) as u32);
+            continue;
+        }
         match serde_json::from_slice::<RawEvent>(span) {
-            Ok(ev) => part.add_event(&ev, base + a as u64, (b - a) as u32),
+            Ok(ev) => part.add_event(&Fields::from_serde(&ev), base + a as u64, (b - a) as u32),
             Err(first) => {
                 let fixed = sanitize(span);
                 match serde_json::from_slice::<RawEvent>(&fixed) {
                     Ok(ev) => {
                         part.repaired += 1;
-                        part.add_event(&ev, base + a as u64, (b - a) as u32)
+                        part.add_event(&Fields::from_serde(&ev), base + a as u64, (b - a) as u32)
                     }
                     Err(_) => {
                         part.error = Some((i, format!("{first}")));
@@ -561,7 +875,7 @@ mod tests {
     }
     #[test]
     fn repairs() {
-        let buf = b"{\"ph\":\"X\",\"name\":\"a\x01b\",\"ts\":1,\"args\":{\"x\":N/A,\"y\":NaN}}";
+        let buf = b"{\"ph\":\"X\",\"name\":\"a\x01b\",\"ts\":1,\"dur\":N/A,\"args\":{\"x\":N/A,\"y\":NaN}}";
         let p = parse_part(buf, &[(0, buf.len())], 0);
         assert!(p.error.is_none());
         assert_eq!(p.repaired, 1);

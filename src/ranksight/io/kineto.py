@@ -92,6 +92,12 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
     spans = _table(d, "spans")
     tables = {name: _table(d, name) for name in TABLES}
     warnings: list[str] = []
+    if not stats["document_complete"] and events.height == 0:
+        raise TraceFormatError(
+            f"truncated JSON: the file ends inside the first event ({stats['json_bytes']} bytes, no complete event)",
+            path=p,
+            offset=stats["json_bytes"],
+        )
     if not stats["document_complete"]:
         last_ts = events["ts_ns"].max() if events.height else None
         lost = stats["lost_bytes"]
