@@ -24,17 +24,24 @@ def console(file: IO[str] | None = None) -> Console:
     return Console(file=f, width=None if is_tty else 250, soft_wrap=False, highlight=False)
 
 
+MAX_TEXT = 80
+
+
 def format_value(v: Any) -> str:
     if v is None:
         return ""
+    if isinstance(v, str):
+        return v if len(v) <= MAX_TEXT else v[: MAX_TEXT - 1] + "…"
     if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if v == int(v) and abs(v) < 1e15:
-            return f"{int(v):,}" if abs(v) >= 10000 else f"{v:g}"
-        return f"{v:,.2f}" if abs(v) >= 100 else f"{v:.4g}"
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        if abs(v) >= 1 or v == 0:
+            return f"{v:,.2f}"
+        return f"{v:.3g}"
     if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
+        return f"{v:,}"
     return str(v)
 
 
