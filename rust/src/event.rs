@@ -299,55 +299,86 @@ pub fn fast_fields<'a>(span: &'a [u8], f: &mut Fields<'a>) -> bool {
     if std::str::from_utf8(span).is_err() {
         return false;
     }
-    let start = ws(span, 0);
-    let mut args_at: Option<usize> = None;
-    let end = each_pair(span, start, |k, v, at| {
-        match k {
-            b"ph" => f.ph = Some(v),
-            b"cat" => f.cat = Some(v),
-            b"name" => f.name = Some(v),
-            b"pid" => f.pid = Some(v),
-            b"tid" => f.tid = Some(v),
-            b"ts" => f.ts = Some(v),
-            b"dur" => f.dur = Some(v),
-            b"id" => f.id = Some(v),
-            b"bp" => f.bp = Some(v),
-            b"args" => {
-                if v.first() == Some(&b'{') {
-                    args_at = Some(at);
-                }
-            }
-            _ => {}
-        }
-        Some(())
-    });
-    let Some(end) = end else { return false };
-    if ws(span, end) != span.len() {
+    // top-level pairs; the args object is walked in place (not skipped and re-read)
+    let b = span;
+    let mut j = ws(b, 0);
+    if b.get(j) != Some(&b'{') {
         return false;
     }
-    for v in [f.ph, f.cat, f.name, f.pid, f.tid, f.ts, f.dur, f.id, f.bp].into_iter().flatten() {
-        if !plain_value(v) {
+    j = ws(b, j + 1);
+    if b.get(j) == Some(&b'}') {
+        return ws(b, j + 1) == b.len();
+    }
+    loop {
+        if b.get(j) != Some(&b'"') {
             return false;
+        }
+        let Some(ke) = str_end(b, j + 1) else { return false };
+        let key = &b[j + 1..ke - 1];
+        j = ws(b, ke);
+        if b.get(j) != Some(&b':') {
+            return false;
+        }
+        j = ws(b, j + 1);
+        let ve = if key == b"args" && b.get(j) == Some(&b'{') {
+            f.has_args = true;
+            let args = &mut f.args;
+            let present = &mut f.present;
+            let end = each_pair(b, j, |k, v, _| {
+                // keys are valid UTF-8 (the span was checked)
+                if let Some(i) = key_index(unsafe { std::str::from_utf8_unchecked(k) }) {
+                    if !plain_value(v) {
+                        return None;
+                    }
+                    args[i] = Some(v);
+                    *present |= 1u64 << i;
+                }
+                Some(())
+            });
+            match end {
+                Some(e) => e,
+                None => return false,
+            }
+        } else {
+            let Some(ve) = val_end(b, j) else { return false };
+            let v = &b[j..ve];
+            let slot = match key {
+                b"ph" => &mut f.ph,
+                b"cat" => &mut f.cat,
+                b"name" => &mut f.name,
+                b"pid" => &mut f.pid,
+                b"tid" => &mut f.tid,
+                b"ts" => &mut f.ts,
+                b"dur" => &mut f.dur,
+                b"id" => &mut f.id,
+                b"bp" => &mut f.bp,
+                _ => {
+                    j = ws(b, ve);
+                    match b.get(j) {
+                        Some(b',') => {
+                            j = ws(b, j + 1);
+                            continue;
+                        }
+                        Some(b'}') => break,
+                        _ => return false,
+                    }
+                }
+            };
+            if !plain_value(v) {
+                return false;
+            }
+            *slot = Some(v);
+            ve
+        };
+        j = ws(b, ve);
+        match b.get(j) {
+            Some(b',') => j = ws(b, j + 1),
+            Some(b'}') => break,
+            _ => return false,
         }
     }
-    if let Some(at) = args_at {
-        f.has_args = true;
-        let args = &mut f.args;
-        let present = &mut f.present;
-        let ok = each_pair(span, at, |k, v, _| {
-            // keys are valid UTF-8 (the span was checked)
-            if let Some(i) = key_index(unsafe { std::str::from_utf8_unchecked(k) }) {
-                if !plain_value(v) {
-                    return None;
-                }
-                args[i] = Some(v);
-                *present |= 1u64 << i;
-            }
-            Some(())
-        });
-        if ok.is_none() {
-            return false;
-        }
+    if ws(b, j + 1) != b.len() {
+        return false;
     }
     true
 }
@@ -423,6 +454,8 @@ fn dim_of(t: &[u8], k: usize) -> Option<i32> {
 /// Columns of a run of consecutive events, with local string codes.
 pub struct Part {
     pub strings: Interner,
+    /// raw JSON text of arg values → code of their compact form (most repeat)
+    raw_json: rustc_hash::FxHashMap<Box<[u8]>, u32>,
     pub n: usize,
     pub ph: Vec<u8>,
     pub cat: Vec<u32>,
@@ -453,6 +486,7 @@ impl Part {
     pub fn new() -> Self {
         Part {
             strings: Interner::default(),
+            raw_json: Default::default(),
             n: 0,
             ph: Vec::new(),
             cat: Vec::new(),
@@ -572,7 +606,14 @@ impl Part {
                         col.push_str(code)
                     }
                     Ty::Json => {
-                        let code = v.map(|r| self.strings.intern(&compact_of(r)));
+                        let code = v.map(|r| match self.raw_json.get(r) {
+                            Some(&c) => c,
+                            None => {
+                                let c = self.strings.intern(&compact_of(r));
+                                self.raw_json.insert(r.into(), c);
+                                c
+                            }
+                        });
                         col.push_str(code)
                     }
                 }
@@ -606,7 +647,7 @@ fn fast_us_ns(t: &[u8]) -> Option<i64> {
         v = v * 10 + (t[i] - b'0') as u64;
         i += 1;
     }
-    if i == 0 || i > 15 {
+    if i == 0 || i > 16 {
         return None;
     }
     let mut frac: u64 = 0;
