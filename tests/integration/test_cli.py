@@ -7,18 +7,20 @@ import json
 import polars as pl
 
 
-def test_demo_prints_all_eight_ranks(cli):
-    r = cli("demo", "--format", "json")
+def test_demo_prints_all_eight_ranks(cli, tmp_path):
+    r = cli("demo", "--format", "json", cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert [row["rank"] for row in doc["tables"]["gpu"]] == list(range(8))
-    assert all(row["kernels"] > 200 for row in doc["tables"]["gpu"])
+    assert [row["rank"] for row in doc["tables"]["per_rank"]] == list(range(8))
+    assert all(row["kernels"] > 200 for row in doc["tables"]["per_rank"])
+    assert (tmp_path / "ranksight-demo.html").exists()
 
 
-def test_demo_table(cli):
-    r = cli("demo")
+def test_demo_table(cli, tmp_path):
+    r = cli("demo", cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "ncclKernel_SendRecv" in r.stdout and "busy_pct" in r.stdout
+    assert r.stdout.rstrip().endswith("ranksight-demo.html")
 
 
 def test_info_on_real_traces(cli, data):
@@ -41,7 +43,7 @@ def test_summary_rank_filter(cli, data):
     r = cli("summary", str(data("hta/trace_filter")), "--rank", "1", "--format", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert [row["rank"] for row in doc["tables"]["gpu"]] == [1]
+    assert [row["rank"] for row in doc["tables"]["per_rank"]] == [1]
 
 
 def test_export_parquet(cli, data, tmp_path):

@@ -1,0 +1,76 @@
+"""``ranksight report TRACES [-o report.html]``: one self-contained, offline HTML report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+
+from ranksight.cli._common import Command, Context, add_trace_args, load_run
+from ranksight.errors import UsageError
+
+__all__ = ["COMMAND", "default_output", "check_output"]
+
+
+def default_output(traces: list[str]) -> str:
+    """``<input stem>.report.html`` in the current folder: the folder's name for a folder of rank
+    files, the file name without ``.json[.gz]`` / ``.pt.trace`` for one file, ``ranksight-report``
+    otherwise."""
+    if len(traces) == 1:
+        p = os.path.normpath(traces[0])
+        base = os.path.basename(p)
+        if not os.path.isdir(p):
+            base = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", base)
+    else:
+        parents = {os.path.dirname(os.path.abspath(t)) for t in traces}
+        base = os.path.basename(parents.pop()) if len(parents) == 1 else "ranksight-report"
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._") or "ranksight-report"
+    return f"{base}.report.html"
+
+
+def check_output(path: str, inputs: list[str], force: bool) -> None:
+    """Refuse to overwrite an input, a folder, or (without ``force``) an existing file."""
+    real = os.path.realpath(path)
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory; give a file name with -o")
+    if any(os.path.realpath(i) == real for i in inputs):
+        raise UsageError(f"refusing to overwrite an input: {path}")
+    if os.path.exists(path) and not force:
+        raise UsageError(f"{path} exists; use --force to overwrite")
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise UsageError(f"folder {d} does not exist")
+
+
+def _add(p: argparse.ArgumentParser) -> None:
+    add_trace_args(p)
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: <input>.report.html)")
+    p.add_argument("--title", help="report title (default: from the input)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    from ranksight.report.html import write_report
+
+    out = args.output or default_output(args.traces)
+    check_output(out, list(args.traces), args.force)
+    run = load_run(args, ctx)
+    inputs = [t.path for t in run]
+    check_output(out, inputs, args.force)
+    doc = write_report(run, out, title=args.title, inputs=[os.path.basename(i) for i in inputs])
+    if not ctx.quiet:
+        shown = sum(1 for s in doc["sections"] if s["shown"])
+        sys.stderr.write(f"{shown} of {len(doc['sections'])} sections shown; {os.path.getsize(out) / 1e6:.2f} MB\n")
+    sys.stdout.write(f"{out}\n")
+    return 0
+
+
+COMMAND = Command(
+    "report",
+    "write one self-contained offline HTML report",
+    _add,
+    _run,
+    description="Write one self-contained HTML file (CSS, JS and data inline; it makes no network request).",
+    order=25,
+)

@@ -1,0 +1,27 @@
+"""The offline HTML report: one self-contained file (CSS, JS and data inline, no network).
+
+``write_report(run, path)`` runs every declared section (see :mod:`.sections`) and writes the file;
+``build_payload`` / ``render_html`` split the two steps. Layout of the embedded JSON:
+``docs/report-schema.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ranksight.report.html.build import build_payload
+from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION
+from ranksight.report.html.render import render_html, write_atomic
+
+__all__ = ["build_payload", "render_html", "write_report", "SCHEMA_NAME", "SCHEMA_VERSION"]
+
+
+def write_report(
+    run: Any, path: str | os.PathLike[str], *, title: str | None = None, inputs: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Build the report of ``run`` and write it to ``path`` atomically; returns the payload."""
+    doc = build_payload(run, title=title, inputs=inputs)
+    write_atomic(render_html(doc), os.fspath(path))
+    return doc

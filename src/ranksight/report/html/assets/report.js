@@ -1,0 +1,64 @@
+/* ranksight report: reads the embedded payload (JSON, never evaluated as script) and draws
+ * every block of every shown section. */
+(function () {
+  "use strict";
+  var RS = (window.RS = window.RS || {});
+  var h = RS.h;
+  var t0 = performance.now();
+
+  function kv(parent, b, S) {
+    var dl = h("dl", { "class": "rs-kv", id: "kv-" + b.id }, parent);
+    b.items.forEach(function (it) {
+      h("dt", null, dl, it.label);
+      h("dd", null, dl, it.text != null ? S[it.text] : RS.fmt(it.value));
+    });
+  }
+  function text(parent, b, S) { h("p", { id: "text-" + b.id }, parent, S[b.text]); }
+  function findings(parent, b, S) {
+    var ul = h("ul", { "class": "rs-findings", id: "findings-" + b.id }, parent);
+    if (!b.items.length) h("li", { "class": "sev-info" }, ul, "No findings: nothing crossed a threshold.");
+    b.items.forEach(function (f) {
+      var sev = String(f.severity || "info").toLowerCase().replace(/[^a-z]/g, "");
+      var li = h("li", { "class": "sev-" + sev }, ul);
+      h("span", { "class": "rs-sev" }, li, f.severity || "info");
+      h("strong", null, li, S[f.title]);
+      if (f.rank != null) h("span", { "class": "rs-rank" }, li, " (rank " + f.rank + ")");
+      if (f.evidence) {
+        var a = h("a", { href: "#sec-" + f.evidence }, li, "evidence →");
+        a.setAttribute("data-evidence", f.evidence);
+      }
+      if (f.detail != null) h("span", { "class": "rs-detail" }, li, S[f.detail]);
+    });
+  }
+  var DRAW = {
+    table: function (p, b, S) { return RS.table(p, b, S); },
+    chart: function (p, b, S) { return RS.chart(p, b, S); },
+    kv: kv,
+    text: text,
+    findings: findings,
+  };
+
+  function main() {
+    var doc = JSON.parse(document.getElementById("rs-data").textContent);
+    var S = doc.strings;
+    RS.doc = doc;
+    doc.sections.forEach(function (sec) {
+      if (!sec.shown) return;
+      var host = document.querySelector('section[data-slug="' + sec.slug + '"] .rs-blocks');
+      if (!host) return;
+      sec.blocks.forEach(function (b) {
+        var div = h("div", { "class": "rs-block rs-" + b.type, "data-block": b.id }, host);
+        DRAW[b.type](div, b, S);
+      });
+    });
+    var theme = document.getElementById("rs-theme");
+    if (theme) theme.addEventListener("click", function () {
+      var r = document.documentElement;
+      r.setAttribute("data-theme", r.getAttribute("data-theme") === "dark" ? "light" : "dark");
+    });
+    RS.renderMs = performance.now() - t0;
+    document.body.setAttribute("data-ready", "1");
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", main);
+  else main();
+})();

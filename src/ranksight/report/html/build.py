@@ -1,0 +1,132 @@
+"""Assemble the report payload: run every declared section, list the ones not shown and why."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION
+from ranksight.report.html.sections import GROUPS, SECTIONS, Ctx, Section, Skip
+
+__all__ = ["build_payload", "load_sections", "covered_analyses", "GENERIC_EXCLUDED"]
+
+#: Registered analyses that get no generic section (they need two runs or are covered elsewhere).
+GENERIC_EXCLUDED = frozenset({"diff"})
+
+_loaded = False
+
+
+def load_sections() -> list[Section]:
+    """Import every ``sections_*`` module (each registers its sections) and return them in order."""
+    global _loaded
+    if not _loaded:
+        import ranksight.report.html as pkg
+
+        for m in pkgutil.iter_modules(pkg.__path__):
+            if m.name.startswith("sections_"):
+                importlib.import_module(f"{pkg.__name__}.{m.name}")
+        _loaded = True
+    return sorted(SECTIONS, key=lambda s: (GROUPS.index(s.group), s.order, s.slug))
+
+
+def covered_analyses() -> set[str]:
+    """Analyses some declared section needs."""
+    return {n for s in load_sections() for n in s.needs}
+
+
+def _generic(name: str) -> Section:
+    """A section that shows every table of an analysis that has no section of its own."""
+
+    def build(ctx: Ctx) -> list[dict[str, Any]]:
+        res = ctx.result(name)
+        blocks = [
+            ctx.table(df, id=f"{name}-{i}", title=t)
+            for i, (t, df) in enumerate(res.tables.items())
+            if df.height
+        ]
+        if not blocks:
+            raise Skip(f"`{name}` found nothing in these traces")
+        return blocks
+
+    from ranksight.analyses import REGISTRY
+
+    return Section(f"more-{name}", f"{name}", (name,), build, "More analyses", 50, REGISTRY[name].help)
+
+
+def _sections_to_run() -> list[Section]:
+    from ranksight.analyses import names
+
+    declared = load_sections()
+    covered = covered_analyses()
+    extra = [_generic(n) for n in names() if n not in covered and n not in GENERIC_EXCLUDED]
+    return declared + extra
+
+
+def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
+    from ranksight.analyses import names
+
+    out: dict[str, Any] = {
+        "slug": sec.slug,
+        "title": sec.title,
+        "group": sec.group,
+        "help": sec.help,
+        "needs": list(sec.needs),
+        "shown": False,
+        "reason": None,
+        "notes": [],
+        "blocks": [],
+    }
+    missing = [n for n in sec.needs if n not in names()]
+    if missing:
+        out["reason"] = "needs the " + ", ".join(f"`{n}`" for n in missing) + " analysis, not available in this ranksight version"
+        return out
+    ctx.notes = []
+    t0 = time.perf_counter()
+    try:
+        blocks = sec.build(ctx)
+    except Skip as why:
+        out["reason"] = str(why)
+    else:
+        if blocks:
+            out["shown"] = True
+            out["blocks"] = blocks
+        else:
+            out["reason"] = "nothing to show for these traces"
+    out["notes"] = [ctx.strings(n) for n in ctx.notes]
+    out["build_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
+    return out
+
+
+def build_payload(run: Any, *, title: str | None = None, inputs: Sequence[str] = ()) -> dict[str, Any]:
+    """The report document (see ``docs/report-schema.json``)."""
+    from ranksight import __version__
+
+    ctx = Ctx(run)
+    sections = [_run_section(s, ctx) for s in _sections_to_run()]
+    files = [os.path.basename(t.path) for t in run]
+    doc: dict[str, Any] = {
+        "schema": SCHEMA_NAME,
+        "version": SCHEMA_VERSION,
+        "generator": f"ranksight {__version__}",
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "title": ctx.strings(title or _default_title(run)),
+        "inputs": ctx.strings.many(inputs or files),
+        "ranks": list(run.ranks),
+        "groups": list(GROUPS),
+        "sections": sections,
+        "failures": ctx.failures,
+        "strings": ctx.strings.strings,
+    }
+    return doc
+
+
+def _default_title(run: Any) -> str:
+    n = len(run)
+    if n == 0:
+        return "ranksight report"
+    first = os.path.basename(run.traces[0].path)
+    return f"{first} ({n} rank{'s' if n != 1 else ''})" if n > 1 else first

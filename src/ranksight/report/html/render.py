@@ -1,0 +1,111 @@
+"""Render the payload into one self-contained HTML file (jinja2 templates, inline assets).
+
+The page carries a Content-Security-Policy that allows no network access at all
+(``default-src 'none'``) and runs only the report's own script (pinned by its SHA-256), so even a
+name that slipped past escaping could neither run script nor fetch anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import tempfile
+from functools import lru_cache
+from importlib.resources import files
+from typing import Any
+
+from ranksight.report.html.payload import script_json
+
+__all__ = ["render_html", "write_atomic", "ASSETS", "csp_for"]
+
+#: JavaScript assets in load order (readable sources in ``assets/``).
+ASSETS = ("charts.js", "table.js", "report.js")
+
+
+@lru_cache(maxsize=None)
+def _asset(name: str) -> str:
+    return files("ranksight.report.html").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def _env() -> Any:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("ranksight.report.html", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+
+
+def script_text() -> str:
+    """The inline script: all JS assets concatenated."""
+    js = "\n".join(_asset(a) for a in ASSETS)
+    if "</script" in js.lower() or "<!--" in js:
+        raise AssertionError("a JS asset contains </script or <!--")
+    return js
+
+
+def csp_for(script: str) -> str:
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+    return (
+        "default-src 'none'; "
+        f"script-src 'sha256-{digest}'; "
+        "style-src 'unsafe-inline'; img-src data:; font-src data:; "
+        "connect-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+
+
+def _view(doc: dict[str, Any]) -> dict[str, Any]:
+    S = doc["strings"]
+    secs = []
+    for s in doc["sections"]:
+        secs.append({**s, "notes": [S[i] for i in s["notes"]]})
+    groups = [(g, [s for s in secs if s["group"] == g]) for g in doc["groups"]]
+    groups = [(g, ss) for g, ss in groups if any(s["shown"] for s in ss)]
+    skipped = [s for s in secs if not s["shown"]]
+    shown = sum(1 for s in secs if s["shown"])
+    ranks = doc["ranks"]
+    rank_txt = f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''}"
+    return {
+        "title": S[doc["title"]],
+        "subtitle": f"{rank_txt} · {shown} sections",
+        "groups": groups,
+        "skipped": skipped,
+        "generator": doc["generator"],
+        "schema": doc["schema"],
+        "version": doc["version"],
+        "created": doc["created_utc"],
+        "inputs": [S[i] for i in doc["inputs"]],
+    }
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    """The HTML text of the report for a payload built by
+    :func:`ranksight.report.html.build.build_payload`."""
+    script = script_text()
+    tmpl = _env().get_template("report.html")
+    return tmpl.render(
+        css=_asset("report.css"),
+        script=script,
+        csp=csp_for(script),
+        data_json=script_json(doc),
+        **_view(doc),
+    )
+
+
+def write_atomic(text: str, path: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".ranksight-", suffix=".html.tmp", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,310 @@
+"""The section registry: each report section is declared once.
+
+A :class:`Section` names the analyses it needs and a builder that turns their
+:class:`~ranksight.analyses.AnalysisResult` tables into blocks (tables, charts, key facts). A section
+is shown only when every analysis it needs is registered and its builder finds data; otherwise the
+report lists it under "Not shown" with the reason (analysis not available, :class:`Skip` raised by
+the builder, or the analysis' ``MissingDataError``). Builders live in ``sections_*.py`` modules and
+register with :func:`section`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ranksight.report.html.payload import StringTable, encode_table, series
+
+__all__ = ["Section", "SECTIONS", "GROUPS", "section", "Skip", "Ctx", "downsample", "histogram"]
+
+#: Groups in page order.
+GROUPS = (
+    "Findings",
+    "Run",
+    "GPU time",
+    "Kernels",
+    "CPU and launches",
+    "Steps",
+    "Memory",
+    "Distributed",
+    "Health",
+    "More analyses",
+)
+
+
+class Skip(Exception):
+    """Raised by a builder when the data does not support the section; the message says why."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One report section."""
+
+    slug: str
+    title: str
+    needs: tuple[str, ...]
+    build: Callable[[Ctx], list[dict[str, Any]]]
+    group: str = "Run"
+    order: int = 50
+    help: str = ""
+
+
+SECTIONS: list[Section] = []
+
+
+def section(
+    slug: str, title: str, *, needs: Sequence[str] = (), group: str = "Run", order: int = 50, help: str = ""
+) -> Callable[[Callable[[Ctx], list[dict[str, Any]]]], Callable[[Ctx], list[dict[str, Any]]]]:
+    """Register the decorated builder as a section."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown group {group!r}")
+
+    def deco(fn: Callable[[Ctx], list[dict[str, Any]]]) -> Callable[[Ctx], list[dict[str, Any]]]:
+        if any(s.slug == slug for s in SECTIONS):
+            raise ValueError(f"section {slug!r} declared twice")
+        SECTIONS.append(Section(slug, title, tuple(needs), fn, group, order, help))
+        return fn
+
+    return deco
+
+
+@dataclass
+class Ctx:
+    """What a builder gets: the run, cached analysis results, and block constructors."""
+
+    run: Any
+    strings: StringTable = field(default_factory=StringTable)
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    _cache: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = field(default_factory=dict)
+
+    # ---- analyses ---------------------------------------------------------------------------
+
+    def result(self, name: str, **options: Any) -> Any:
+        """The analysis ``name`` run once per set of options; its notes go to the section.
+
+        Raises :class:`Skip` when the analysis is not registered or the traces lack its data.
+        """
+        from ranksight.analyses import REGISTRY, names
+        from ranksight.errors import RanksightError
+
+        names()  # imports every analysis module
+        key = (name, tuple(sorted(options.items())))
+        if key not in self._cache:
+            if name not in REGISTRY:
+                self._cache[key] = Skip(f"the `{name}` analysis is not available in this ranksight version")
+            else:
+                try:
+                    self._cache[key] = REGISTRY[name].func(self.run, **options)
+                except RanksightError as err:
+                    self._cache[key] = Skip(f"`{name}`: {err}")
+                except Exception as err:  # a bug in one analysis must not lose the whole report
+                    msg = f"analysis `{name}` failed: {type(err).__name__}: {err}"
+                    self.failures.append(msg)
+                    warnings.warn(msg, stacklevel=2)
+                    self._cache[key] = Skip(msg)
+        res = self._cache[key]
+        if isinstance(res, Skip):
+            raise Skip(str(res))
+        for n in res.notes:
+            if n not in self.notes:
+                self.notes.append(n)
+        return res
+
+    def tables(self, name: str, *needed: str, **options: Any) -> dict[str, pl.DataFrame]:
+        """The analysis' tables; :class:`Skip` when one of ``needed`` is absent or empty."""
+        res = self.result(name, **options)
+        for t in needed:
+            if t not in res.tables:
+                raise Skip(f"`{name}` has no table {t!r}")
+            if res.tables[t].height == 0:
+                raise Skip(f"`{name}`: table {t!r} is empty for these traces")
+        return res.tables
+
+    # ---- blocks -----------------------------------------------------------------------------
+
+    def table(self, df: pl.DataFrame, *, id: str, title: str, **kw: Any) -> dict[str, Any]:
+        return encode_table(df, self.strings, id=id, title=title, **kw)
+
+    def kv(self, items: Sequence[tuple[str, Any]], *, id: str, title: str = "") -> dict[str, Any]:
+        """Key facts: labels are ours, values may come from traces (interned)."""
+        return {
+            "type": "kv",
+            "id": id,
+            "title": title,
+            "items": [
+                {"label": k, "text": self.strings(v)} if isinstance(v, str) else {"label": k, "value": _num(v)}
+                for k, v in items
+            ],
+        }
+
+    def text(self, text: str, *, id: str) -> dict[str, Any]:
+        return {"type": "text", "id": id, "text": self.strings(text)}
+
+    def bar(
+        self,
+        categories: Sequence[Any],
+        bars: Mapping[str, Sequence[Any]],
+        *,
+        id: str,
+        title: str,
+        stacked: bool = True,
+        horizontal: bool = False,
+        unit: str = "",
+        x_label: str = "",
+        y_label: str = "",
+    ) -> dict[str, Any]:
+        """Bars per category; one series per key of ``bars`` (stacked by default)."""
+        return {
+            "type": "chart",
+            "chart": "bar",
+            "id": id,
+            "title": title,
+            "categories": self.strings.many(categories),
+            "series": [{"name": self.strings(k), "values": series(v)} for k, v in bars.items()],
+            "stacked": stacked,
+            "horizontal": horizontal,
+            "unit": unit,
+            "x_label": x_label,
+            "y_label": y_label,
+        }
+
+    def line(
+        self,
+        lines: Sequence[tuple[Any, Sequence[Any], Sequence[Any]]],
+        *,
+        id: str,
+        title: str,
+        mode: str = "line",
+        x_label: str = "",
+        y_label: str = "",
+        x_unit: str = "",
+        y_unit: str = "",
+        max_points: int = 2000,
+    ) -> dict[str, Any]:
+        """Lines ``(name, x, y)``; ``mode`` is ``line``, ``step`` or ``markers``; long series are
+        reduced to at most ``max_points`` (min and max of each bucket kept)."""
+        out = []
+        for name, x, y in lines:
+            xs, ys = downsample(np.asarray(x, dtype=float), np.asarray(y, dtype=float), max_points)
+            out.append({"name": self.strings(name), "x": series(xs.tolist()), "y": series(ys.tolist())})
+        return {
+            "type": "chart",
+            "chart": "line",
+            "id": id,
+            "title": title,
+            "mode": mode,
+            "series": out,
+            "x_label": x_label,
+            "y_label": y_label,
+            "x_unit": x_unit,
+            "y_unit": y_unit,
+        }
+
+    def heatmap(
+        self,
+        rows: Sequence[Any],
+        cols: Sequence[Any],
+        values: Any,
+        *,
+        id: str,
+        title: str,
+        unit: str = "",
+        x_label: str = "",
+        y_label: str = "",
+    ) -> dict[str, Any]:
+        """``values[i][j]`` for row ``i`` and column ``j`` (null where unknown)."""
+        v = np.asarray(values, dtype=float)
+        return {
+            "type": "chart",
+            "chart": "heatmap",
+            "id": id,
+            "title": title,
+            "rows": self.strings.many(rows),
+            "cols": self.strings.many(cols),
+            "values": [series(r) for r in v.tolist()],
+            "unit": unit,
+            "x_label": x_label,
+            "y_label": y_label,
+        }
+
+    def hist(
+        self,
+        groups: Mapping[str, Any],
+        *,
+        id: str,
+        title: str,
+        bins: int = 40,
+        log: bool = True,
+        x_label: str = "",
+        unit: str = "",
+    ) -> dict[str, Any]:
+        """Histograms of the value arrays in ``groups`` on shared bin edges (log-spaced when
+        ``log`` and all values are positive)."""
+        arrays = {k: np.asarray(v, dtype=float) for k, v in groups.items()}
+        arrays = {k: a[np.isfinite(a)] for k, a in arrays.items()}
+        edges, counts, log = histogram(arrays, bins, log)
+        return {
+            "type": "chart",
+            "chart": "hist",
+            "id": id,
+            "title": title,
+            "edges": series(edges.tolist(), 6),
+            "series": [{"name": self.strings(k), "counts": c.tolist()} for k, c in counts.items()],
+            "log_x": log,
+            "x_label": x_label,
+            "unit": unit,
+        }
+
+
+def _num(v: Any) -> Any:
+    from ranksight.report.html.payload import clean
+
+    v = clean(v)
+    if isinstance(v, float):
+        return round(v, 4)
+    return v
+
+
+def downsample(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` points: the series is cut into equal index buckets and each keeps
+    its minimum and maximum (in x order), so peaks survive."""
+    n = len(x)
+    if n <= max_points:
+        return x, y
+    nb = max(1, max_points // 2)
+    edges = np.linspace(0, n, nb + 1).astype(np.int64)
+    starts = edges[:-1]
+    starts = starts[starts < n]
+    imin = np.minimum.reduceat(np.where(np.isnan(y), np.inf, y), starts)
+    imax = np.maximum.reduceat(np.where(np.isnan(y), -np.inf, y), starts)
+    # positions of the min / max in each bucket
+    bucket = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+    is_min = y == imin[bucket]
+    is_max = y == imax[bucket]
+    first_min = np.unique(bucket[is_min], return_index=True)[1]
+    first_max = np.unique(bucket[is_max], return_index=True)[1]
+    keep = np.unique(np.concatenate([np.flatnonzero(is_min)[first_min], np.flatnonzero(is_max)[first_max]]))
+    return x[keep], y[keep]
+
+
+def histogram(arrays: Mapping[str, np.ndarray], bins: int, log: bool) -> tuple[np.ndarray, dict[str, np.ndarray], bool]:
+    """Shared bin edges over all arrays and the counts of each."""
+    allv = np.concatenate([a for a in arrays.values()]) if arrays else np.array([])
+    if allv.size == 0:
+        raise Skip("no values to histogram")
+    lo, hi = float(allv.min()), float(allv.max())
+    log = log and lo > 0 and hi / lo > 20
+    if hi == lo:
+        edges = np.array([lo - 0.5, hi + 0.5]) if not log else np.array([lo / 1.1, hi * 1.1])
+    elif log:
+        edges = np.geomspace(lo, hi, bins + 1)
+    else:
+        edges = np.linspace(lo, hi, bins + 1)
+    counts = {k: np.histogram(a, bins=edges)[0] for k, a in arrays.items()}
+    return edges, counts, log
