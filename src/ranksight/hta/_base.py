@@ -2,23 +2,85 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 
-from ranksight.errors import UsageError
-from ranksight.model.run import Run, load
+import polars as pl
 
-__all__ = ["TraceAnalysisBase"]
+from ranksight.errors import UsageError
+from ranksight.model.derive import STEP_RE
+from ranksight.model.kinds import GPU_KINDS
+from ranksight.model.run import Run, load
+from ranksight.model.trace import Trace
+
+__all__ = ["TraceAnalysisBase", "filter_last_step"]
+
+_STEP_NAME = pl.col("name").cast(pl.String).str.contains(r"^ProfilerStep\s*#\s*\d+$")
+
+
+def _step_names(run: Run) -> set[str]:
+    names: set[str] = set()
+    for t in run:
+        s = t.events.filter(_STEP_NAME & ~pl.col("kind").is_in(["metadata"]))["name"].cast(pl.String).unique()
+        names.update(s.to_list())
+    return names
+
+
+def _filtered_trace(trace: Trace, include_last_profiler_step: bool) -> Trace:
+    ev = trace.events
+    # HTA's GPUKernelFilter: GPU work and sync events (they carry a stream and a correlation)
+    is_gpu = pl.col("kind").is_in([*GPU_KINDS, "sync"])
+    timed = pl.col("ts_ns").is_not_null()
+    cpu_steps = ev.filter(~is_gpu & timed & _STEP_NAME)
+    if cpu_steps.height == 0:
+        return trace
+    if include_last_profiler_step:
+        keep_cpu = ~is_gpu & (pl.col("ts_ns") <= cpu_steps["end_ns"].max())
+    else:
+        keep_cpu = ~is_gpu & (pl.col("ts_ns") < cpu_steps["ts_ns"].max())
+    kept_corr = ev.filter(keep_cpu & pl.col("correlation").is_not_null())["correlation"].unique()
+    keep_gpu = is_gpu & pl.col("correlation").is_in(kept_corr.implode())
+    # rows HTA drops while loading anyway (metadata, flows, instants, counters) are kept untouched
+    untimed_or_dropped = ~timed | pl.col("kind").is_in(["metadata", "flow", "counter", "memory"])
+    new_events = ev.filter(keep_cpu | keep_gpu | untimed_or_dropped)
+    out = copy.copy(trace)
+    out.__dict__ = {k: v for k, v in trace.__dict__.items() if k != "steps" and not k.startswith("_rs_")}
+    out.events = new_events
+    out.warnings = list(trace.warnings)
+    return out
+
+
+def filter_last_step(run: Run, *, include_last_profiler_step: bool = False) -> Run:
+    """HTA's last-step filter (``_filter_irrelevant_gpu_kernels``, hta-definitions §1.8).
+
+    Skipped when the run has fewer than two distinct ``ProfilerStep#N`` names (over all ranks).
+    Otherwise, per rank: CPU-side events (everything but GPU work and sync events) are kept when
+    they start before the start of the rank's last ProfilerStep (``ts ≤`` its end with
+    ``include_last_profiler_step``); GPU work and sync events are kept when their correlation
+    matches a kept CPU-side event, so GPU events without a CPU partner are dropped too. Metadata,
+    flow, counter and memory-instant rows (which HTA drops while loading) are left in place.
+    Returns a new :class:`Run`; the input is not modified.
+    """
+    if len(_step_names(run)) <= 1:
+        return run
+    return Run([_filtered_trace(t, include_last_profiler_step) for t in run])
 
 
 class TraceAnalysisBase:
-    """Holds the loaded run; mixins add HTA's methods."""
+    """Holds the loaded run; mixins add HTA's methods.
+
+    ``self.run`` is the run with every event (ranksight's native view). Mixins call
+    :meth:`_hta_run` for the run that HTA's analyses see.
+    """
 
     def __init__(
         self,
         trace_files: Mapping[int, str] | None = None,
         trace_dir: str | os.PathLike[str] | None = None,
         include_last_profiler_step: bool | None = False,
+        *,
+        hta_compat: bool = False,
     ) -> None:
         if trace_files is None and trace_dir is None:
             raise UsageError("give trace_dir or trace_files")
@@ -29,3 +91,21 @@ class TraceAnalysisBase:
         else:
             self.run = load(trace_dir)  # type: ignore[arg-type]
         self.include_last_profiler_step = bool(include_last_profiler_step)
+        #: ranksight extension: reproduce HTA's definitions (sync events busy, µs rounding of ns
+        #: traces, name-regex kernel types) instead of ranksight's (see docs/hta-differences.md).
+        self.hta_compat = bool(hta_compat)
+        self._hta_run_cache: Run | None = None
+
+    def _hta_run(self) -> Run:
+        """The run as HTA's analyses see it: HTA's last-step filter applied.
+
+        By default (HTA's ``include_last_profiler_step=False``) the last ProfilerStep is dropped:
+        CPU-side events starting at or after its start, and every GPU/sync event whose correlation
+        does not match a kept CPU-side event (:func:`filter_last_step`). With
+        ``include_last_profiler_step=True`` CPU-side events up to the last step's end are kept.
+        Traces with fewer than two distinct ProfilerStep names are returned unfiltered. The result
+        is computed once and cached; ``self.run`` keeps every event. Every facade mixin uses this.
+        """
+        if self._hta_run_cache is None:
+            self._hta_run_cache = filter_last_step(self.run, include_last_profiler_step=self.include_last_profiler_step)
+        return self._hta_run_cache

@@ -1,0 +1,288 @@
+"""GPU work intervals shared by the breakdown analyses (temporal, idle, kernels, overlap).
+
+Two definitions of "GPU work" exist; every breakdown analysis takes ``hta_compat`` to choose:
+
+ranksight (default)
+    kernels, memcpys and memsets (``kind`` in :data:`~ranksight.model.kinds.GPU_KINDS`) on every
+    stream (AMD stream 0 included), with exact int64 ns times. Sync events (``cuda_sync``) are the
+    CPU waiting, never GPU work. Kernel type from ``kernel_class`` (``COMPUTE`` is reported as
+    ``COMPUTATION``, HTA's word).
+
+HTA v0.6 (``hta_compat=True``)
+    HTA's ``stream != -1`` row set, i.e. GPU work plus sync events that carry a stream (``Context
+    Sync``, ``Stream Sync``, ``Stream Wait Event``; ``Event Sync`` has stream −1). When any event of
+    the trace has a fractional µs timestamp, times are rounded like HTA's loader
+    (``ts = ceil(ts)``, ``end = floor(ts + dur)`` in float64 µs, so durations can become 0 or −1).
+    Kernel type from HTA's name regexes (``get_kernel_type``; sync events are ``OTHER``).
+    Interval merging keeps HTA's semantics for negative durations (see :func:`merge`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._intervals import union
+from ranksight.model.kinds import GPU_KINDS
+
+if TYPE_CHECKING:
+    from ranksight.model.trace import Trace
+
+__all__ = [
+    "KERNEL_TYPES",
+    "TYPE_BITS",
+    "gpu_work",
+    "hta_kernel_type",
+    "needs_hta_rounding",
+    "merge",
+    "segments",
+    "covered_in_windows",
+    "step_windows",
+    "pct",
+    "parse_bool",
+]
+
+#: Kernel types in HTA's order and words.
+KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER")
+#: Bits of the overlap labels (HTA's order: COMPUTATION, COMMUNICATION, MEMORY).
+TYPE_BITS = {"COMPUTATION": 1, "COMMUNICATION": 2, "MEMORY": 4}
+_CLASS_TO_TYPE = {"COMPUTE": "COMPUTATION", "COMMUNICATION": "COMMUNICATION", "MEMORY": "MEMORY", "OTHER": "OTHER"}
+
+# HTA v0.6 hta/common/types.py get_kernel_type (re.match: anchored at the start of the name)
+_HTA_COMM = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
+_HTA_MEM = re.compile(r"(^(hip)?Memcpy)|(^(hip)?Memset)|(^dma)")
+_HTA_NOT_COMP = re.compile(
+    r"(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)|"
+    r"(^runFunction)|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|"
+    r"(^collective_subgraph_execution)"
+)
+
+_SCHEMA = {
+    "row": pl.UInt32,
+    "name": pl.String,
+    "kind": pl.String,
+    "stream": pl.Int64,
+    "ts_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "launch_row": pl.UInt32,
+    "step": pl.Int32,
+    "kernel_type": pl.String,
+}
+
+
+def hta_kernel_type(name: str) -> str:
+    """HTA v0.6's kernel type of a GPU event name (first rule that matches wins)."""
+    if _HTA_COMM.match(name):
+        return "COMMUNICATION"
+    if _HTA_MEM.match(name):
+        return "MEMORY"
+    if not _HTA_NOT_COMP.match(name):
+        return "COMPUTATION"
+    return "OTHER"
+
+
+def needs_hta_rounding(trace: Trace) -> bool:
+    """True when HTA's loader would round this trace to µs (any event has a fractional µs ``ts``)."""
+    cached = trace.__dict__.get("_rs_hta_rounding")
+    if cached is not None:
+        return bool(cached)
+    base = trace.meta.base_time_ns or 0
+    ts = trace.events["ts_ns"]
+    out = bool(((ts - base) % 1000 != 0).any())
+    trace.__dict__["_rs_hta_rounding"] = out
+    return out
+
+
+def hta_round(ts_ns: np.ndarray, dur_ns: np.ndarray, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's ns rounding in float64 µs: ``ts = ceil(ts)``, ``end = floor(ts + dur)``; returned in ns
+    (multiples of 1000, ``base_ns`` added back)."""
+    raw = ts_ns - base_ns
+    ts_f = (raw // 1000).astype(np.float64) + (raw % 1000).astype(np.float64) / 1000.0
+    end_f = ts_f + dur_ns.astype(np.float64) / 1000.0
+    ts_r = np.ceil(ts_f).astype(np.int64)
+    end_r = np.floor(end_f).astype(np.int64)
+    return ts_r * 1000 + base_ns, end_r * 1000 + base_ns
+
+
+def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
+    """GPU intervals of one rank: ``row, name, kind, stream, ts_ns, end_ns, dur_ns, launch_row, step,
+    kernel_type`` (see the module docstring for the two definitions)."""
+    key = "_rs_gpu_work_hta" if hta_compat else "_rs_gpu_work"
+    cached = trace.__dict__.get(key)
+    if cached is not None:
+        return cached
+    ev = trace.events
+    kinds = [*GPU_KINDS, "sync"] if hta_compat else list(GPU_KINDS)
+    cond = pl.col("kind").is_in(kinds) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
+    if hta_compat:
+        cond = cond & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
+    g = ev.filter(cond).select(
+        "row",
+        pl.col("name").cast(pl.String),
+        pl.col("kind").cast(pl.String),
+        "stream",
+        "ts_ns",
+        "end_ns",
+        "dur_ns",
+        "launch_row",
+        "step",
+        pl.col("kernel_class").cast(pl.String),
+    )
+    if hta_compat:
+        names = g["name"].unique().to_list()
+        mapping = {n: hta_kernel_type(n or "") for n in names}
+        g = g.with_columns(pl.col("name").replace_strict(mapping, return_dtype=pl.String).alias("kernel_type"))
+        if needs_hta_rounding(trace) and g.height:
+            ts, end = hta_round(g["ts_ns"].to_numpy(), g["dur_ns"].to_numpy(), trace.meta.base_time_ns or 0)
+            g = g.with_columns(pl.Series("ts_ns", ts), pl.Series("end_ns", end)).with_columns(
+                (pl.col("end_ns") - pl.col("ts_ns")).alias("dur_ns")
+            )
+    else:
+        g = g.with_columns(
+            pl.col("kernel_class").replace_strict(_CLASS_TO_TYPE, default="OTHER", return_dtype=pl.String).alias("kernel_type")
+        )
+    g = g.drop("kernel_class").cast(_SCHEMA)  # type: ignore[arg-type]
+    trace.__dict__[key] = g
+    return g
+
+
+def launch_ts(trace: Trace, launch_row: pl.Series, *, hta_compat: bool = False) -> pl.Series:
+    """Start (ns) of the launching runtime call of each GPU row (null when unlinked); rounded up to
+    a whole µs like HTA in ``hta_compat`` mode on ns-resolution traces."""
+    ev = trace.events
+    rows = ev["row"]
+    lr = launch_row.cast(pl.UInt32)
+    if rows.len() and rows[-1] == rows.len() - 1:  # full trace: row == position
+        ts = ev["ts_ns"].gather(lr)
+    else:  # a filtered trace (e.g. the HTA facade's): rows are sorted but sparse
+        pos = rows.search_sorted(lr.fill_null(0)).clip(0, max(rows.len() - 1, 0))
+        found = lr.is_not_null() & (rows.gather(pos) == lr)
+        ts = pl.select(pl.when(found).then(ev["ts_ns"].gather(pos))).to_series()
+    if hta_compat and needs_hta_rounding(trace):
+        base = trace.meta.base_time_ns or 0
+        arr = ts.to_numpy()  # float64 when nulls are present
+        ok = ~np.isnan(arr) if arr.dtype.kind == "f" else np.ones(arr.size, dtype=bool)
+        vals = ts.fill_null(base).to_numpy().astype(np.int64)
+        r, _ = hta_round(vals, np.zeros(vals.size, dtype=np.int64), base)
+        ts = pl.Series("launch_ts_ns", r).set(pl.Series(~ok), None) if not ok.all() else pl.Series("launch_ts_ns", r)
+    return ts.alias("launch_ts_ns")
+
+
+def merge(start: np.ndarray, end: np.ndarray, *, hta_compat: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into sorted disjoint groups (touching intervals merge).
+
+    ranksight: :func:`~ranksight.analyses._intervals.union` (negative lengths clamped to 0).
+    HTA (``merge_kernel_intervals``): sort by start; a new group starts where the start is strictly
+    beyond the running maximum of the earlier ends; a group is ``[min start, max end]``, which can
+    be shorter than zero after HTA's ns rounding (a lone ``dur = −1`` event).
+    """
+    if not hta_compat:
+        return union(start, end)
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    if start.size == 0:
+        return start.copy(), end.copy()
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    prev_max = np.maximum.accumulate(e)
+    new = np.zeros(s.size, dtype=bool)
+    new[1:] = s[1:] > prev_max[:-1]
+    idx = np.concatenate([[0], np.flatnonzero(new)])
+    return s[idx], np.maximum.reduceat(e, idx)
+
+
+def segments(groups: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict[int, int]:
+    """Time per overlap label.
+
+    ``groups`` maps a bit (1, 2, 4, ...) to merged intervals of that type. Each merged start adds its
+    bit, each end subtracts it; edges are sorted by time with ends before starts at equal times
+    (so no zero-length segments appear); each segment between consecutive edges whose running
+    value is > 0 is attributed to that value (the set of types running). Returns ``{value: ns}``.
+    """
+    pts, deltas = [], []
+    for bit, (s, e) in groups.items():
+        pts += [s, e]
+        deltas += [np.full(s.size, bit, dtype=np.int64), np.full(e.size, -bit, dtype=np.int64)]
+    if not pts:
+        return {}
+    p = np.concatenate(pts)
+    d = np.concatenate(deltas)
+    if p.size == 0:
+        return {}
+    order = np.lexsort((d, p))  # at equal times: negative deltas (ends) first
+    p, d = p[order], d[order]
+    run = np.cumsum(d)[:-1]
+    length = np.diff(p)
+    keep = (run > 0) & (length != 0)
+    if not keep.any():
+        return {}
+    vals, inv = np.unique(run[keep], return_inverse=True)
+    sums = np.bincount(inv, weights=length[keep].astype(np.float64)).astype(np.int64)
+    return {int(v): int(s) for v, s in zip(vals, sums)}
+
+
+def covered_in_windows(ms: np.ndarray, me: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """Length of sorted disjoint intervals ``[ms, me)`` inside each window ``[ws, we)`` (vectorised)."""
+    ws = np.asarray(ws, dtype=np.int64)
+    we = np.asarray(we, dtype=np.int64)
+    if ms.size == 0:
+        return np.zeros(ws.size, dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(me - ms)])
+
+    def before(x: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(ms, x, side="right")  # intervals starting at or before x
+        full = cum[np.maximum(k - 1, 0)]
+        last = np.where(k > 0, np.clip(x - ms[np.maximum(k - 1, 0)], 0, (me - ms)[np.maximum(k - 1, 0)]), 0)
+        return np.where(k > 0, full + last, 0)
+
+    return before(we) - before(ws)
+
+
+def step_windows(trace: Trace) -> pl.DataFrame:
+    """Device-extended, contiguous ProfilerStep windows: ``step, start_ns, end_ns``.
+
+    Step i starts at ``max(previous window end, CPU start of step i)`` and ends at
+    ``max(CPU end of step i, end of the last GPU activity launched in step i, its start)``; so
+    windows never overlap and cover each step's GPU work (the TensorBoard plugin's definition).
+    """
+    st = trace.steps.sort("start_ns")
+    if st.height == 0:
+        return pl.DataFrame(schema={"step": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    cpu_s = st["start_ns"].to_numpy()
+    cpu_e = st["end_ns"].to_numpy()
+    gpu_e = st["gpu_end_ns"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    ends = np.maximum(cpu_e, gpu_e)
+    # contiguous extension: start_i = max(end_{i-1}, cpu_s_i); end_i = max(ends_i, start_i)
+    starts = np.empty_like(cpu_s)
+    out_e = np.empty_like(cpu_s)
+    prev = np.iinfo(np.int64).min
+    for i in range(cpu_s.size):  # one iteration per step
+        starts[i] = max(prev, cpu_s[i])
+        out_e[i] = max(ends[i], starts[i])
+        prev = out_e[i]
+    return pl.DataFrame({"step": st["step"], "start_ns": starts, "end_ns": out_e})
+
+
+def pct(part: np.ndarray | float, whole: np.ndarray | float, decimals: int = 2) -> np.ndarray:
+    """``round(100 × part / whole, decimals)`` with numpy's rounding (HTA's); NaN where whole is 0."""
+    part = np.asarray(part, dtype=np.float64)
+    whole = np.asarray(whole, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(whole != 0, 100.0 * part / np.where(whole != 0, whole, 1.0), np.nan)
+    return np.round(r, decimals)
+
+
+def parse_bool(text: str | bool) -> bool:
+    """``true/false``, ``yes/no``, ``1/0``, ``on/off`` (for CLI options)."""
+    if isinstance(text, bool):
+        return text
+    t = str(text).strip().lower()
+    if t in ("1", "true", "yes", "y", "on"):
+        return True
+    if t in ("0", "false", "no", "n", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")

@@ -1,0 +1,156 @@
+"""Per-kernel statistics per rank and kernel type, with the top kernels and an honest "others" row.
+
+Definition, per rank and kernel type (COMPUTATION, COMMUNICATION and, with ``include_memory``,
+MEMORY; GPU work as in :mod:`ranksight.analyses._gpu`):
+
+1. group the events by name: ``count, sum, mean, min, max, std`` of the durations (std with
+   ddof 1; 0 for a single event); order by sum, largest first (ties by name);
+2. top-N selection (HTA's rule): when there are more than ``num_kernels`` names, with ``cumsum``
+   the running sum in that order and ``q`` the linear-interpolated ``duration_ratio`` quantile
+   of the ``cumsum`` column, names with ``cumsum > q`` or position ≥ ``num_kernels`` go into one
+   ``others`` row;
+3. every row's statistics are over **individual kernel events**: a named row keeps its own
+   statistics, and ``others`` gets count, sum, mean, min, max and std over all events of the
+   names it holds, plus ``names`` = how many names it holds. (HTA instead recomputes every row
+   from per-name totals, so its named rows show ``max = min = mean = sum`` and its ``others``
+   row shows statistics of totals.)
+
+``view="launch"`` returns :func:`ranksight.analyses.kernel_config.kernel_config` instead (kernels
+grouped by launch configuration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._gpu import TYPE_BITS, gpu_work, parse_bool
+from ranksight.errors import MissingDataError, UsageError
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = ["kernel_stats_rank", "select_top", "kernels", "OTHERS"]
+
+OTHERS = "others"
+_SCHEMA = {
+    "rank": pl.Int64,
+    "kernel_type": pl.String,
+    "name": pl.String,
+    "count": pl.Int64,
+    "sum_us": pl.Float64,
+    "mean_us": pl.Float64,
+    "min_us": pl.Float64,
+    "max_us": pl.Float64,
+    "std_us": pl.Float64,
+    "names": pl.Int64,
+}
+
+
+def _stats(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    d = pl.col("dur_ns").cast(pl.Float64) / 1e3
+    return df.group_by(by).agg(
+        pl.len().cast(pl.Int64).alias("count"),
+        d.sum().alias("sum_us"),
+        d.mean().alias("mean_us"),
+        d.min().alias("min_us"),
+        d.max().alias("max_us"),
+        d.std(ddof=1).fill_null(0.0).fill_nan(0.0).alias("std_us"),
+        pl.col("name").n_unique().cast(pl.Int64).alias("names"),
+    )
+
+
+def select_top(sums: np.ndarray, num_kernels: int, duration_ratio: float) -> np.ndarray:
+    """HTA's top-N rule on per-name sums sorted descending: a mask of names that go to ``others``."""
+    n = sums.size
+    if n <= num_kernels:
+        return np.zeros(n, dtype=bool)
+    cum = np.cumsum(sums.astype(np.float64))
+    q = np.quantile(cum, duration_ratio, method="linear")
+    return (cum > q) | (np.arange(n) >= num_kernels)
+
+
+def kernel_stats_rank(
+    trace: Trace,
+    *,
+    num_kernels: int = 10,
+    duration_ratio: float = 0.8,
+    include_memory: bool = True,
+    hta_compat: bool = False,
+) -> pl.DataFrame:
+    """Per-kernel statistics of one rank (see the module docstring): ``rank, kernel_type, name,
+    count, sum_us, mean_us, min_us, max_us, std_us, names``."""
+    types = [t for t in TYPE_BITS if include_memory or t != "MEMORY"]
+    g = gpu_work(trace, hta_compat=hta_compat).filter(pl.col("kernel_type").is_in(types)).select("kernel_type", "name", "dur_ns")
+    if g.height == 0:
+        return pl.DataFrame(schema=_SCHEMA)
+    per_name = g.group_by(["kernel_type", "name"]).agg(pl.col("dur_ns").sum().alias("__sum"))
+    parts = []
+    for t in types:  # one iteration per kernel type
+        p = per_name.filter(pl.col("kernel_type") == t).sort(["__sum", "name"], descending=[True, False])
+        if p.height == 0:
+            continue
+        other = select_top(p["__sum"].to_numpy(), num_kernels, duration_ratio)
+        parts.append(p.with_columns(pl.Series("__group", np.where(other, OTHERS, p["name"].to_numpy()), dtype=pl.String)))
+    groups = pl.concat(parts).select("kernel_type", "name", "__group")
+    labelled = g.join(groups, on=["kernel_type", "name"], how="left")
+    out = _stats(labelled, ["kernel_type", "__group"]).rename({"__group": "name"})
+    return out.select(pl.lit(trace.rank, dtype=pl.Int64).alias("rank"), *[c for c in _SCHEMA if c != "rank"]).cast(_SCHEMA).sort(  # type: ignore[arg-type]
+        ["kernel_type", "sum_us", "name"], descending=[False, True, False]
+    )
+
+
+def kernels(
+    run: Run,
+    *,
+    ranks: Sequence[int] | None = None,
+    num_kernels: int = 10,
+    duration_ratio: float = 0.8,
+    include_memory: bool = True,
+    view: str = "name",
+    hta_compat: bool = False,
+) -> AnalysisResult:
+    """Top kernels per rank and type with count/sum/mean/min/max/std (``view="name"``), or kernels
+    by launch configuration (``view="launch"``, from :mod:`ranksight.analyses.kernel_config`)."""
+    if view == "launch":
+        try:
+            from ranksight.analyses.kernel_config import kernel_config  # type: ignore[import-not-found]
+        except ImportError:
+            raise MissingDataError(
+                "kernels --view launch needs ranksight.analyses.kernel_config, which this installation does not have yet"
+            ) from None
+        return kernel_config(run, ranks=ranks)  # type: ignore[no-any-return]
+    if view != "name":
+        raise UsageError(f"unknown view {view!r}; choose name or launch")
+    if num_kernels < 1 or not 0.0 <= duration_ratio <= 1.0:
+        raise UsageError("num_kernels must be ≥ 1 and duration_ratio within [0, 1]")
+    rs = selected(run, ranks)
+    df = pl.concat(
+        [
+            kernel_stats_rank(run[r], num_kernels=num_kernels, duration_ratio=duration_ratio, include_memory=include_memory, hta_compat=hta_compat)
+            for r in rs
+        ]
+    )
+    notes = [] if df.height else ["no GPU kernels in these traces"]
+    return AnalysisResult({"kernels": df}, notes)
+
+
+register(
+    AnalysisSpec(
+        name="kernels",
+        func=kernels,
+        help="top kernels per rank and type: count, sum, mean, min, max, std (with an honest 'others' row)",
+        options=(
+            Option("num_kernels", int, 10, "kernels kept per rank and type before 'others'"),
+            Option("duration_ratio", float, 0.8, "keep kernels up to this share of the cumulative time (HTA's rule)"),
+            Option("include_memory", parse_bool, True, "include memcpy/memset (true/false)"),
+            Option("view", str, "name", "name: per kernel name; launch: per launch configuration"),
+            Option("hta_compat", bool, False, "HTA v0.6 definitions (name regexes, µs rounding)", flag=True),
+        ),
+    )
+)

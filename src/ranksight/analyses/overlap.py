@@ -1,0 +1,98 @@
+"""Communication / computation overlap per rank (HTA's comm-comp overlap, plus efficiency).
+
+Definitions, per rank (GPU work as in :mod:`ranksight.analyses._gpu`; ns, reported in µs):
+
+- ``C`` = length of the union of COMPUTATION intervals, ``M`` = of COMMUNICATION intervals,
+  ``T`` = of both together; ``overlap = C + M − T`` (time when both run);
+- ``comp_comm_overlap_pctg = round(100 × overlap / M, 2)``: the share of communication time
+  overlapped by computation (HTA's number; NaN without communication);
+- ``overlap_efficiency = 1 − (T − max(C, M)) / (C + M − max(C, M))`` = ``overlap / min(C, M)``,
+  0–1: 1 when the shorter activity is fully hidden under the longer one (NaN when either is 0);
+- ``exposed_comm_us = M − overlap``: communication time not hidden by computation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._gpu import gpu_work, merge, pct, segments
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = ["overlap_rank", "overlap", "efficiency"]
+
+_SCHEMA = {
+    "rank": pl.Int64,
+    "compute_us": pl.Float64,
+    "comm_us": pl.Float64,
+    "union_us": pl.Float64,
+    "overlap_us": pl.Float64,
+    "exposed_comm_us": pl.Float64,
+    "comp_comm_overlap_pctg": pl.Float64,
+    "overlap_efficiency": pl.Float64,
+}
+
+
+def efficiency(c: float, m: float, t: float) -> float:
+    """``1 − (T − max(C, M)) / (C + M − max(C, M))``; NaN when ``min(C, M) == 0``."""
+    hi = max(c, m)
+    lo = c + m - hi
+    if lo <= 0:
+        return float("nan")
+    return 1.0 - (t - hi) / lo
+
+
+def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
+    """One row: compute, communication, their union and overlap, HTA's percentage, efficiency."""
+    g = gpu_work(trace, hta_compat=hta_compat)
+    groups = {}
+    lengths = {}
+    for bit, t in ((1, "COMPUTATION"), (2, "COMMUNICATION")):
+        sub = g.filter(pl.col("kernel_type") == t)
+        s, e = merge(sub["ts_ns"].to_numpy(), sub["end_ns"].to_numpy(), hta_compat=hta_compat)
+        groups[bit] = (s, e)
+        lengths[bit] = int((e - s).sum())
+    both = segments(groups).get(3, 0)
+    c, m = lengths[1], lengths[2]
+    t = c + m - both
+    return pl.DataFrame(
+        {
+            "rank": [trace.rank],
+            "compute_us": [c / 1e3],
+            "comm_us": [m / 1e3],
+            "union_us": [t / 1e3],
+            "overlap_us": [both / 1e3],
+            "exposed_comm_us": [(m - both) / 1e3],
+            "comp_comm_overlap_pctg": [float(pct(both, m))],
+            "overlap_efficiency": [efficiency(c, m, t)],
+        },
+        schema=_SCHEMA,
+    )
+
+
+def overlap(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
+    """Communication/computation overlap per rank."""
+    rs = selected(run, ranks)
+    df = pl.concat([overlap_rank(run[r], hta_compat=hta_compat) for r in rs])
+    notes = []
+    no_comm = df.filter(pl.col("comm_us") == 0)["rank"].to_list()
+    if no_comm:
+        notes.append(f"rank(s) {no_comm} have no communication kernel: overlap percentage is NaN")
+    return AnalysisResult({"overlap": df}, notes)
+
+
+register(
+    AnalysisSpec(
+        name="overlap",
+        func=overlap,
+        help="share of communication overlapped by computation per rank, and overlap efficiency",
+        options=(Option("hta_compat", bool, False, "HTA v0.6 definitions (name regexes, µs rounding)", flag=True),),
+    )
+)

@@ -1,0 +1,178 @@
+"""Temporal breakdown: how a rank's GPU time splits into idle, compute and non-compute.
+
+Definitions, per rank (ns, reported in µs; GPU work as in :mod:`ranksight.analyses._gpu`):
+
+- ``kernel_time``: first start to last end of the rank's GPU work, all streams pooled (HTA's
+  "kernel time": the span, not wall time, not per step);
+- ``busy``: length of the union of all GPU work intervals; ``idle = kernel_time − busy``;
+- ``compute``: length of the union of COMPUTATION intervals only;
+- ``non_compute = kernel_time − compute − idle`` (= busy − compute): time when only communication
+  or memory work runs. Communication overlapped by computation counts as compute.
+- ``*_pct = round(100 × part / kernel_time, 2)`` (numpy rounding, like HTA).
+
+Per step (``per_step=True``), the same split inside each device-extended ProfilerStep window
+(:func:`~ranksight.analyses._gpu.step_windows`): ``step_time`` is the window, GPU work of any step
+is clipped to it, and idle inside the window includes time the GPU waited for the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._gpu import covered_in_windows, gpu_work, merge, pct, step_windows
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = ["temporal_rank", "temporal_steps_rank", "temporal", "to_hta", "HTA_COLUMNS"]
+
+_RANK_SCHEMA = {
+    "rank": pl.Int64,
+    "kernel_time_us": pl.Float64,
+    "idle_us": pl.Float64,
+    "compute_us": pl.Float64,
+    "non_compute_us": pl.Float64,
+    "idle_pct": pl.Float64,
+    "compute_pct": pl.Float64,
+    "non_compute_pct": pl.Float64,
+}
+_STEP_SCHEMA = {
+    "rank": pl.Int64,
+    "step": pl.Int32,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "step_time_us": pl.Float64,
+    "idle_us": pl.Float64,
+    "compute_us": pl.Float64,
+    "non_compute_us": pl.Float64,
+    "idle_pct": pl.Float64,
+    "compute_pct": pl.Float64,
+    "non_compute_pct": pl.Float64,
+}
+
+#: HTA's column names for the per-rank table, in HTA's order.
+HTA_COLUMNS = {
+    "rank": "rank",
+    "idle_us": "idle_time(us)",
+    "compute_us": "compute_time(us)",
+    "non_compute_us": "non_compute_time(us)",
+    "kernel_time_us": "kernel_time(us)",
+    "idle_pct": "idle_time_pctg",
+    "compute_pct": "compute_time_pctg",
+    "non_compute_pct": "non_compute_time_pctg",
+}
+
+
+def _merged(g: pl.DataFrame, hta_compat: bool) -> tuple[np.ndarray, np.ndarray]:
+    return merge(g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(), hta_compat=hta_compat)
+
+
+def temporal_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
+    """One row: the rank's idle / compute / non-compute split of its GPU span (µs and %).
+
+    A rank without GPU work gives a row of nulls.
+    """
+    g = gpu_work(trace, hta_compat=hta_compat)
+    if g.height == 0:
+        return pl.DataFrame({"rank": [trace.rank]}, schema={"rank": pl.Int64}).with_columns(
+            pl.lit(None, dtype=t).alias(c) for c, t in _RANK_SCHEMA.items() if c != "rank"
+        )
+    ms, me = _merged(g, hta_compat)
+    span = int(me[-1] - ms[0])
+    busy = int((me - ms).sum())
+    cs, ce = _merged(g.filter(pl.col("kernel_type") == "COMPUTATION"), hta_compat)
+    compute = int((ce - cs).sum())
+    idle = span - busy
+    non_compute = span - compute - idle
+    vals = np.array([idle, compute, non_compute], dtype=np.float64)
+    p = pct(vals, span)
+    return pl.DataFrame(
+        {
+            "rank": [trace.rank],
+            "kernel_time_us": [span / 1e3],
+            "idle_us": [idle / 1e3],
+            "compute_us": [compute / 1e3],
+            "non_compute_us": [non_compute / 1e3],
+            "idle_pct": [float(p[0])],
+            "compute_pct": [float(p[1])],
+            "non_compute_pct": [float(p[2])],
+        },
+        schema=_RANK_SCHEMA,
+    )
+
+
+def temporal_steps_rank(trace: Trace) -> pl.DataFrame:
+    """One row per ProfilerStep: the split inside the step's device-extended window."""
+    win = step_windows(trace)
+    if win.height == 0:
+        return pl.DataFrame(schema=_STEP_SCHEMA)
+    g = gpu_work(trace)
+    ws, we = win["start_ns"].to_numpy(), win["end_ns"].to_numpy()
+    ms, me = _merged(g, False)
+    cs, ce = _merged(g.filter(pl.col("kernel_type") == "COMPUTATION"), False)
+    busy = covered_in_windows(ms, me, ws, we)
+    compute = covered_in_windows(cs, ce, ws, we)
+    length = we - ws
+    idle = length - busy
+    non_compute = busy - compute
+    return pl.DataFrame(
+        {
+            "rank": np.full(win.height, trace.rank, dtype=np.int64),
+            "step": win["step"],
+            "start_ns": ws,
+            "end_ns": we,
+            "step_time_us": length / 1e3,
+            "idle_us": idle / 1e3,
+            "compute_us": compute / 1e3,
+            "non_compute_us": non_compute / 1e3,
+            "idle_pct": pct(idle, length),
+            "compute_pct": pct(compute, length),
+            "non_compute_pct": pct(non_compute, length),
+        },
+        schema=_STEP_SCHEMA,
+    )
+
+
+def to_hta(df: pl.DataFrame) -> pl.DataFrame:
+    """The per-rank table with HTA's column names and order."""
+    return df.select([pl.col(k).alias(v) for k, v in HTA_COLUMNS.items()])
+
+
+def temporal(
+    run: Run, *, ranks: Sequence[int] | None = None, per_step: bool = False, hta_compat: bool = False
+) -> AnalysisResult:
+    """Idle / compute / non-compute time per rank (and per ProfilerStep with ``per_step``)."""
+    rs = selected(run, ranks)
+    per_rank = pl.concat([temporal_rank(run[r], hta_compat=hta_compat) for r in rs])
+    tables = {"temporal": per_rank}
+    notes = []
+    missing = per_rank.filter(pl.col("kernel_time_us").is_null())["rank"].to_list()
+    if missing:
+        notes.append(f"rank(s) {missing} have no GPU work (CPU-only trace): no temporal breakdown")
+    if per_step:
+        steps = pl.concat([temporal_steps_rank(run[r]) for r in rs])
+        tables["per_step"] = steps
+        if steps.height == 0:
+            notes.append("no ProfilerStep in these traces: no per-step table")
+    if hta_compat:
+        notes.append("HTA-compatible definitions: sync events count as GPU busy, ns traces rounded to µs")
+    return AnalysisResult(tables, notes)
+
+
+register(
+    AnalysisSpec(
+        name="temporal",
+        func=temporal,
+        help="idle / compute / non-compute GPU time per rank (HTA's temporal breakdown), optionally per step",
+        options=(
+            Option("per_step", bool, False, "also break down each ProfilerStep", flag=True),
+            Option("hta_compat", bool, False, "HTA v0.6 definitions (sync events busy, µs rounding)", flag=True),
+        ),
+    )
+)
