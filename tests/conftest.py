@@ -24,6 +24,14 @@ DATA = TESTS / "data"
 SHARED = TESTS.parents[1] / "shared"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # never write into the user's cache from tests
+    if "RANKSIGHT_CACHE_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["RANKSIGHT_CACHE_DIR"] = tempfile.mkdtemp(prefix="ranksight-test-cache-")
+
+
 def data_path(rel: str) -> Path:
     p = DATA / rel
     if not p.exists():

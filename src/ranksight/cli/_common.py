@@ -56,7 +56,10 @@ def add_trace_args(p: argparse.ArgumentParser, *, nargs: str = "+") -> None:
         "--max-size", type=parse_size, default=None, metavar="SIZE",
         help="refuse inputs that decompress to more than SIZE (default 64GB)",
     )
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help="files decoded at once (default: cores)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes for decoding and per-rank work (default: this process, all cores)")
+    p.add_argument("--cache-dir", default=None, metavar="DIR", help="cache of decoded traces (default: $RANKSIGHT_CACHE_DIR or ~/.cache/ranksight)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--scheduler", default=None, metavar="ADDR", help="run decoding and per-rank work on a Dask cluster (tcp://host:port)")
 
 
 def add_format_arg(p: argparse.ArgumentParser) -> None:
@@ -105,6 +108,8 @@ def load_run(args: argparse.Namespace, ctx: Context) -> Any:
             max_bytes=args.max_size or DEFAULT_MAX_BYTES,
             jobs=args.jobs,
             progress=prog,
+            cache=False if args.no_cache else (args.cache_dir or None),
+            scheduler=args.scheduler,
         )
     finally:
         prog.close()

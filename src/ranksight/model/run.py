@@ -4,54 +4,95 @@ from __future__ import annotations
 
 import os
 import warnings as _warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from ranksight.errors import RanksightWarning, UsageError
-from ranksight.io.discovery import TraceFile, discover
-from ranksight.io.kineto import DEFAULT_MAX_BYTES, decode
+from ranksight.io.discovery import discover
+from ranksight.io.kineto import DEFAULT_MAX_BYTES
+from ranksight.model.cache import CacheConfig, fingerprint
+from ranksight.model.engine import DaskEngine, Engine, LocalEngine, ProcessEngine, TraceSource
 from ranksight.model.trace import Trace
 
 __all__ = ["Run", "load"]
 
 Progress = Callable[[int, int, str], None]
 
+#: Keep every trace in memory when the inputs together are below this many bytes (file size);
+#: otherwise keep a few and reload the others from the cache when needed.
+RESIDENT_BYTES = 2 << 30
+
 
 class Run:
-    """The traces of one job, keyed by rank."""
+    """The traces of one job, keyed by rank.
 
-    def __init__(self, traces: Iterable[Trace]) -> None:
-        self._traces: dict[int, Trace] = {t.rank: t for t in sorted(traces, key=lambda t: t.rank)}
+    A run built by :func:`load` knows each rank's :class:`~ranksight.model.engine.TraceSource`:
+    traces are kept in memory when they are small together, and otherwise reloaded on demand
+    (from the cache) so that memory stays bounded. :meth:`map` runs per-rank work on the run's
+    engine (this process, a process pool, or Dask).
+    """
+
+    def __init__(
+        self,
+        traces: Iterable[Trace] = (),
+        *,
+        sources: Sequence[TraceSource] = (),
+        engine: Engine | None = None,
+        max_resident: int | None = None,
+    ) -> None:
+        self._resident: OrderedDict[int, Trace] = OrderedDict((t.rank, t) for t in sorted(traces, key=lambda t: t.rank))
+        self._sources: dict[int, TraceSource] = {s.rank: s for s in sources}
+        self.engine: Engine = engine or LocalEngine()
+        self.max_resident = max_resident
+        self._warnings: list[str] = []
 
     @property
     def ranks(self) -> list[int]:
         """Ranks present, sorted."""
-        return list(self._traces)
+        return sorted(set(self._resident) | set(self._sources))
 
     def __getitem__(self, rank: int) -> Trace:
-        try:
-            return self._traces[rank]
-        except KeyError:
-            raise KeyError(f"rank {rank} not loaded; ranks: {self.ranks}") from None
+        t = self._resident.get(rank)
+        if t is not None:
+            self._resident.move_to_end(rank)
+            return t
+        src = self._sources.get(rank)
+        if src is None:
+            raise KeyError(f"rank {rank} not loaded; ranks: {self.ranks}")
+        t = src.load()
+        self._resident[rank] = t
+        if self.max_resident is not None:
+            while len(self._resident) > self.max_resident:
+                old = next(iter(self._resident))
+                if old == rank or old not in self._sources:
+                    break
+                del self._resident[old]
+        return t
 
     def __iter__(self) -> Iterator[Trace]:
-        return iter(self._traces.values())
+        for r in self.ranks:
+            yield self[r]
 
     def __len__(self) -> int:
-        return len(self._traces)
+        return len(self.ranks)
 
     def __repr__(self) -> str:
-        return f"Run(ranks={self.ranks})"
+        return f"Run(ranks={self.ranks}, engine={self.engine.name})"
 
     @property
     def traces(self) -> list[Trace]:
-        return list(self._traces.values())
+        return list(self)
 
     @property
     def warnings(self) -> list[str]:
         """Every trace's warnings, prefixed with its rank."""
+        if self._warnings:
+            return list(self._warnings)
         return [f"rank {t.rank}: {w}" for t in self for w in t.warnings]
 
     @property
@@ -67,12 +108,42 @@ class Run:
             frames.append(ev.with_columns(pl.lit(t.rank, dtype=pl.Int32).alias("rank")))
         return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
+    def map(self, fn: Callable[..., Any], ranks: Sequence[int] | None = None, **kwargs: Any) -> dict[int, Any]:
+        """``{rank: fn(trace, **kwargs)}`` for the selected ranks, on this run's engine.
 
-def _load_one(f: TraceFile, strict: bool, max_bytes: int) -> Trace:
-    with _warnings.catch_warnings():
-        _warnings.simplefilter("ignore", RanksightWarning)
-        d = decode(f.path, strict=strict, max_bytes=max_bytes)
-    return Trace(d, rank=f.rank, rank_source=f.rank_source)
+        ``fn`` must be a module-level function returning something small: on a process pool or a
+        Dask cluster each rank's trace is loaded where ``fn`` runs, and only results come back.
+        Traces already in this process are reused when the engine is local.
+        """
+        rs = list(ranks) if ranks is not None else self.ranks
+        if isinstance(self.engine, LocalEngine) or not all(r in self._sources for r in rs):
+            return {r: fn(self[r], **kwargs) for r in rs}
+        results = self.engine.map(fn, [self._sources[r] for r in rs], kwargs)
+        return dict(zip(rs, results))
+
+
+def _cache_config(cache: bool | str | os.PathLike[str] | CacheConfig | None) -> CacheConfig | None:
+    if cache is False:
+        return None
+    if cache is None or cache is True:
+        return CacheConfig.default()
+    if isinstance(cache, CacheConfig):
+        return cache
+    return CacheConfig(Path(cache))
+
+
+def _engine(jobs: int | None, client: Any, scheduler: str | None) -> Engine:
+    if client is None and scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--scheduler needs Dask: pip install 'ranksight[dask]'") from None
+        client = Client(scheduler)
+    if client is not None:
+        return DaskEngine(client)
+    if jobs is not None and jobs > 1:
+        return ProcessEngine(jobs)
+    return LocalEngine()
 
 
 def load(
@@ -83,6 +154,9 @@ def load(
     max_bytes: int = DEFAULT_MAX_BYTES,
     jobs: int | None = None,
     progress: Progress | None = None,
+    cache: bool | str | os.PathLike[str] | CacheConfig | None = None,
+    client: Any = None,
+    scheduler: str | None = None,
 ) -> Run:
     """Load traces into a :class:`Run`.
 
@@ -97,28 +171,66 @@ def load(
     max_bytes
         Refuse inputs that decompress to more than this (decompression-bomb guard).
     jobs
-        Files decoded at once (each decode also uses every core). Default: number of cores.
+        Worker processes for decoding many large files and for :meth:`Run.map` (default: decode in
+        this process, files in parallel threads, each decode using every core).
     progress
         Called as ``progress(done, total, path)`` after each file.
+    cache
+        ``None``/``True``: the default cache directory (:func:`~ranksight.model.cache.default_cache_dir`);
+        a path: that directory; ``False``: no cache. Files under 4 MiB are never cached.
+    client, scheduler
+        A ``distributed.Client``, or a scheduler address (``tcp://host:port``): decode and per-rank
+        work then run on the Dask cluster (the trace files must be readable by its workers).
     """
     files = discover(paths, ranks=ranks, max_bytes=max_bytes)
     if not files:
         raise UsageError("no trace selected")
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(files)))
-    traces: list[Trace] = []
-    if jobs == 1:
-        for i, f in enumerate(files):
-            traces.append(_load_one(f, strict, max_bytes))
+    cfg = _cache_config(cache)
+    sources = []
+    total_bytes = 0
+    for f in files:
+        size = os.path.getsize(f.path)
+        total_bytes += size
+        key = fingerprint(f.path) if cfg is not None and size >= cfg.min_bytes else None
+        sources.append(TraceSource(f.path, f.rank, f.rank_source, strict, max_bytes, cfg if key else None, key))
+    engine = _engine(jobs, client, scheduler)
+    run_warnings: list[str] = []
+    resident: list[Trace] = []
+    remote = [s for s in sources if s.key is not None and not s.is_cached()] if not isinstance(engine, LocalEngine) else []
+    if isinstance(engine, DaskEngine):
+        # decode on the cluster (workers write their cache); nothing is held here
+        remote = list(sources)
+    done = 0
+    if remote:
+        for s, ws in zip(remote, engine.build(remote)):
+            run_warnings.extend(f"rank {s.rank}: {w}" for w in ws)
+            done += 1
             if progress:
-                progress(i + 1, len(files), f.path)
-    else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_load_one, f, strict, max_bytes) for f in files]
-            for i, (f, fut) in enumerate(zip(files, futures)):
-                traces.append(fut.result())
+                progress(done, len(files), s.path)
+    lazy = isinstance(engine, DaskEngine) or total_bytes > RESIDENT_BYTES
+    if not lazy:
+        local = [s for s in sources if s not in remote]
+        n_threads = max(1, min(os.cpu_count() or 1, len(local)))
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            for s, t in zip(local, pool.map(TraceSource.load, local)):
+                resident.append(t)
+                run_warnings.extend(f"rank {t.rank}: {w}" for w in t.warnings)
+                done += 1
                 if progress:
-                    progress(i + 1, len(files), f.path)
-    for t in traces:
-        for w in t.warnings:
-            _warnings.warn(f"{t.path} (rank {t.rank}): {w}", RanksightWarning, stacklevel=2)
-    return Run(traces)
+                    progress(done, len(files), s.path)
+        for s in remote:
+            resident.append(s.load())
+    run = Run(resident, sources=sources, engine=engine, max_resident=None if not lazy else max(1, jobs or 2))
+    if lazy and not isinstance(engine, DaskEngine):
+        # make sure every rank is decoded (and cached) once, holding one at a time
+        for s in sources:
+            if s not in remote:
+                t = s.load()
+                run_warnings.extend(f"rank {t.rank}: {w}" for w in t.warnings)
+                done += 1
+                if progress:
+                    progress(done, len(files), s.path)
+    for w in run_warnings:
+        _warnings.warn(w, RanksightWarning, stacklevel=2)
+    run._warnings = run_warnings
+    return run

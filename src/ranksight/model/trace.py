@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
@@ -12,7 +13,27 @@ from ranksight.model.derive import build_steps, derive
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.meta import TraceMeta, build_meta
 
-__all__ = ["Trace"]
+__all__ = ["Trace", "LazyTables"]
+
+
+class LazyTables(Mapping[str, pl.DataFrame]):
+    """Side tables loaded on first access (from the cache) or held in memory."""
+
+    def __init__(self, loaders: Mapping[str, Callable[[], pl.DataFrame] | pl.DataFrame]) -> None:
+        self._loaders = dict(loaders)
+        self._frames: dict[str, pl.DataFrame] = {}
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        if name not in self._frames:
+            src = self._loaders[name]
+            self._frames[name] = src if isinstance(src, pl.DataFrame) else src()
+        return self._frames[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaders)
+
+    def __len__(self) -> int:
+        return len(self._loaders)
 
 
 class Trace:
@@ -27,29 +48,91 @@ class Trace:
         ``kernel_class``, ``launch_row``, ``gpu_count``, ``step``.
     meta
         :class:`~ranksight.model.meta.TraceMeta`.
+    tables
+        Side tables of typed args keyed by ``row`` (see :meth:`table`).
     """
 
     def __init__(self, decoded: DecodedTrace, *, rank: int, rank_source: str = "user") -> None:
-        self._decoded = decoded
-        self.rank = rank
-        self.path = decoded.path
-        self.warnings: list[str] = list(decoded.warnings)
-        self.tables: dict[str, pl.DataFrame] = decoded.tables
-        self.events: pl.DataFrame = derive(decoded.events, decoded.tables)
-        gpu = self.events.filter(pl.col("kind").is_in(list(GPU_KINDS)))
-        devices = sorted(int(d) for d in gpu["device"].drop_nulls().unique().to_list())
-        runtime_names = set(
-            self.events.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)))["name"].unique().cast(pl.String).to_list()
-        )
-        self.meta: TraceMeta = build_meta(
+        events = derive(decoded.events, decoded.tables)
+        self._init(
             path=decoded.path,
             rank=rank,
             rank_source=rank_source,
-            raw=decoded.meta,
+            events=events,
+            tables=LazyTables(decoded.tables),
+            spans=decoded.spans,
+            raw_meta=decoded.meta,
             id_names=decoded.id_names,
-            devices_used=devices,
-            runtime_names=runtime_names,
             stats=decoded.stats,
+            warnings=decoded.warnings,
+        )
+
+    @classmethod
+    def from_parts(
+        cls,
+        *,
+        path: str,
+        rank: int,
+        rank_source: str,
+        events: pl.DataFrame,
+        tables: LazyTables,
+        spans: pl.DataFrame | Callable[[], pl.DataFrame],
+        raw_meta: dict[str, Any],
+        id_names: dict[int, str],
+        stats: dict[str, int],
+        warnings: list[str],
+        devices_used: list[int] | None = None,
+        runtime_names: set[str] | None = None,
+    ) -> Trace:
+        """A trace from already-derived parts (used by the cache)."""
+        self = cls.__new__(cls)
+        self._init(
+            path=path, rank=rank, rank_source=rank_source, events=events, tables=tables, spans=spans,
+            raw_meta=raw_meta, id_names=id_names, stats=stats, warnings=warnings,
+            devices_used=devices_used, runtime_names=runtime_names,
+        )
+        return self
+
+    def _init(
+        self,
+        *,
+        path: str,
+        rank: int,
+        rank_source: str,
+        events: pl.DataFrame,
+        tables: LazyTables,
+        spans: pl.DataFrame | Callable[[], pl.DataFrame],
+        raw_meta: dict[str, Any],
+        id_names: dict[int, str],
+        stats: dict[str, int],
+        warnings: list[str],
+        devices_used: list[int] | None = None,
+        runtime_names: set[str] | None = None,
+    ) -> None:
+        self.rank = rank
+        self.path = path
+        self.warnings: list[str] = list(warnings)
+        self.tables: Mapping[str, pl.DataFrame] = tables
+        self.events: pl.DataFrame = events
+        self._spans = spans
+        self.stats = dict(stats)
+        if devices_used is None:
+            gpu = events.filter(pl.col("kind").is_in(list(GPU_KINDS)))
+            devices_used = sorted(int(d) for d in gpu["device"].drop_nulls().unique().to_list())
+        if runtime_names is None:
+            runtime_names = set(
+                events.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)))["name"].unique().cast(pl.String).to_list()
+            )
+        self._runtime_names = runtime_names
+        self.meta: TraceMeta = build_meta(
+            path=path,
+            rank=rank,
+            rank_source=rank_source,
+            raw=raw_meta,
+            id_names=id_names,
+            devices_used=devices_used,
+            runtime_names=runtime_names,
+            stats=stats,
         )
 
     def __repr__(self) -> str:
@@ -106,7 +189,9 @@ class Trace:
     @property
     def spans(self) -> pl.DataFrame:
         """Byte offset and length of each event in the (decompressed) JSON text."""
-        return self._decoded.spans
+        if not isinstance(self._spans, pl.DataFrame):
+            self._spans = self._spans()
+        return self._spans
 
     def raw_events(self, rows: list[int] | pl.Series) -> list[dict[str, Any]]:
         """The complete JSON objects of the given rows, every arg included (reads the file again)."""

@@ -1,0 +1,182 @@
+"""On-disk cache of decoded, derived traces (one directory per trace file).
+
+An entry holds the canonical tables as Parquet (``events``, ``spans`` and each side table) and a
+``meta.json`` with the trace's top-level metadata, decoder stats and warnings. It is keyed by
+
+- the file identity: real path, size and modification time,
+- a content fingerprint: BLAKE2b over the size, the first and last MiB and 16 sampled 64 KiB
+  blocks (cheap on multi-GB files; a changed file changes size, mtime or sampled bytes),
+- :data:`FORMAT_VERSION`, bumped whenever the model's columns or derivations change.
+
+An entry is trusted only if ``meta.json`` parses, matches the key and lists every table with its
+byte size; a missing, truncated or unreadable file makes it stale and it is rebuilt. Entries are
+written into a temporary directory and renamed into place, so concurrent runs never see (or
+corrupt) a half-written entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ranksight.io.kineto import TABLES
+from ranksight.model.trace import LazyTables, Trace
+
+__all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry"]
+
+#: Bump when the decoded or derived tables change shape or meaning.
+FORMAT_VERSION = 1
+
+_BLOCK = 1 << 20
+_SAMPLE = 64 << 10
+_SAMPLES = 16
+
+
+def default_cache_dir() -> Path:
+    """``$RANKSIGHT_CACHE_DIR``, else ``$XDG_CACHE_HOME/ranksight``, else ``~/.cache/ranksight``."""
+    env = os.environ.get("RANKSIGHT_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "ranksight"
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Where and when to cache. Files smaller than ``min_bytes`` load faster than a cache read."""
+
+    directory: Path
+    min_bytes: int = 4 << 20
+
+    @classmethod
+    def default(cls) -> CacheConfig:
+        return cls(default_cache_dir())
+
+
+def fingerprint(path: str) -> str:
+    """Cheap content fingerprint of a file (see the module docstring)."""
+    st = os.stat(path)
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"{FORMAT_VERSION}:{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    with open(path, "rb") as f:
+        h.update(f.read(_BLOCK))
+        if st.st_size > 2 * _BLOCK:
+            step = (st.st_size - 2 * _BLOCK) // (_SAMPLES + 1)
+            for i in range(1, _SAMPLES + 1):
+                f.seek(_BLOCK + i * step)
+                h.update(f.read(_SAMPLE))
+            f.seek(st.st_size - _BLOCK)
+            h.update(f.read(_BLOCK))
+    return h.hexdigest()
+
+
+def entry_dir(cfg: CacheConfig, path: str, key: str) -> Path:
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(path).name)[:60]
+    return cfg.directory / f"{stem}-{key[:32]}"
+
+
+def _files(names: list[str]) -> list[str]:
+    return ["events.parquet", "spans.parquet", *[f"t_{n}.parquet" for n in names]]
+
+
+def write_entry(cfg: CacheConfig, trace: Trace, key: str) -> Path:
+    """Write a trace's tables atomically; returns the entry directory."""
+    final = entry_dir(cfg, trace.path, key)
+    cfg.directory.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{uuid.uuid4().hex[:8]}-", dir=cfg.directory))
+    try:
+        frames = {"events.parquet": trace.events, "spans.parquet": trace.spans}
+        for n in TABLES:
+            frames[f"t_{n}.parquet"] = trace.tables[n]
+        sizes = {}
+        for fname, df in frames.items():
+            p = tmp / fname
+            df.write_parquet(p, compression="uncompressed", statistics=False)
+            sizes[fname] = p.stat().st_size
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "key": key,
+            "source": os.path.realpath(trace.path),
+            "rank": trace.rank,
+            "rank_source": trace.meta.rank_source,
+            "raw_meta": trace.meta.raw,
+            "id_names": {str(k): v for k, v in trace.meta.id_names.items()},
+            "stats": trace.stats,
+            "warnings": trace.warnings,
+            "devices_used": trace.meta.devices_used,
+            "runtime_names": sorted(trace._runtime_names),
+            "tables": list(TABLES),
+            "sizes": sizes,
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, default=str))
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            # another run wrote it first (or a stale entry is in the way): keep a valid one
+            if final.exists() and _valid(final, key) is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                shutil.rmtree(final, ignore_errors=True)
+                os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _valid(d: Path, key: str) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((d / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("format_version") != FORMAT_VERSION or meta.get("key") != key:
+        return None
+    sizes = meta.get("sizes") or {}
+    for fname in _files(meta.get("tables") or []):
+        p = d / fname
+        try:
+            if p.stat().st_size != sizes.get(fname):
+                return None
+        except OSError:
+            return None
+    return meta
+
+
+def read_entry(cfg: CacheConfig, path: str, key: str, *, rank: int, rank_source: str) -> Trace | None:
+    """The cached trace, or None when there is no valid entry (it is then rebuilt)."""
+    d = entry_dir(cfg, path, key)
+    meta = _valid(d, key)
+    if meta is None:
+        return None
+    try:
+        events = pl.read_parquet(d / "events.parquet")
+    except Exception:  # noqa: BLE001 - any unreadable entry is simply stale
+        return None
+
+    def loader(fname: str):  # noqa: ANN202
+        return lambda: pl.read_parquet(d / fname)
+
+    tables = LazyTables({n: loader(f"t_{n}.parquet") for n in meta["tables"]})
+    return Trace.from_parts(
+        path=path,
+        rank=rank,
+        rank_source=rank_source,
+        events=events,
+        tables=tables,
+        spans=loader("spans.parquet"),
+        raw_meta=meta["raw_meta"],
+        id_names={int(k): v for k, v in meta["id_names"].items()},
+        stats=meta["stats"],
+        warnings=meta["warnings"],
+        devices_used=meta.get("devices_used"),
+        runtime_names=set(meta.get("runtime_names") or []),
+    )

@@ -1,0 +1,138 @@
+"""Where per-rank work runs: in this process, in a local process pool, or on a Dask cluster.
+
+Per-rank work is a pure map step: ``fn(trace, **kwargs)`` for each rank, where ``fn`` is a
+module-level function (so it can be sent to another process) returning something small (a few
+tables). The engine gets each rank's :class:`TraceSource`, which knows how to load the trace
+(from the cache when present), so traces never travel between processes; only results do.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ranksight.io.kineto import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    from ranksight.model.cache import CacheConfig
+    from ranksight.model.trace import Trace
+
+__all__ = ["TraceSource", "Engine", "LocalEngine", "ProcessEngine", "DaskEngine", "build_source"]
+
+
+@dataclass(frozen=True)
+class TraceSource:
+    """Everything needed to (re)load one rank's trace, in any process."""
+
+    path: str
+    rank: int
+    rank_source: str
+    strict: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+    cache: CacheConfig | None = None
+    key: str | None = None
+
+    def load(self) -> Trace:
+        """Load from the cache entry if valid, else decode (and write the cache entry)."""
+        import warnings as _warnings
+
+        from ranksight.errors import RanksightWarning
+        from ranksight.io.kineto import decode
+        from ranksight.model import cache as _cache
+        from ranksight.model.trace import Trace
+
+        if self.cache is not None and self.key is not None:
+            t = _cache.read_entry(self.cache, self.path, self.key, rank=self.rank, rank_source=self.rank_source)
+            if t is not None:
+                return t
+        with _warnings.catch_warnings():
+            _warnings.simplefilter("ignore", RanksightWarning)
+            d = decode(self.path, strict=self.strict, max_bytes=self.max_bytes)
+        t = Trace(d, rank=self.rank, rank_source=self.rank_source)
+        if self.cache is not None and self.key is not None:
+            try:
+                _cache.write_entry(self.cache, t, self.key)
+            except OSError as err:  # an unwritable cache never stops the analysis
+                t.warnings.append(f"could not write the cache entry: {err}")
+        return t
+
+    def is_cached(self) -> bool:
+        from ranksight.model import cache as _cache
+
+        return self.cache is not None and self.key is not None and _cache._valid(_cache.entry_dir(self.cache, self.path, self.key), self.key) is not None
+
+
+def build_source(src: TraceSource) -> list[str]:
+    """Worker task: make sure the source is decoded into the cache; return its warnings."""
+    return list(src.load().warnings)
+
+
+def _apply(src: TraceSource, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    return fn(src.load(), **kwargs)
+
+
+class Engine:
+    """Runs ``fn(trace, **kwargs)`` for each source."""
+
+    name = "engine"
+
+    def map(self, fn: Callable[..., Any], sources: Sequence[TraceSource], kwargs: dict[str, Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def build(self, sources: Sequence[TraceSource]) -> list[list[str]]:
+        """Decode sources into the cache; returns each one's warnings."""
+        return [build_source(s) for s in sources]
+
+
+class LocalEngine(Engine):
+    """In this process (traces already resident are reused by :class:`~ranksight.model.run.Run`)."""
+
+    name = "local"
+
+    def map(self, fn: Callable[..., Any], sources: Sequence[TraceSource], kwargs: dict[str, Any]) -> list[Any]:
+        return [_apply(s, fn, kwargs) for s in sources]
+
+
+class ProcessEngine(Engine):
+    """A local process pool (spawned workers; polars is not fork-safe)."""
+
+    name = "process"
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = max(1, jobs or os.cpu_count() or 1)
+
+    def _pool(self, n: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=min(self.jobs, n), mp_context=multiprocessing.get_context("spawn"))
+
+    def map(self, fn: Callable[..., Any], sources: Sequence[TraceSource], kwargs: dict[str, Any]) -> list[Any]:
+        if not sources:
+            return []
+        with self._pool(len(sources)) as pool:
+            return list(pool.map(_apply, sources, [fn] * len(sources), [kwargs] * len(sources)))
+
+    def build(self, sources: Sequence[TraceSource]) -> list[list[str]]:
+        if len(sources) <= 1:
+            return super().build(sources)
+        with self._pool(len(sources)) as pool:
+            return list(pool.map(build_source, sources))
+
+
+class DaskEngine(Engine):
+    """A Dask distributed cluster: ``client`` is a ``distributed.Client``."""
+
+    name = "dask"
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def map(self, fn: Callable[..., Any], sources: Sequence[TraceSource], kwargs: dict[str, Any]) -> list[Any]:
+        futures = [self.client.submit(_apply, s, fn, kwargs, pure=False) for s in sources]
+        return self.client.gather(futures)
+
+    def build(self, sources: Sequence[TraceSource]) -> list[list[str]]:
+        futures = [self.client.submit(build_source, s, pure=False) for s in sources]
+        return self.client.gather(futures)

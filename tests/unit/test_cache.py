@@ -1,0 +1,125 @@
+"""The decoded-trace cache: hits, and rebuilds when anything is off."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import ranksight
+from ranksight.model import cache as cache_mod
+from ranksight.model.cache import CacheConfig
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> CacheConfig:
+    return CacheConfig(tmp_path / "cache", min_bytes=0)
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path, data) -> Path:
+    p = tmp_path / "rank0.json.gz"
+    shutil.copyfile(data("hta/trace_filter/sampled_rank-0.json.gz"), p)
+    return p
+
+
+def _entries(cfg: CacheConfig) -> list[Path]:
+    return sorted(p for p in cfg.directory.iterdir() if not p.name.startswith("."))
+
+
+def test_second_load_reads_the_cache(cfg, trace_file):
+    a = ranksight.load(trace_file, cache=cfg)[0]
+    [entry] = _entries(cfg)
+    assert (entry / "events.parquet").exists() and json.loads((entry / "meta.json").read_text())["format_version"] == cache_mod.FORMAT_VERSION
+    b = ranksight.load(trace_file, cache=cfg)[0]
+    assert b.events.equals(a.events)
+    assert b.table("kernel").equals(a.table("kernel"))
+    assert b.meta.world_size == a.meta.world_size == 128
+    assert b.meta.devices_used == a.meta.devices_used
+    assert b.steps.equals(a.steps)
+    assert b.raw_events([5]) == a.raw_events([5])
+    # proof it came from the cache: a marker put into the cached meta comes back
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["warnings"] = ["from-the-cache"]
+    (entry / "meta.json").write_text(json.dumps(meta))
+    with pytest.warns(ranksight.RanksightWarning, match="from-the-cache"):
+        assert ranksight.load(trace_file, cache=cfg)[0].warnings == ["from-the-cache"]
+
+
+def test_rebuilt_after_the_trace_changes(cfg, trace_file, data):
+    ranksight.load(trace_file, cache=cfg)
+    shutil.copyfile(data("hta/trace_filter/sampled_rank-1.json.gz"), trace_file)
+    run = ranksight.load(trace_file, cache=cfg)
+    assert run.ranks == [1] and run[1].events.height == 4720
+    assert len(_entries(cfg)) == 2  # a new key; the old entry is never used for the new content
+
+
+def test_rebuilt_after_a_truncated_cache_file(cfg, trace_file):
+    good = ranksight.load(trace_file, cache=cfg)[0].events
+    [entry] = _entries(cfg)
+    p = entry / "events.parquet"
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    key = cache_mod.fingerprint(str(trace_file))
+    assert cache_mod.read_entry(cfg, str(trace_file), key, rank=0, rank_source="x") is None
+    again = ranksight.load(trace_file, cache=cfg)[0].events
+    assert again.equals(good)
+    assert cache_mod.read_entry(cfg, str(trace_file), key, rank=0, rank_source="x") is not None
+
+
+def test_rebuilt_after_a_corrupt_meta(cfg, trace_file):
+    ranksight.load(trace_file, cache=cfg)
+    [entry] = _entries(cfg)
+    (entry / "meta.json").write_text("{not json")
+    assert ranksight.load(trace_file, cache=cfg)[0].events.height == 4855
+    assert json.loads((entry / "meta.json").read_text())["key"]
+
+
+def test_rebuilt_after_a_format_version_bump(cfg, trace_file, monkeypatch):
+    ranksight.load(trace_file, cache=cfg)
+    key_v1 = cache_mod.fingerprint(str(trace_file))
+    monkeypatch.setattr(cache_mod, "FORMAT_VERSION", cache_mod.FORMAT_VERSION + 1)
+    assert cache_mod.fingerprint(str(trace_file)) != key_v1
+    assert cache_mod.read_entry(cfg, str(trace_file), key_v1, rank=0, rank_source="x") is None
+    ranksight.load(trace_file, cache=cfg)
+    assert len(_entries(cfg)) == 2
+
+
+def test_concurrent_writers_never_corrupt(cfg, trace_file):
+    from concurrent.futures import ThreadPoolExecutor
+
+    t = ranksight.load(trace_file, cache=False)[0]
+    key = cache_mod.fingerprint(str(trace_file))
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: cache_mod.write_entry(cfg, t, key), range(8)))
+    assert len(_entries(cfg)) == 1
+    assert not [p for p in cfg.directory.iterdir() if p.name.startswith(".tmp")]
+    back = cache_mod.read_entry(cfg, str(trace_file), key, rank=0, rank_source="x")
+    assert back is not None and back.events.equals(t.events)
+
+
+def test_small_files_are_not_cached(tmp_path, trace_file):
+    cfg = CacheConfig(tmp_path / "c2")  # default min_bytes: 4 MiB
+    ranksight.load(trace_file, cache=cfg)
+    assert not cfg.directory.exists() or not _entries(cfg)
+
+
+def test_no_cache(tmp_path, trace_file):
+    cfg = CacheConfig(tmp_path / "c3", min_bytes=0)
+    run = ranksight.load(trace_file, cache=False)
+    assert run[0].events.height == 4855 and not cfg.directory.exists()
+
+
+def test_process_pool_map_equals_local(cfg, tmp_path, data):
+    for r in (0, 1):
+        shutil.copyfile(data(f"hta/trace_filter/sampled_rank-{r}.json.gz"), tmp_path / f"rank{r}.json.gz")
+    files = [tmp_path / "rank0.json.gz", tmp_path / "rank1.json.gz"]
+    local = ranksight.load(files, cache=cfg)
+    pooled = ranksight.load(files, cache=cfg, jobs=2)
+    from ranksight.analyses.summary import gpu_busy
+
+    assert pooled.engine.name == "process"
+    assert pooled.map(gpu_busy) == local.map(gpu_busy)
+    assert pl.DataFrame(list(local.map(gpu_busy).values()))["kernels"].to_list() == [1154, 1104]
