@@ -37,20 +37,34 @@ __all__ = ["derive", "build_steps", "STEP_RE"]
 STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 
 
-def _map_unique(df: pl.DataFrame, cols: list[str], fn: Callable[..., Any], dtype: pl.DataType) -> pl.Series:
-    """Apply ``fn`` once per distinct combination of ``cols`` and broadcast the result."""
-    keys = df.select(cols).unique()
-    py = keys.select(pl.col(c).cast(pl.String) if isinstance(df.schema[c], (pl.Categorical, pl.Enum)) else pl.col(c) for c in cols)
-    vals = [fn(*row) for row in py.iter_rows()]
-    keys = keys.with_columns(pl.Series("__v", vals, dtype=dtype))
-    return df.select(cols).join(keys, on=cols, how="left", maintain_order="left", nulls_equal=True)["__v"]
+def _map_categorical(col: pl.Series, fn: Callable[[str], Any], dtype: pl.DataType) -> pl.Series:
+    """``fn`` applied once per distinct value of a categorical column, broadcast through the codes."""
+    uniq = col.unique().drop_nulls()
+    codes = uniq.to_physical()
+    vals = pl.Series([fn(v) for v in uniq.cast(pl.String).to_list()], dtype=dtype)
+    return col.to_physical().replace_strict(codes, vals, default=None, return_dtype=dtype)
 
 
 def derive(events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """Add the derived columns to a decoded events table."""
     n = events.height
     ev = events.with_columns(pl.int_range(0, n, dtype=pl.UInt32).alias("row"))
-    kind = _map_unique(ev, ["cat", "ph", "name"], lambda c, p, nm: kind_of_category(c or "", p or "", nm or ""), KIND_DTYPE) if n else pl.Series("kind", [], dtype=KIND_DTYPE)
+    if n:
+        base = _map_categorical(ev["cat"], lambda c: kind_of_category(c or "", "X", ""), KIND_DTYPE)
+        ph = pl.col("ph")
+
+        def lit(k: str) -> pl.Expr:
+            return pl.lit(k, dtype=KIND_DTYPE)
+
+        kind = ev.select(
+            pl.when(ph == "M").then(lit("metadata"))
+            .when(ph == "C").then(lit("counter"))
+            .when((ph == "s") | (ph == "t") | (ph == "f")).then(lit("flow"))
+            .when(pl.col("name") == "[memory]").then(lit("memory"))
+            .otherwise(base)
+        ).to_series()
+    else:
+        kind = pl.Series("kind", [], dtype=KIND_DTYPE)
     ev = ev.with_columns(kind.alias("kind"))
     is_gpu_side = pl.col("kind").is_in(list(GPU_KINDS) + ["sync", "gpu_user_annotation"])
     ev = ev.with_columns(
@@ -66,7 +80,10 @@ def derive(events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFram
     kc = pl.Series("kernel_class", [None] * n, dtype=KERNEL_CLASS_DTYPE)
     if gpu_mask.any():
         g = ev.filter(gpu_mask)
-        cls = _map_unique(g, ["kind", "name"], lambda k, nm: kernel_class_of_name(k, nm or ""), KERNEL_CLASS_DTYPE)
+        by_name = _map_categorical(g["name"], lambda nm: kernel_class_of_name("kernel", nm or ""), KERNEL_CLASS_DTYPE)
+        cls = g.select(
+            pl.when(pl.col("kind") == "kernel").then(by_name).otherwise(pl.lit("MEMORY", dtype=KERNEL_CLASS_DTYPE))
+        ).to_series()
         arr = np.full(n, -1, dtype=np.int8)
         arr[g["row"].to_numpy()] = cls.to_physical().fill_null(-1).cast(pl.Int8).to_numpy()
         coll = tables.get("collective")
@@ -127,13 +144,14 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
 
 
 def _step_numbers(ev: pl.DataFrame) -> pl.Series:
-    def num(kind: str, name: str) -> int | None:
-        if kind not in ("cpu_op", "user_annotation") or not name or not name.startswith("ProfilerStep"):
+    def num(name: str) -> int | None:
+        if not name or not name.startswith("ProfilerStep"):
             return None
         m = STEP_RE.match(name)
         return int(m.group(1)) if m else None
 
-    return _map_unique(ev, ["kind", "name"], num, pl.Int64)
+    by_name = _map_categorical(ev["name"], num, pl.Int64)
+    return ev.select(pl.when(pl.col("kind").is_in(["cpu_op", "user_annotation"])).then(by_name)).to_series()
 
 
 def build_steps(ev: pl.DataFrame) -> pl.DataFrame:
