@@ -1,0 +1,128 @@
+"""ATen op → GPU kernel sequences, with launch delays (HTA's ``get_aten_op_kernels_and_delay``).
+
+Definitions (per rank; µs):
+
+- aten ops: CPU events whose name starts with ``aten::``;
+- each launch (a runtime/driver call with GPU work; with ``hta_apis`` only names matching HTA's
+  ``(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)``) belongs to the **innermost aten op on
+  the same CPU thread** that contains it (``op.ts <= launch.ts`` and ``launch.end <= op.end``;
+  HTA uses the latest-starting containing op of any thread);
+- per op instance: ``kernel_sequence`` = the names of the GPU activities of its launches, in
+  launch order, joined with ``" -> "``; ``aten_op_delay`` = start of its first launch − start of
+  the op; ``runtime_delay`` = start of the first launch's first GPU activity − start of that launch;
+- per (op name, kernel sequence): ``occurrence_count`` (op instances), ``avg_aten_op_launch_delay``
+  and ``avg_runtime_delay`` (means over the instances, rounded to 3 decimals as HTA does).
+
+Unlike HTA, a rank's table never includes earlier ranks' rows, and graph launches (several GPU
+activities per launch) are handled instead of raising.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._links import HTA_KERNEL_LAUNCH_RE, launch_children
+from ranksight.analyses._stacks import enclosing, nest
+from ranksight.model.kinds import GPU_KINDS
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = ["op_launches", "op_kernel_table", "op_kernels"]
+
+_TABLE_SCHEMA = {
+    "rank": pl.Int32, "aten_op_name": pl.String, "kernel_sequence": pl.String, "occurrence_count": pl.Int64,
+    "avg_aten_op_launch_delay": pl.Float64, "avg_runtime_delay": pl.Float64,
+}
+
+
+def _aten_ops(trace: Trace) -> pl.DataFrame:
+    ev = trace.events
+    return ev.filter(
+        ~pl.col("kind").is_in([*GPU_KINDS, "sync", "gpu_user_annotation", "metadata", "flow"])
+        & pl.col("dur_ns").is_not_null()
+        & pl.col("name").cast(pl.String).str.starts_with("aten::")
+    ).select("row", "pid", "tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String).alias("op_name"))
+
+
+def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
+    """GPU activities with their launch and the innermost aten op (same thread) of the launch.
+
+    Columns ``op_row, op_name, op_ts_ns, op_tid, launch_row, launch_ts_ns, row, name, ts_ns`` (the
+    GPU activity); launches outside every aten op are dropped.
+    """
+    ch = launch_children(trace)
+    if hta_apis and ch.height:
+        names = [n for n in ch["api"].unique().to_list() if HTA_KERNEL_LAUNCH_RE.match(n)]
+        ch = ch.filter(pl.col("api").is_in(names))
+    ops = _aten_ops(trace)
+    if ch.height == 0 or ops.height == 0:
+        return pl.DataFrame(schema={"op_row": pl.Int64, "op_name": pl.String, "op_ts_ns": pl.Int64, "op_tid": pl.Int64,
+                                    "launch_row": pl.UInt32, "launch_ts_ns": pl.Int64, "row": pl.UInt32, "name": pl.String,
+                                    "ts_ns": pl.Int64})
+    tree = ops.join(nest(ops), on="row")
+    launches = ch.unique("launch_row", keep="first", maintain_order=True).select(
+        "launch_row", pl.col("cpu_pid").alias("pid"), pl.col("cpu_tid").alias("tid"),
+        pl.col("cpu_ts_ns").alias("ts_ns"), pl.col("cpu_end_ns").alias("end_ns"),
+    )
+    launches = launches.with_columns(enclosing(tree, launches).alias("op_row")).filter(pl.col("op_row").is_not_null())
+    opinfo = ops.select(pl.col("row").cast(pl.Int64).alias("op_row"), "op_name", pl.col("ts_ns").alias("op_ts_ns"),
+                        pl.col("tid").alias("op_tid"))
+    return (
+        launches.select("launch_row", "op_row", pl.col("ts_ns").alias("launch_ts_ns"))
+        .join(opinfo, on="op_row")
+        .join(ch.select("launch_row", "row", "name", "ts_ns"), on="launch_row")
+        .select("op_row", "op_name", "op_ts_ns", "op_tid", "launch_row", "launch_ts_ns", "row", "name", "ts_ns")
+        .sort(["op_row", "launch_row", "ts_ns", "row"])
+    )
+
+
+def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
+    """The per-(op name, kernel sequence) table of one rank (see the module docstring)."""
+    ol = op_launches(trace, hta_apis=hta_apis)
+    if ol.height == 0:
+        return pl.DataFrame(schema=_TABLE_SCHEMA)
+    per_op = ol.group_by("op_row", maintain_order=True).agg(
+        pl.col("op_name").first(),
+        pl.col("name").str.join(" -> ").alias("kernel_sequence"),
+        (pl.col("launch_ts_ns").first() - pl.col("op_ts_ns").first()).alias("__aten_delay"),
+        (pl.col("ts_ns").first() - pl.col("launch_ts_ns").first()).alias("__runtime_delay"),
+    )
+    return (
+        per_op.group_by("op_name", "kernel_sequence")
+        .agg(
+            pl.len().cast(pl.Int64).alias("occurrence_count"),
+            (pl.col("__aten_delay").mean() / 1e3).round(3).alias("avg_aten_op_launch_delay"),
+            (pl.col("__runtime_delay").mean() / 1e3).round(3).alias("avg_runtime_delay"),
+        )
+        .sort(["occurrence_count", "op_name", "kernel_sequence"], descending=[True, False, False])
+        .select(pl.lit(trace.rank, pl.Int32).alias("rank"), pl.col("op_name").alias("aten_op_name"),
+                "kernel_sequence", "occurrence_count", "avg_aten_op_launch_delay", "avg_runtime_delay")
+    )
+
+
+def op_kernels(run: Run, *, ranks: Sequence[int] | None = None, hta_apis: bool = False) -> AnalysisResult:
+    """ATen op → kernel sequences with counts and delays, per rank."""
+    rs = selected(run, ranks)
+    parts = [op_kernel_table(run[r], hta_apis=hta_apis) for r in rs]
+    table = pl.concat(parts) if parts else pl.DataFrame(schema=_TABLE_SCHEMA)
+    notes = []
+    empty = [r for r, p in zip(rs, parts) if p.height == 0]
+    if empty:
+        notes.append(f"rank(s) {empty}: no launch inside an aten:: op (no aten ops, no GPU work, or no correlation)")
+    return AnalysisResult({"op_kernels": table}, notes)
+
+
+register(
+    AnalysisSpec(
+        name="op-kernels",
+        func=op_kernels,
+        help="aten op → GPU kernel sequences with occurrence counts, op→launch and launch→kernel delays",
+        options=(Option("hta_apis", bool, False, "only HTA's kernel-launch names (HTA-compatible)", flag=True),),
+    )
+)

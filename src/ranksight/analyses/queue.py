@@ -1,0 +1,177 @@
+"""Launch queue length per GPU stream: time series, summary, and time blocked on a full queue.
+
+Definitions (per rank and GPU stream; HTA's, ``hta-definitions.md`` §3.8):
+
+- each GPU activity (kernel, memcpy, memset) with a known launch adds **+1 at the start of its
+  launch call** and **−1 at its own start** (a running kernel is no longer queued). A graph launch
+  with N children adds N at its start. Events are ordered by time; at equal times launches come
+  before starts, then by trace row. ``queue_length`` is the cumulative sum per stream: one point
+  per event (HTA's "change points"; equal-time points are kept).
+- summary: HTA's ``describe()`` of ``queue_length`` over the points (``count, mean, std, min,
+  p25, p50, p75, max``; std with ddof 1), plus **time-weighted** statistics over the stream's
+  series span (first to last point): ``tw_mean`` = Σ qᵢ·(tᵢ₊₁ − tᵢ) / span, ``tw_std``, and the
+  time-weighted median and 95th percentile (the smallest q whose cumulative time share reaches
+  0.5 / 0.95). The value at the last point has no duration.
+- blocked: for **every** stream, the time during which ``queue_length >= max_queue_length``
+  (default 1024, CUDA's per-stream launch queue; 1022–1024 is observed to block), and that time
+  relative to the rank's trace duration (last minus first start of any timed event; HTA's
+  ``ts.max() − ts.min()``).
+
+``hta_apis=True`` counts only HTA's launch names (no graph launches, no HIP module launches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._links import HTA_QUEUE_APIS, launch_children
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = [
+    "queue_series",
+    "queue_summary",
+    "blocked_on_full_queue",
+    "trace_duration_ns",
+    "queue",
+    "CUDA_MAX_LAUNCH_QUEUE_PER_STREAM",
+]
+
+#: CUDA's launch queue depth per stream (HTA's ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``).
+CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024
+
+_SERIES_SCHEMA = {
+    "rank": pl.Int32, "stream": pl.Int64, "ts_ns": pl.Int64, "pid": pl.Int64, "tid": pl.Int64,
+    "row": pl.UInt32, "event": pl.String, "queue_length": pl.Int64,
+}
+
+
+def queue_series(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
+    """Queue length change points of one rank, sorted by stream then time.
+
+    Columns ``rank, stream, ts_ns, pid, tid`` (the GPU device/stream of the activity), ``row``
+    (the launch call for +1 points, the GPU activity for −1 points), ``event`` (``launch`` /
+    ``start``) and ``queue_length``.
+    """
+    ch = launch_children(trace, HTA_QUEUE_APIS if hta_apis else None)
+    if ch.height == 0:
+        return pl.DataFrame(schema=_SERIES_SCHEMA)
+    up = ch.select("stream", pl.col("cpu_ts_ns").alias("ts_ns"), "pid", "tid", pl.col("launch_row").alias("row"),
+                   pl.lit(0, pl.Int8).alias("__o"), pl.lit(1, pl.Int64).alias("__d"))
+    down = ch.select("stream", "ts_ns", "pid", "tid", "row",
+                     pl.lit(1, pl.Int8).alias("__o"), pl.lit(-1, pl.Int64).alias("__d"))
+    s = pl.concat([up, down]).sort(["stream", "ts_ns", "__o", "row"])
+    return s.select(
+        pl.lit(trace.rank, pl.Int32).alias("rank"),
+        "stream", "ts_ns", "pid", "tid", pl.col("row").cast(pl.UInt32),
+        pl.when(pl.col("__o") == 0).then(pl.lit("launch")).otherwise(pl.lit("start")).alias("event"),
+        pl.col("__d").cum_sum().over("stream").alias("queue_length"),
+    )
+
+
+def _tw_stats(ts: np.ndarray, q: np.ndarray) -> tuple[float, float, float, float, float]:
+    """Time-weighted mean, std, median, p95 and span (ns) of one stream's step function."""
+    if ts.size < 2:
+        return (float("nan"),) * 4 + (0.0,)  # type: ignore[return-value]
+    w = np.diff(ts).astype(np.float64)
+    v = q[:-1].astype(np.float64)
+    span = float(w.sum())
+    if span <= 0:
+        return (float("nan"),) * 4 + (0.0,)  # type: ignore[return-value]
+    mean = float((v * w).sum() / span)
+    std = float(np.sqrt(((v - mean) ** 2 * w).sum() / span))
+    order = np.argsort(v, kind="stable")
+    cw = np.cumsum(w[order]) / span
+    p50 = float(v[order][np.searchsorted(cw, 0.5 - 1e-12)])
+    p95 = float(v[order][np.searchsorted(cw, 0.95 - 1e-12)])
+    return mean, std, p50, p95, span
+
+
+def queue_summary(series: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, stream): HTA's change-point statistics and the time-weighted statistics."""
+    q = pl.col("queue_length")
+    base = series.group_by("rank", "stream", maintain_order=True).agg(
+        pl.len().alias("count"),
+        q.mean().alias("mean"),
+        q.std().alias("std"),
+        q.min().alias("min"),
+        q.quantile(0.25, "linear").alias("p25"),
+        q.quantile(0.5, "linear").alias("p50"),
+        q.quantile(0.75, "linear").alias("p75"),
+        q.max().alias("max"),
+    )
+    tw_rows = []
+    for (rank, stream), g in series.group_by("rank", "stream", maintain_order=True):
+        mean, std, p50, p95, span = _tw_stats(g["ts_ns"].to_numpy(), g["queue_length"].to_numpy())
+        tw_rows.append({"rank": rank, "stream": stream, "span_us": span / 1e3, "tw_mean": mean, "tw_std": std,
+                        "tw_p50": p50, "tw_p95": p95})
+    tw = pl.DataFrame(tw_rows, schema={"rank": pl.Int32, "stream": pl.Int64, "span_us": pl.Float64, "tw_mean": pl.Float64,
+                                        "tw_std": pl.Float64, "tw_p50": pl.Float64, "tw_p95": pl.Float64})
+    return base.join(tw, on=["rank", "stream"], how="left", maintain_order="left").sort(["rank", "stream"])
+
+
+def trace_duration_ns(trace: Trace) -> int:
+    """Last start minus first start over the rank's timed events (HTA's ``get_trace_duration``)."""
+    ev = trace.events.filter(pl.col("dur_ns").is_not_null())
+    if ev.height == 0:
+        return 0
+    return int(ev["ts_ns"].max() - ev["ts_ns"].min())  # type: ignore[operator]
+
+
+def blocked_on_full_queue(series: pl.DataFrame, durations_ns: dict[int, int], max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM) -> pl.DataFrame:
+    """Per (rank, stream) that reaches ``max_queue_length``: time at or above it (µs, from each
+    point to the next point of the same stream) and that time over the rank's trace duration."""
+    s = series.with_columns((pl.col("ts_ns").shift(-1).over("rank", "stream") - pl.col("ts_ns")).alias("__dt"))
+    out = (
+        s.filter(pl.col("queue_length") >= max_queue_length)
+        .group_by("rank", "stream", maintain_order=True)
+        .agg((pl.col("__dt").sum() / 1e3).alias("duration_at_max_queue_length_us"))
+        .sort(["rank", "stream"])
+    )
+    dur = pl.DataFrame({"rank": list(durations_ns), "__span": list(durations_ns.values())}, schema={"rank": pl.Int32, "__span": pl.Int64})
+    return out.join(dur, on="rank", how="left").select(
+        "rank", "stream", "duration_at_max_queue_length_us",
+        (pl.col("duration_at_max_queue_length_us") * 1e3 / pl.col("__span")).alias("relative_duration_at_max_queue_length"),
+    )
+
+
+def queue(
+    run: Run,
+    *,
+    ranks: Sequence[int] | None = None,
+    max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
+    hta_apis: bool = False,
+) -> AnalysisResult:
+    """Queue length summary, blocked time and the series per rank and stream."""
+    rs = selected(run, ranks)
+    parts = [queue_series(run[r], hta_apis=hta_apis) for r in rs]
+    series = pl.concat(parts) if parts else pl.DataFrame(schema=_SERIES_SCHEMA)
+    summary = queue_summary(series)
+    blocked = blocked_on_full_queue(series, {r: trace_duration_ns(run[r]) for r in rs}, max_queue_length)
+    notes = []
+    empty = [r for r, p in zip(rs, parts) if p.height == 0]
+    if empty:
+        notes.append(f"rank(s) {empty}: no launch linked to GPU work, so no queue")
+    if blocked.height == 0 and series.height:
+        notes.append(f"no stream reached {max_queue_length} queued launches (max {int(series['queue_length'].max())})")
+    return AnalysisResult({"summary": summary, "blocked": blocked, "series": series}, notes)
+
+
+register(
+    AnalysisSpec(
+        name="queue",
+        func=queue,
+        help="launch queue length per GPU stream: summary (change-point and time-weighted), blocked time, series",
+        options=(
+            Option("max_queue_length", int, CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, "queue length counted as full"),
+            Option("hta_apis", bool, False, "only HTA's launch API names (HTA-compatible)", flag=True),
+        ),
+    )
+)
