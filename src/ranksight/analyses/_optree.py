@@ -1,0 +1,364 @@
+"""The host operator tree of one rank (the TensorBoard plugin's definition), vectorised.
+
+Nodes (``type``):
+
+- ``op``: ``cpu_op`` events (``Operator`` in 2021 traces) that are not ProfilerSteps;
+- ``step``: ``ProfilerStep#N`` (``cpu_op`` or ``user_annotation``; never the ``gpu_user_annotation``
+  copy newer Kineto writes);
+- ``annotation``: ``user_annotation`` events named like a collective (``nccl:all_reduce`` ...);
+  other user annotations are not nodes, as in the plugin;
+- ``python``: events of category ``python`` (old profiler);
+- ``module``: ``python_function`` events with a ``Python module id``.
+
+Nesting, per thread: nodes sorted by (start, −end) form a stack; a node's parent is the innermost
+earlier node still open at its start (``start < parent end``). A node that starts inside its
+would-be parent but ends after it is **dropped** (the plugin's "ranges on the same thread should
+not intersect"), together with nothing else. Computed with an open/close sweep: the depth of a
+node is the number of open nodes at its start, its parent the last earlier open at depth − 1
+(``join_asof`` by depth); crossing nodes are found by checking containment and removed earliest
+first.
+
+Duplicate removal (autograd's ``_remove_dup_nodes``): an ``op`` whose only child is an ``op`` of
+the same name absorbs it: the child's children become its children and the child's runtimes
+replace its own (its own runtimes and those of intermediate absorbed nodes are lost, as in the
+plugin).
+
+Runtimes (``cuda_runtime`` and ``cuda_driver`` events) belong to the node whose ``External id``
+equals theirs (first such node by event order; External id 0 = no node); without a match, to the
+innermost node of their thread open at their start (``node start <= t < node end``). GPU work
+(kernels, memcpys, memsets) belongs to the runtime that launched it (``launch_row``).
+
+Per node: ``host_total_ns = end − start``; ``host_self_ns = host_total − Σ children's host total −
+Σ own runtimes' durations``; ``device_self_ns = Σ durations of the GPU work of its own runtimes``
+(plain sums, concurrent kernels count twice); ``device_total_ns = device_self + Σ children's
+device total``; ``tc_self_ns`` / ``tc_total_ns`` the same over kernels using Tensor Cores;
+``tc_eligible`` = name eligible, or (``op`` nodes only) a child eligible or a Tensor-Core kernel
+launched by the node itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._tensor_cores import tc_eligible_mask, tensor_core_mask
+from ranksight.model.derive import STEP_RE
+from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.model.trace import Trace
+
+__all__ = [
+    "OpTree",
+    "build_op_tree",
+    "kernel_owner_names",
+    "COLLECTIVE_OP_NAMES",
+    "is_dataloader_name",
+    "operator_mask",
+    "MAX_CROSSING_ROUNDS",
+]
+
+#: The plugin's ten collective names (torch_tb_profiler/profiler/trace.py).
+COLLECTIVE_OP_NAMES = tuple(f"{lib}:{c}" for lib in ("nccl", "gloo") for c in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter"))
+_DATALOADER_RE = r"^enumerate\(DataLoader\)#.*\.__next__$|^enumerate\(DataPipe\)#"
+_EXCLUDED_OPS = ("DataParallel.forward", "DistributedDataParallel.forward")
+#: After this many removal rounds, every remaining crossing node is dropped at once.
+MAX_CROSSING_ROUNDS = 64
+
+
+def is_dataloader_name(name: pl.Expr) -> pl.Expr:
+    """``enumerate(DataLoader)#….__next__`` or ``enumerate(DataPipe)#…`` (the plugin's DataLoader)."""
+    return name.cast(pl.String).str.contains(_DATALOADER_RE).fill_null(False)
+
+
+def operator_mask(nodes: pl.DataFrame) -> pl.Expr:
+    """The plugin's operator set (``is_operator_node``): ``op`` nodes that are not DataLoader or
+    Optimizer nodes and not ``DataParallel.forward`` / ``DistributedDataParallel.forward``."""
+    name = pl.col("name")
+    return (
+        (pl.col("type") == "op")
+        & ~is_dataloader_name(name)
+        & ~name.str.starts_with("Optimizer.")
+        & ~name.is_in(list(_EXCLUDED_OPS))
+    )
+
+
+@dataclass
+class OpTree:
+    """The tree of one rank.
+
+    ``nodes``: one row per kept, non-absorbed node: ``row, tid, name, type, start_ns, end_ns,
+    external_id, parent_row`` (null = thread root), ``depth``, ``host_total_ns, host_self_ns,
+    device_self_ns, device_total_ns, tc_self_ns, tc_total_ns, tc_eligible``.
+    ``runtimes``: ``row`` of each runtime/driver event and ``owner_row`` (null = no node).
+    ``dropped``: rows of nodes dropped because they cross a sibling range; ``absorbed``: rows of
+    nodes merged into a same-named parent.
+    """
+
+    nodes: pl.DataFrame
+    runtimes: pl.DataFrame
+    dropped: list[int]
+    absorbed: list[int]
+
+    def operators(self) -> pl.DataFrame:
+        """The plugin's operator set (see :func:`operator_mask`)."""
+        return self.nodes.filter(operator_mask(self.nodes))
+
+
+# ---- node selection ------------------------------------------------------------------------------
+
+
+def _select_nodes(trace: Trace) -> pl.DataFrame:
+    ev = trace.events
+    cat = pl.col("cat").cast(pl.String).str.to_lowercase()
+    name = pl.col("name").cast(pl.String)
+    is_step = name.str.contains(STEP_RE.pattern).fill_null(False)
+    kind = pl.col("kind")
+    module_rows = pl.Series("row", [], dtype=pl.UInt32)
+    opt = trace.table("op")
+    if "python_module_id" in opt.columns and opt.height:
+        module_rows = opt.filter(pl.col("python_module_id").is_not_null())["row"]
+    typ = (
+        pl.when(kind.is_in(["cpu_op", "user_annotation"]) & is_step)
+        .then(pl.lit("step"))
+        .when(kind == "cpu_op")
+        .then(pl.lit("op"))
+        .when((kind == "user_annotation") & name.is_in(list(COLLECTIVE_OP_NAMES)))
+        .then(pl.lit("annotation"))
+        .when((kind == "python_function") & (cat == "python"))
+        .then(pl.lit("python"))
+        .when((kind == "python_function") & pl.col("row").is_in(module_rows.implode()))
+        .then(pl.lit("module"))
+        .otherwise(None)
+    )
+    return (
+        ev.filter(pl.col("dur_ns").is_not_null() & kind.is_in(["cpu_op", "user_annotation", "python_function"]))
+        .select("row", "tid", name.alias("name"), typ.alias("type"), pl.col("ts_ns").alias("start_ns"), "end_ns", "external_id")
+        .filter(pl.col("type").is_not_null())
+        .with_columns(pl.max_horizontal("end_ns", "start_ns").alias("end_ns"))
+        .sort(["tid", "start_ns", "end_ns", "row"], descending=[False, False, True, False])
+    )
+
+
+# ---- nesting -----------------------------------------------------------------------------------
+
+
+def _parents(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parent index (−1 = root) and depth (1 = top level) of each node, for nodes sorted by
+    (tid, start, −end): open/close sweep, parent = last earlier open one level up."""
+    n = tid.size
+    if n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    k = np.arange(n, dtype=np.int64)
+    zero = end == start
+    # phase at equal (tid, time): closes of non-empty nodes (0), opens of non-empty nodes (1),
+    # then each zero-length node's open and close back to back (2)
+    ev_tid = np.concatenate([tid, tid])
+    ev_t = np.concatenate([start, end])
+    ev_phase = np.concatenate([np.where(zero, 2, 1), np.where(zero, 2, 0)])
+    ev_sub = np.concatenate([np.where(zero, 2 * k, k), np.where(zero, 2 * k + 1, -k)])
+    ev_delta = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
+    ev_node = np.concatenate([k, k])
+    order = np.lexsort((ev_sub, ev_phase, ev_t, ev_tid))
+    depth_after = np.cumsum(ev_delta[order])
+    is_open = order < n
+    pos = np.flatnonzero(is_open)
+    node = ev_node[order][is_open]
+    depth = np.empty(n, np.int64)
+    depth[node] = depth_after[is_open]
+    opens = pl.DataFrame({"pos": pos, "node": node, "depth": depth[node]})
+    left = opens.select("pos", "node", (pl.col("depth") - 1).alias("depth"))
+    right = opens.select("pos", pl.col("node").alias("parent"), "depth")
+    j = left.join_asof(right, on="pos", by="depth", strategy="backward", allow_exact_matches=False, check_sortedness=False)
+    parent = np.full(n, -1, np.int64)
+    jn = j["node"].to_numpy()
+    jp = j["parent"].fill_null(-1).to_numpy()
+    parent[jn] = jp
+    return parent, depth
+
+
+def _nest(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parent index, depth and kept mask, dropping crossing nodes the way the plugin's stack does."""
+    tid = nodes["tid"].to_numpy()
+    start = nodes["start_ns"].to_numpy()
+    end = nodes["end_ns"].to_numpy()
+    n = tid.size
+    kept = np.ones(n, dtype=bool)
+    for rnd in range(MAX_CROSSING_ROUNDS + 1):
+        idx = np.flatnonzero(kept)
+        p, d = _parents(tid[idx], start[idx], end[idx])
+        has = p >= 0
+        pi = idx[np.where(has, p, 0)]
+        ok = ~has | ((tid[pi] == tid[idx]) & (start[pi] <= start[idx]) & (end[idx] <= end[pi]) & (end[pi] > start[idx]))
+        ok &= has | (d == 1)
+        if ok.all():
+            parent = np.full(n, -1, np.int64)
+            parent[idx] = np.where(has, pi, -1)
+            depth = np.zeros(n, np.int64)
+            depth[idx] = d
+            return parent, depth, kept
+        bad = idx[~ok]
+        if rnd == MAX_CROSSING_ROUNDS:
+            kept[bad] = False
+            continue
+        # the earliest crossing node of each thread is certainly one the plugin drops
+        first = pl.DataFrame({"i": bad, "tid": tid[bad]}).group_by("tid").agg(pl.col("i").min())["i"].to_numpy()
+        kept[first] = False
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:
+    """For each query (``tid``, ``t``): the innermost node with ``start <= t < end`` on that thread
+    (its index in ``nodes``), or −1. Zero-length nodes contain nothing."""
+    if q.height == 0 or nodes.height == 0:
+        return np.full(q.height, -1, np.int64)
+    nz = nodes.with_row_index("k").filter(pl.col("end_ns") > pl.col("start_ns"))
+    m = nz.height
+    k = nz["k"].to_numpy().astype(np.int64)
+    ev_tid = np.concatenate([nz["tid"].to_numpy(), nz["tid"].to_numpy(), q["tid"].to_numpy()])
+    ev_t = np.concatenate([nz["start_ns"].to_numpy(), nz["end_ns"].to_numpy(), q["t"].to_numpy()])
+    ev_phase = np.concatenate([np.ones(m, np.int64), np.zeros(m, np.int64), np.full(q.height, 2, np.int64)])
+    ev_sub = np.concatenate([np.arange(m), -np.arange(m), np.arange(q.height)])
+    ev_delta = np.concatenate([np.ones(m, np.int64), -np.ones(m, np.int64), np.zeros(q.height, np.int64)])
+    order = np.lexsort((ev_sub, ev_phase, ev_t, ev_tid))
+    depth = np.cumsum(ev_delta[order])
+    src = order
+    is_open = src < m
+    is_q = src >= 2 * m
+    pos = np.arange(src.size)
+    opens = pl.DataFrame({"pos": pos[is_open], "depth": depth[is_open], "owner": k[src[is_open]], "otid": ev_tid[src[is_open]]})
+    qs = pl.DataFrame({"pos": pos[is_q], "depth": depth[is_q], "qi": src[is_q] - 2 * m})
+    j = qs.join_asof(opens, on="pos", by="depth", strategy="backward", check_sortedness=False)
+    out = np.full(q.height, -1, np.int64)
+    qtid = q["tid"].to_numpy()
+    qi = j["qi"].to_numpy()
+    own = j["owner"].fill_null(-1).to_numpy()
+    otid = j["otid"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    own = np.where((j["depth"].to_numpy() > 0) & (otid == qtid[qi]), own, -1)
+    out[qi] = own
+    return out
+
+
+# ---- the tree --------------------------------------------------------------------------------
+
+
+def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree:
+    """The operator tree of one trace with the plugin's per-node statistics (module doc)."""
+    allnodes = _select_nodes(trace)
+    parent_all, depth_all, kept = _nest(allnodes)
+    rows_all = allnodes["row"].to_numpy()
+    dropped = rows_all[~kept].tolist()
+    nodes = allnodes.with_columns(
+        pl.Series("parent", parent_all), pl.Series("depth", depth_all), pl.Series("kept", kept)
+    )
+    n = nodes.height
+    k_all = np.arange(n)
+    # duplicate removal
+    par = parent_all
+    has_par = (par >= 0) & kept
+    child_count = np.bincount(par[has_par], minlength=n) if n else np.zeros(0, np.int64)
+    names = nodes["name"].to_numpy()
+    types = nodes["type"].to_numpy()
+    pp = np.where(has_par, par, 0)
+    absorbed = has_par & (child_count[pp] == 1) & (types == "op") & (types[pp] == "op") & (names == names[pp]) if n else np.zeros(0, bool)
+    top = np.where(absorbed, pp, k_all)
+    while n and absorbed[top].any():
+        top = np.where(absorbed[top], pp[top], top)
+    has_absorbed_child = np.zeros(n, dtype=bool)
+    if n:
+        has_absorbed_child[pp[absorbed]] = True
+    eff_parent = np.where(has_par, np.where(absorbed[pp], top[pp], pp), -1)
+    live = kept & ~absorbed
+    # runtimes -> owner node index
+    rts = trace.kind(*LAUNCH_KINDS).filter(pl.col("dur_ns").is_not_null()).select(
+        "row", "tid", pl.col("ts_ns").alias("t"), "dur_ns", "external_id"
+    )
+    live_nodes = nodes.with_row_index("k").filter(pl.col("kept"))
+    ext_map = (
+        live_nodes.filter(pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
+        .sort("row")
+        .unique("external_id", keep="first", maintain_order=True)
+        .select("external_id", pl.col("k").alias("ext_k"))
+    )
+    rts = rts.join(ext_map, on="external_id", how="left", maintain_order="left")
+    need = rts.filter(pl.col("ext_k").is_null() & (pl.col("external_id").is_null() | (pl.col("external_id") != 0)))
+    kept_sorted = nodes.filter(pl.col("kept"))
+    kept_idx = np.flatnonzero(kept)
+    nest_owner = _point_owner(kept_sorted, need.select("tid", "t"))
+    nest_owner = np.where(nest_owner >= 0, kept_idx[np.maximum(nest_owner, 0)], -1)
+    owner = rts["ext_k"].fill_null(-1).to_numpy().astype(np.int64)
+    if need.height:
+        pos = rts.with_row_index("i").filter(pl.col("ext_k").is_null() & (pl.col("external_id").is_null() | (pl.col("external_id") != 0)))["i"].to_numpy()
+        owner[pos] = nest_owner
+    has_owner = owner >= 0
+    o = np.where(has_owner, owner, 0)
+    lost = has_owner & has_absorbed_child[o]
+    owner = np.where(has_owner & ~lost, top[o], -1)
+    rts = rts.with_columns(pl.Series("owner", owner))
+    # GPU work per runtime
+    tc_mask = None
+    gpu = trace.gpu_events.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
+    tc_mask = tensor_core_mask(gpu["name"], tensor_core_rules) & (gpu["kind"] == "kernel")
+    gpu = gpu.select(pl.col("launch_row").alias("row"), "dur_ns", tc_mask.alias("tc"))
+    per_rt = gpu.group_by("row").agg(pl.col("dur_ns").sum().alias("dev"), pl.col("dur_ns").filter(pl.col("tc")).sum().alias("tcd"))
+    rts = rts.join(per_rt, on="row", how="left").with_columns(pl.col("dev").fill_null(0), pl.col("tcd").fill_null(0))
+    owned = rts.filter(pl.col("owner") >= 0)
+    oi = owned["owner"].to_numpy()
+    rt_dur = np.bincount(oi, weights=owned["dur_ns"].to_numpy(), minlength=n) if n else np.zeros(0)
+    dev_self = np.bincount(oi, weights=owned["dev"].to_numpy(), minlength=n) if n else np.zeros(0)
+    tc_self = np.bincount(oi, weights=owned["tcd"].to_numpy(), minlength=n) if n else np.zeros(0)
+    # host times
+    start = nodes["start_ns"].to_numpy()
+    end = nodes["end_ns"].to_numpy()
+    total = end - start
+    child = live & (eff_parent >= 0)
+    ep = np.where(child, eff_parent, 0)
+    child_dur = np.bincount(ep[child], weights=total[child], minlength=n) if n else np.zeros(0)
+    host_self = total - child_dur - rt_dur
+    # bottom-up sums and eligibility, one depth level at a time
+    dev_total = dev_self.copy()
+    tc_total = tc_self.copy()
+    eligible = tc_eligible_mask(nodes["name"], tensor_core_rules).to_numpy().copy()
+    is_op = types == "op"
+    eligible |= is_op & (tc_self > 0)
+    for lvl in (np.unique(depth_all[live])[::-1] if n else []):
+        at = np.flatnonzero(live & (depth_all == lvl) & child)
+        if at.size == 0:
+            continue
+        tgt = ep[at]
+        np.add.at(dev_total, tgt, dev_total[at])
+        np.add.at(tc_total, tgt, tc_total[at])
+        el = np.zeros(n, dtype=bool)
+        el[tgt[eligible[at]]] = True
+        eligible |= el & is_op
+    out = nodes.with_columns(
+        pl.Series("parent_row", np.where(eff_parent >= 0, rows_all[np.maximum(eff_parent, 0)], -1)),
+        pl.Series("host_total_ns", total),
+        pl.Series("host_self_ns", host_self.astype(np.int64)),
+        pl.Series("device_self_ns", dev_self.astype(np.int64)),
+        pl.Series("device_total_ns", dev_total.astype(np.int64)),
+        pl.Series("tc_self_ns", tc_self.astype(np.int64)),
+        pl.Series("tc_total_ns", tc_total.astype(np.int64)),
+        pl.Series("tc_eligible", eligible),
+        pl.Series("live", live),
+    )
+    out = out.filter(pl.col("live")).with_columns(
+        pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).cast(pl.UInt32).alias("parent_row")
+    ).select(
+        "row", "tid", "name", "type", "start_ns", "end_ns", "external_id", "parent_row", "depth",
+        "host_total_ns", "host_self_ns", "device_self_ns", "device_total_ns", "tc_self_ns", "tc_total_ns", "tc_eligible",
+    )
+    owner_row = np.where(owner >= 0, rows_all[np.maximum(owner, 0)] if n else owner, -1)
+    runtimes = rts.select("row", pl.Series("owner_row", owner_row)).with_columns(
+        pl.when(pl.col("owner_row") >= 0).then(pl.col("owner_row")).otherwise(None).cast(pl.UInt32).alias("owner_row")
+    )
+    return OpTree(out, runtimes, dropped, rows_all[absorbed].tolist() if n else [])
+
+
+def kernel_owner_names(trace: Trace, tree: OpTree) -> pl.DataFrame:
+    """``row`` of each GPU activity and ``op`` = name of the node that owns its launching runtime
+    (null when the launch has no node)."""
+    names = tree.nodes.select(pl.col("row").alias("owner_row"), pl.col("name").alias("op"))
+    rt = tree.runtimes.join(names, on="owner_row", how="left").select(pl.col("row").alias("launch_row"), "op")
+    return trace.gpu_events.select("row", "launch_row").join(rt, on="launch_row", how="left", maintain_order="left").select("row", "op")
+

@@ -1,0 +1,192 @@
+"""Step-time breakdown per rank and ProfilerStep (the TensorBoard plugin's overview).
+
+Steps are the plugin's device-extended steps (:mod:`ranksight.analyses._tbsteps`). Every event is
+given one role; each role's intervals are merged (union); then, in priority order, each role
+takes the part of the steps' union that no earlier role took:
+
+1. **Kernel**: kernels that are not communication;
+2. **Memcpy**, 3. **Memset**: GPU copies and fills;
+4. **Communication**: communication kernels (``kernel_class == "COMMUNICATION"``: NCCL/RCCL names,
+   custom collective kernels, collective args on the kernel), kernels launched by a collective
+   host op (their own or their launch's ``External id`` is that op's), and the host spans of the
+   collective ops: the plugin's ten names (``nccl:all_reduce`` ...), any ``nccl:``/``gloo:``/
+   ``ucc:``/``mpi:`` name, ``c10d::*``, ``_c10d_functional::*``, ``record_param_comms`` and
+   host events carrying collective args;
+5. **Runtime**: ``cuda_runtime`` and ``cuda_driver`` events (HIP/MTIA/XPU runtimes included);
+6. **DataLoader**: ``enumerate(DataLoader)#….__next__`` / ``enumerate(DataPipe)#…`` spans;
+7. **CPU Exec**: the other ``cpu_op`` and ``user_annotation`` spans and old ``python`` events
+   (not ``python_function``, not ProfilerSteps, not ``gpu_user_annotation``);
+8. **Other**: the rest of the step.
+
+Per step each role is the length of its part inside ``[step start, step end]``; the eight sum to
+``total_us = end − start``. The ``average`` table gives the plain mean over the kept steps and
+its share of the mean step (``round(100 × mean / mean total, 2)`` in the plugin).
+
+``plugin_compat=True`` recognises communication only from the plugin's ten op names (kernels by
+``External id``) and counts only ``cuda_runtime`` events as Runtime and as step launches, which is
+the plugin's definition; see ``docs/overview.md`` for where the two differ and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._intervals import intersect, subtract, union
+from ranksight.analyses._optree import COLLECTIVE_OP_NAMES, is_dataloader_name
+from ranksight.analyses._tbsteps import plugin_steps
+from ranksight.model.derive import STEP_RE
+from ranksight.model.kinds import LAUNCH_KINDS
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = ["ROLES", "COMM_HOST_RE", "role_intervals", "step_breakdown", "covered_in_windows", "overview"]
+
+#: Roles in priority order (column ``<role>_us``).
+ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
+COLUMNS = ["rank", "step", *(f"{r}_us" for r in ROLES), "other_us", "total_us"]
+LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
+          "runtime": "Runtime", "dataloader": "DataLoader", "cpu_exec": "CPU Exec", "other": "Other"}  # fmt: skip
+
+#: Host ops that are collectives (beyond the plugin's ten names).
+COMM_HOST_RE = r"^(?:nccl|gloo|ucc|mpi|rccl|hccl|xccl):|^c10d::|^_?c10d_functional::|^record_param_comms$"
+
+Intervals = tuple[np.ndarray, np.ndarray]
+
+
+def _iv(df: pl.DataFrame) -> Intervals:
+    return union(df["ts_ns"].to_numpy(), df["end_ns"].to_numpy())
+
+
+def _comm_host(trace: Trace, plugin_compat: bool) -> pl.DataFrame:
+    host = trace.kind("cpu_op", "user_annotation", "python_function").filter(pl.col("dur_ns").is_not_null())
+    name = pl.col("name").cast(pl.String)
+    named = name.is_in(list(COLLECTIVE_OP_NAMES))
+    if plugin_compat:
+        return host.filter(named & pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+    coll_rows = trace.table("collective")["row"]
+    return host.filter(
+        pl.col("kind").is_in(["cpu_op", "user_annotation"])
+        & (named | name.str.contains(COMM_HOST_RE).fill_null(False) | pl.col("row").is_in(coll_rows.implode()))
+    )
+
+
+def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, Intervals]:
+    """The merged intervals of each role (before priorities), in ns."""
+    ev = trace.events.filter(pl.col("dur_ns").is_not_null())
+    comm_host = _comm_host(trace, plugin_compat)
+    comm_ids = comm_host["external_id"].drop_nulls().unique().implode()
+    kernels = ev.filter(pl.col("kind") == "kernel")
+    by_id = pl.col("external_id").is_in(comm_ids).fill_null(False)
+    if plugin_compat:
+        is_comm = by_id
+    else:
+        launch_ids = ev.filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).select(pl.col("row").alias("launch_row"), pl.col("external_id").alias("_lext"))
+        kernels = kernels.join(launch_ids, on="launch_row", how="left", maintain_order="left")
+        is_comm = by_id | pl.col("_lext").is_in(comm_ids).fill_null(False) | (pl.col("kernel_class") == "COMMUNICATION").fill_null(False)
+    kernels = kernels.with_columns(is_comm.alias("_comm"))
+    name = pl.col("name")
+    host = ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | (pl.col("cat").cast(pl.String).str.to_lowercase() == "python"))
+    is_step = name.cast(pl.String).str.contains(STEP_RE.pattern).fill_null(False)
+    is_dl = is_dataloader_name(name) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
+    comm_rows = comm_host["row"].implode()
+    runtime_kinds = ["cuda_runtime"] if plugin_compat else list(LAUNCH_KINDS)
+    roles = {
+        "kernel": _iv(kernels.filter(~pl.col("_comm"))),
+        "memcpy": _iv(ev.filter(pl.col("kind") == "memcpy")),
+        "memset": _iv(ev.filter(pl.col("kind") == "memset")),
+        "communication": union(
+            np.concatenate([kernels.filter(pl.col("_comm"))["ts_ns"].to_numpy(), comm_host["ts_ns"].to_numpy()]),
+            np.concatenate([kernels.filter(pl.col("_comm"))["end_ns"].to_numpy(), comm_host["end_ns"].to_numpy()]),
+        ),
+        "runtime": _iv(ev.filter(pl.col("kind").is_in(runtime_kinds))),
+        "dataloader": _iv(host.filter(is_dl)),
+        "cpu_exec": _iv(host.filter(~is_step & ~is_dl & ~pl.col("row").is_in(comm_rows))),
+    }
+    return roles
+
+
+def covered_in_windows(iv: Intervals, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """Length of disjoint sorted intervals ``iv`` inside each window ``[ws, we)`` (int64 ns)."""
+    s, e = iv
+    if s.size == 0:
+        return np.zeros(ws.size, np.int64)
+    cum = np.concatenate([[0], np.cumsum(e - s)])
+
+    def upto(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(s, x, side="right")
+        over = np.where(i > 0, np.maximum(e[np.maximum(i - 1, 0)] - x, 0), 0)
+        return cum[i] - over
+
+    return upto(we) - upto(ws)
+
+
+def step_breakdown(trace: Trace, *, plugin_compat: bool = False) -> pl.DataFrame:
+    """Per step of one rank: ns spent in each role (priority rules, module doc)."""
+    steps = plugin_steps(trace, launch_kinds=("cuda_runtime",) if plugin_compat else LAUNCH_KINDS)
+    out: dict[str, object] = {"rank": pl.Series([trace.rank] * steps.height, dtype=pl.Int32), "step": steps["step"]}
+    if steps.height == 0:
+        return pl.DataFrame(schema={c: (pl.Int32 if c in ("rank", "step") else pl.Int64) for c in COLUMNS}).rename(
+            {c: c.replace("_us", "_ns") for c in COLUMNS if c.endswith("_us")}
+        )
+    ws = steps["start_ns"].to_numpy()
+    we = steps["end_ns"].to_numpy()
+    slots = union(ws, we)
+    for role, iv in role_intervals(trace, plugin_compat=plugin_compat).items():
+        cost = intersect(slots, iv)
+        slots = subtract(slots, cost)
+        out[f"{role}_ns"] = covered_in_windows(cost, ws, we)
+    out["other_ns"] = covered_in_windows(slots, ws, we)
+    out["total_ns"] = we - ws
+    return pl.DataFrame(out)
+
+
+def _to_us(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select(
+        "rank", pl.col("step").cast(pl.Int32), *((pl.col(c) / 1e3).alias(c.replace("_ns", "_us")) for c in df.columns if c.endswith("_ns"))
+    )
+
+
+def _average(steps_us: pl.DataFrame) -> pl.DataFrame:
+    parts = [*ROLES, "other"]
+    rows = []
+    for rank in steps_us["rank"].unique(maintain_order=True).to_list():
+        s = steps_us.filter(pl.col("rank") == rank)
+        total = float(s["total_us"].mean())  # type: ignore[arg-type]
+        rows.append({"rank": rank, "category": "Step", "steps": s.height, "time_us": total, "pct": 100.0})
+        for p in parts:
+            m = float(s[f"{p}_us"].mean())  # type: ignore[arg-type]
+            rows.append({"rank": rank, "category": LABELS[p], "steps": s.height, "time_us": m, "pct": round(100 * m / total, 2) if total else None})
+    return pl.DataFrame(rows, schema={"rank": pl.Int32, "category": pl.String, "steps": pl.Int64, "time_us": pl.Float64, "pct": pl.Float64})
+
+
+def overview(run: Run, *, ranks: Sequence[int] | None = None, plugin_compat: bool = False) -> AnalysisResult:
+    """Step-time breakdown per rank and step, and its mean per rank."""
+    rs = selected(run, ranks)
+    per = [_to_us(step_breakdown(run[r], plugin_compat=plugin_compat)) for r in rs]
+    steps = pl.concat(per, how="vertical_relaxed") if per else pl.DataFrame()
+    steps = steps.select(COLUMNS) if steps.height else pl.DataFrame(schema={c: (pl.Int32 if c in ("rank", "step") else pl.Float64) for c in COLUMNS})
+    notes = []
+    for r in rs:
+        t = run[r]
+        if t.steps.height == 0:
+            notes.append(f"rank {r}: no ProfilerStep; step 0 spans the whole trace (first to last host op)")
+        if t.gpu_events.height == 0:
+            notes.append(f"rank {r}: no GPU work (CPU-only trace): Kernel/Memcpy/Memset/Runtime are 0")
+    return AnalysisResult({"steps": steps, "average": _average(steps) if steps.height else pl.DataFrame()}, notes)
+
+
+register(
+    AnalysisSpec(
+        name="overview",
+        func=overview,
+        help="step time split into Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec, Other (TensorBoard plugin overview)",
+        options=(Option("plugin_compat", str, False, "use the plugin's own definitions (ten collective names, cuda_runtime only)", flag=True),),
+    )
+)
