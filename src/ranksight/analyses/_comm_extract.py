@@ -1,0 +1,394 @@
+"""Per-rank extraction of collectives: a pure function of one :class:`Trace` that returns a compact
+table (one row per collective occurrence on that rank). Cross-rank analyses reduce these tables;
+they never hold the events of several ranks at once.
+
+Sources
+-------
+- **GPU**: every kernel whose ``kernel_class`` is ``COMMUNICATION`` (NCCL/RCCL/HCCL kernels,
+  custom all-reduce and multimem kernels, kernels carrying collective args). Start/end are the
+  kernel's; ``launch_ns`` is the start of the runtime call that launched it.
+- **CPU (gloo)**: every ``gloo:*`` annotation (the collective as executed on a gloo thread); its
+  ``launch_ns`` is the start of the k-th ``c10d::*`` op of the same type on the rank that did not
+  launch a GPU collective (the k-th gloo collective of a type is the k-th enqueued one).
+
+Metadata, first match wins (``type_rule`` / ``size_rule`` record which fired):
+``kernel_args`` (collective args on the kernel row) > ``record_param_comms`` (its collective args)
+> ``c10d_op`` / ``nccl_annotation`` (the op names and their ``Input Dims`` / ``Input type``, found
+by time containment of the launch on the launching thread) > ``kernel_name``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import weakref
+from collections.abc import Callable
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from ranksight.analyses._comm_types import canonical_type, dtype_bytes, kernel_name_details, numel_args
+
+if TYPE_CHECKING:
+    from ranksight.model.trace import Trace
+
+__all__ = ["rank_collectives", "SCHEMA", "empty_table"]
+
+SCHEMA: dict[str, Any] = {
+    "rank": pl.Int32,
+    "host": pl.String,
+    "idx": pl.Int64,
+    "source": pl.String,
+    "row": pl.Int64,
+    "name": pl.String,
+    "coll_type": pl.String,
+    "type_rule": pl.String,
+    "pg_name": pl.String,
+    "pg_desc": pl.String,
+    "group_size": pl.Int64,
+    "group_rule": pl.String,
+    "group_ranks": pl.String,
+    "seq": pl.Int64,
+    "in_nelems": pl.Int64,
+    "out_nelems": pl.Int64,
+    "dtype": pl.String,
+    "elem_bytes": pl.Int64,
+    "bytes": pl.Int64,
+    "size_rule": pl.String,
+    "algorithm": pl.String,
+    "protocol": pl.String,
+    "src_rank": pl.Int64,
+    "dst_rank": pl.Int64,
+    "in_split": pl.String,
+    "out_split": pl.String,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "launch_ns": pl.Int64,
+    "launch_tid": pl.Int64,
+    "stream": pl.Int64,
+    "step": pl.Int32,
+}
+
+_CACHE: weakref.WeakKeyDictionary[Any, pl.DataFrame] = weakref.WeakKeyDictionary()
+_COMM_OP_RE = re.compile(r"^(record_param_comms$|nccl:|c10d::|gloo:)")
+_P2P_NAME_RE = re.compile(r"(\d+)\s*(->|<-)\s*(\d+)")
+
+
+def empty_table() -> pl.DataFrame:
+    return pl.DataFrame(schema=SCHEMA)
+
+
+def rank_collectives(trace: Trace) -> pl.DataFrame:
+    """Every collective of one rank, in start order (schema :data:`SCHEMA`). Cached per trace."""
+    try:
+        return _CACHE[trace]
+    except (KeyError, TypeError):
+        pass
+    gpu, used_c10d = _gpu_collectives(trace)
+    cpu = _gloo_collectives(trace, used_c10d)
+    df = pl.concat([gpu, cpu], how="vertical_relaxed") if cpu.height else gpu
+    df = _finish(trace, df)
+    try:
+        _CACHE[trace] = df
+    except TypeError:
+        pass
+    return df
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+
+def _map_distinct(s: pl.Series, fn: Callable[[Any], Any], dtype: Any) -> pl.Series:
+    """``fn`` applied once per distinct value of ``s`` (a few distinct op shapes), broadcast back."""
+    s = s.cast(pl.String)
+    keys = s.unique().drop_nulls().to_list()
+    if not keys:
+        return pl.Series(s.name, [None] * s.len(), dtype=dtype)
+    table = pl.DataFrame({"k": keys, "v": pl.Series([fn(k) for k in keys], dtype=dtype)})
+    return pl.DataFrame({"k": s}).join(table, on="k", how="left", maintain_order="left")["v"].alias(s.name)
+
+
+@lru_cache(maxsize=4096)
+def _first_dtype(input_type: str | None) -> str | None:
+    """The first tensor dtype of an ``Input type`` list (skips ``Scalar``, ``TensorList``, "")."""
+    if not input_type:
+        return None
+    try:
+        v = json.loads(input_type)
+    except ValueError:
+        return None
+    if not isinstance(v, list):
+        return None
+    for t in v:
+        if isinstance(t, str) and t and t not in ("Scalar", "TensorList", "ScalarList", "GenericList", "None"):
+            return t
+    return None
+
+
+def _names_matching(ev: pl.DataFrame, pattern: re.Pattern[str]) -> list[str]:
+    names = ev.select(pl.col("name").cast(pl.String).unique()).to_series().drop_nulls().to_list()
+    return [n for n in names if pattern.search(n)]
+
+
+def _ctype(col: str) -> pl.Expr:
+    """Canonical type of a name column, null when unknown."""
+    return pl.col(col).map_batches(
+        lambda s: _map_distinct(s, lambda n: (lambda t: None if t == "unknown" else t)(canonical_type(n)), pl.String),
+        return_dtype=pl.String,
+    )
+
+
+def _comm_ops(trace: Trace) -> pl.DataFrame:
+    """CPU-side comm ops (record_param_comms, nccl:*, c10d::*, gloo:*) with their args."""
+    ev = trace.events
+    names = _names_matching(ev, _COMM_OP_RE)
+    ops = ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").cast(pl.String).is_in(names))
+    ops = trace.with_args(ops.select("row", "name", "kind", "tid", "ts_ns", "end_ns", "step"), "collective", "op")
+    return ops.with_columns(pl.col("name").cast(pl.String))
+
+
+def _dims_cols(ops: pl.DataFrame) -> pl.DataFrame:
+    """``arg0_nelems``, ``arg1_nelems`` and ``arg_dtype`` from Input Dims / Input type."""
+    dims = ops["input_dims"] if "input_dims" in ops.columns else pl.Series([None] * ops.height, dtype=pl.String)
+    types = ops["input_type"] if "input_type" in ops.columns else pl.Series([None] * ops.height, dtype=pl.String)
+    a0 = _map_distinct(dims, lambda d: numel_args(d)[0], pl.Int64)
+    a1 = _map_distinct(dims, lambda d: numel_args(d)[1], pl.Int64)
+    dt = _map_distinct(types, _first_dtype, pl.String)
+    return ops.with_columns(a0.alias("arg0_nelems"), a1.alias("arg1_nelems"), dt.alias("arg_dtype"))
+
+
+def _enclosing(launches: pl.DataFrame, ops: pl.DataFrame, prefix: str, cols: list[str]) -> pl.DataFrame:
+    """For each launch, the latest-starting op of ``ops`` on the same thread that contains it."""
+    if ops.height == 0 or launches.height == 0:
+        return launches.with_columns([pl.lit(None).alias(f"{prefix}{c}") for c in cols + ["row"]])
+    right = ops.select(
+        pl.col("tid").alias("launch_tid"), pl.col("ts_ns").alias("__ts"), pl.col("end_ns").alias("__end"),
+        pl.col("row").cast(pl.Int64).alias(f"{prefix}row"), *[pl.col(c).alias(f"{prefix}{c}") for c in cols],
+    ).sort("__ts")
+    j = launches.sort("launch_ns").join_asof(right, left_on="launch_ns", right_on="__ts", by="launch_tid", strategy="backward", check_sortedness=False)
+    inside = pl.col("__end") >= pl.col("launch_ns")
+    return j.with_columns(
+        [pl.when(inside).then(pl.col(f"{prefix}{c}")).otherwise(None).alias(f"{prefix}{c}") for c in cols + ["row"]]
+    ).drop("__ts", "__end")
+
+
+_ARG_COLS = ["collective_name", "in_msg_nelems", "out_msg_nelems", "dtype", "group_size", "pg_name", "pg_desc",
+             "pg_ranks", "seq", "in_split_size", "out_split_size", "src_rank", "dst_rank"]
+
+
+def _gpu_collectives(trace: Trace) -> tuple[pl.DataFrame, set[int]]:
+    ev = trace.events
+    k = ev.filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMMUNICATION") & pl.col("dur_ns").is_not_null())
+    if k.height == 0:
+        return _empty_raw(), set()
+    k = k.select("row", pl.col("name").cast(pl.String), "ts_ns", "end_ns", "dur_ns", "stream", "step", "launch_row")
+    k = trace.with_args(k, "collective").with_columns(pl.col(c).cast(pl.String) for c in ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks", "in_split_size", "out_split_size"))
+    launch = ev.select(pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("launch_ns"), pl.col("tid").alias("launch_tid"))
+    k = k.join(launch, on="launch_row", how="left", maintain_order="left")
+    ops = _dims_cols(_comm_ops(trace))
+    ops = ops.with_columns(pl.col(c).cast(pl.String) for c in ops.columns if isinstance(ops.schema[c], (pl.Categorical, pl.Enum)))
+    rpc = ops.filter((pl.col("name") == "record_param_comms") & pl.col("collective_name").is_not_null())
+    ann = ops.filter(pl.col("name").str.starts_with("nccl:"))
+    c10 = ops.filter(pl.col("name").str.starts_with("c10d::"))
+    linked = k.filter(pl.col("launch_ns").is_not_null())
+    linked = _enclosing(linked, rpc, "rpc_", _ARG_COLS)
+    linked = _enclosing(linked, ann, "ann_", ["name", "arg0_nelems", "arg_dtype"])
+    linked = _enclosing(linked, c10, "c10_", ["name", "arg0_nelems", "arg1_nelems", "arg_dtype"])
+    unlinked = k.filter(pl.col("launch_ns").is_null())
+    k = pl.concat([linked, unlinked], how="diagonal_relaxed")
+    used = set(k["c10_row"].drop_nulls().to_list()) if "c10_row" in k.columns else set()
+    return _resolve_gpu(k), used
+
+
+def _col(df: pl.DataFrame, name: str, dtype: Any = pl.String) -> pl.Expr:
+    return pl.col(name) if name in df.columns else pl.lit(None, dtype=dtype).alias(name)
+
+
+def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
+    """Apply the precedence rules to the candidate metadata columns."""
+    for c in ["rpc_" + a for a in _ARG_COLS] + ["ann_name", "ann_arg0_nelems", "ann_arg_dtype", "c10_name", "c10_arg0_nelems", "c10_arg1_nelems", "c10_arg_dtype"]:
+        if c not in k.columns:
+            k = k.with_columns(pl.lit(None).alias(c))
+    k = k.with_columns(
+        _ctype("collective_name").alias("__t_kernel"),
+        _ctype("rpc_collective_name").alias("__t_rpc"),
+        _ctype("ann_name").alias("__t_ann"),
+        _ctype("c10_name").alias("__t_c10"),
+        _ctype("name").alias("__t_name"),
+    )
+    type_rules = [("__t_kernel", "kernel_args"), ("__t_rpc", "record_param_comms"), ("__t_ann", "nccl_annotation"), ("__t_c10", "c10d_op"), ("__t_name", "kernel_name")]
+    k = k.with_columns(
+        pl.coalesce([pl.col(c) for c, _ in type_rules]).fill_null("unknown").alias("coll_type"),
+        pl.coalesce([pl.when(pl.col(c).is_not_null()).then(pl.lit(r)) for c, r in type_rules]).fill_null("kernel_name").alias("type_rule"),
+    )
+    # c10d ops: gather/scatter/all_to_all take (output, input); others (tensors)
+    c10_out_first = pl.col("c10_name").str.contains("gather|scatter|alltoall")
+    c10_in = pl.when(c10_out_first).then(pl.col("c10_arg1_nelems")).otherwise(pl.col("c10_arg0_nelems"))
+    c10_out = pl.col("c10_arg0_nelems")
+    size_rules = [
+        (pl.col("in_msg_nelems"), pl.col("out_msg_nelems"), "kernel_args"),
+        (pl.col("rpc_in_msg_nelems"), pl.col("rpc_out_msg_nelems"), "record_param_comms"),
+        (c10_in, c10_out, "c10d_op"),
+        (pl.col("ann_arg0_nelems"), pl.lit(None, dtype=pl.Int64), "nccl_annotation"),
+    ]
+    has = [(i.is_not_null() | o.is_not_null()) for i, o, _ in size_rules]
+    k = k.with_columns(
+        pl.coalesce([pl.when(h).then(i) for h, (i, _, _) in zip(has, size_rules)]).cast(pl.Int64).alias("in_nelems"),
+        pl.coalesce([pl.when(h).then(o) for h, (_, o, _) in zip(has, size_rules)]).cast(pl.Int64).alias("out_nelems"),
+        pl.coalesce([pl.when(h).then(pl.lit(r)) for h, (_, _, r) in zip(has, size_rules)]).alias("size_rule"),
+    )
+    algo = _map_distinct(k["name"], lambda n: kernel_name_details(n)[0], pl.String)
+    proto = _map_distinct(k["name"], lambda n: kernel_name_details(n)[1], pl.String)
+    kdt = _map_distinct(k["name"], lambda n: kernel_name_details(n)[2], pl.String)
+    ann_peers = _map_distinct(k["ann_name"], _p2p_peers_text, pl.String)
+    k = k.with_columns(algo.alias("algorithm"), proto.alias("protocol"), kdt.alias("__kdt"), ann_peers.alias("__peers"))
+    return k.select(
+        pl.lit("kernel").alias("source"),
+        pl.col("row").cast(pl.Int64),
+        "name", "coll_type", "type_rule",
+        pl.coalesce("pg_name", "rpc_pg_name").alias("pg_name"),
+        pl.coalesce("pg_desc", "rpc_pg_desc").alias("pg_desc"),
+        pl.coalesce("group_size", "rpc_group_size").cast(pl.Int64).alias("group_size"),
+        pl.when(pl.col("group_size").is_not_null()).then(pl.lit("kernel_args"))
+        .when(pl.col("rpc_group_size").is_not_null()).then(pl.lit("record_param_comms")).otherwise(None).alias("group_rule"),
+        pl.coalesce("pg_ranks", "rpc_pg_ranks").alias("group_ranks"),
+        pl.coalesce("seq", "rpc_seq").cast(pl.Int64).alias("seq"),
+        "in_nelems", "out_nelems",
+        pl.coalesce("dtype", "rpc_dtype", "c10_arg_dtype", "ann_arg_dtype", "__kdt").alias("dtype"),
+        "size_rule", "algorithm", "protocol",
+        pl.coalesce("src_rank", "rpc_src_rank", pl.col("__peers").str.split(",").list.get(0, null_on_oob=True).cast(pl.Int64)).cast(pl.Int64).alias("src_rank"),
+        pl.coalesce("dst_rank", "rpc_dst_rank", pl.col("__peers").str.split(",").list.get(1, null_on_oob=True).cast(pl.Int64)).cast(pl.Int64).alias("dst_rank"),
+        pl.coalesce("in_split_size", "rpc_in_split_size").alias("in_split"),
+        pl.coalesce("out_split_size", "rpc_out_split_size").alias("out_split"),
+        pl.col("ts_ns").alias("start_ns"), "end_ns", "dur_ns", "launch_ns", "launch_tid",
+        pl.col("stream").cast(pl.Int64), pl.col("step").cast(pl.Int32),
+    )
+
+
+@lru_cache(maxsize=1024)
+def _p2p_peers_text(name: str | None) -> str | None:
+    """``nccl:send 0->1`` → "0,1"; ``nccl:recv 0<-1`` → "1,0" (src,dst)."""
+    if not name:
+        return None
+    m = _P2P_NAME_RE.search(name)
+    if not m:
+        return None
+    a, arrow, b = m.groups()
+    return f"{a},{b}" if arrow == "->" else f"{b},{a}"
+
+
+def _empty_raw() -> pl.DataFrame:
+    cols = {c: t for c, t in SCHEMA.items() if c not in ("rank", "host", "idx", "elem_bytes", "bytes")}
+    return pl.DataFrame(schema=cols)
+
+
+def _gloo_collectives(trace: Trace, used_c10d: set[int]) -> pl.DataFrame:
+    ev = trace.events
+    names = _names_matching(ev, re.compile(r"^gloo:"))
+    if not names:
+        return _empty_raw()
+    ops = _dims_cols(_comm_ops(trace))
+    gl = ops.filter(pl.col("name").str.starts_with("gloo:")).with_columns(_ctype("name").fill_null("unknown").alias("coll_type"))
+    c10 = ops.filter(pl.col("name").str.starts_with("c10d::") & ~pl.col("row").cast(pl.Int64).is_in(list(used_c10d)))
+    c10 = c10.with_columns(_ctype("name").fill_null("unknown").alias("coll_type"))
+    gl = gl.sort("ts_ns").with_columns(pl.int_range(pl.len()).over("coll_type").alias("__k"))
+    c10 = c10.sort("ts_ns").with_columns(pl.int_range(pl.len()).over("coll_type").alias("__k")).select(
+        "coll_type", "__k", pl.col("ts_ns").alias("launch_ns"), pl.col("tid").alias("launch_tid"),
+        pl.col("name").alias("c10_name"), pl.col("arg0_nelems").alias("c10_a0"), pl.col("arg1_nelems").alias("c10_a1"),
+    )
+    gl = gl.join(c10, on=["coll_type", "__k"], how="left", maintain_order="left")
+    out_first = pl.col("c10_name").str.contains("gather|scatter|alltoall").fill_null(False)
+    return gl.select(
+        pl.lit("cpu").alias("source"),
+        pl.col("row").cast(pl.Int64),
+        "name", "coll_type", pl.lit("gloo_annotation").alias("type_rule"),
+        pl.lit(None, dtype=pl.String).alias("pg_name"), pl.lit(None, dtype=pl.String).alias("pg_desc"),
+        pl.lit(None, dtype=pl.Int64).alias("group_size"), pl.lit(None, dtype=pl.String).alias("group_rule"),
+        pl.lit(None, dtype=pl.String).alias("group_ranks"), pl.lit(None, dtype=pl.Int64).alias("seq"),
+        pl.coalesce(pl.col("arg0_nelems"), pl.when(out_first).then(pl.col("c10_a1")).otherwise(pl.col("c10_a0"))).alias("in_nelems"),
+        pl.when(out_first).then(pl.col("c10_a0")).otherwise(None).cast(pl.Int64).alias("out_nelems"),
+        pl.col("arg_dtype").alias("dtype"),
+        pl.when(pl.col("arg0_nelems").is_not_null()).then(pl.lit("gloo_annotation")).when(pl.col("c10_a0").is_not_null()).then(pl.lit("c10d_op")).otherwise(None).alias("size_rule"),
+        pl.lit(None, dtype=pl.String).alias("algorithm"), pl.lit(None, dtype=pl.String).alias("protocol"),
+        pl.lit(None, dtype=pl.Int64).alias("src_rank"), pl.lit(None, dtype=pl.Int64).alias("dst_rank"),
+        pl.lit(None, dtype=pl.String).alias("in_split"), pl.lit(None, dtype=pl.String).alias("out_split"),
+        pl.col("ts_ns").alias("start_ns"), "end_ns", (pl.col("end_ns") - pl.col("ts_ns")).alias("dur_ns"),
+        pl.coalesce("launch_ns", "ts_ns").alias("launch_ns"), pl.coalesce("launch_tid", "tid").alias("launch_tid"),
+        pl.lit(None, dtype=pl.Int64).alias("stream"), pl.col("step").cast(pl.Int32),
+    )
+
+
+def _default_pg(trace: Trace) -> tuple[str, str, int | None, str | None]:
+    """(name, desc, size, ranks text) of the default process group, from ``pg_config`` or assumed."""
+    for pg in trace.meta.process_groups:
+        if pg.desc == "default_pg" or pg.name == "0":
+            return pg.name, pg.desc, pg.size, json.dumps(list(pg.ranks)) if pg.ranks else None
+    return "0", "default_pg (assumed)", trace.meta.world_size, None
+
+
+def _finish(trace: Trace, df: pl.DataFrame) -> pl.DataFrame:
+    """Fill process-group defaults, element sizes and bytes; add rank, host and order."""
+    if df.height == 0:
+        return empty_table()
+    pg_name, pg_desc, pg_size, pg_ranks = _default_pg(trace)
+    sizes = {pg.name: pg.size for pg in trace.meta.process_groups if pg.size}
+    ranks = {pg.name: json.dumps(list(pg.ranks)) for pg in trace.meta.process_groups if pg.ranks}
+    assumed = pl.col("pg_name").is_null()
+    df = df.with_columns(
+        pl.col("pg_name").fill_null(pg_name),
+        pl.when(assumed).then(pl.lit(pg_desc)).otherwise(pl.col("pg_desc")).alias("pg_desc"),
+    )
+    cfg_size = pl.col("pg_name").replace_strict(sizes, default=None, return_dtype=pl.Int64) if sizes else pl.lit(None, dtype=pl.Int64)
+    cfg_ranks = pl.col("pg_name").replace_strict(ranks, default=None, return_dtype=pl.String) if ranks else pl.lit(None, dtype=pl.String)
+    ratio = _size_ratio()
+    world = pl.lit(trace.meta.world_size if pg_desc.endswith("(assumed)") else pg_size, dtype=pl.Int64)
+    df = df.with_columns(
+        pl.coalesce("group_size", cfg_size, ratio, world).alias("group_size"),
+        pl.coalesce(
+            "group_rule",
+            pl.when(cfg_size.is_not_null()).then(pl.lit("pg_config")),
+            pl.when(ratio.is_not_null()).then(pl.lit("out/in ratio")),
+            pl.when(world.is_not_null()).then(pl.lit("world_size")),
+        ).alias("group_rule"),
+        pl.coalesce("group_ranks", cfg_ranks, pl.lit(pg_ranks, dtype=pl.String) if pg_ranks else pl.lit(None, dtype=pl.String)).alias("group_ranks"),
+    )
+    eb = _map_distinct(df["dtype"], dtype_bytes, pl.Int64).alias("elem_bytes")
+    df = df.with_columns(eb)
+    df = df.with_columns(_bytes_expr().alias("bytes"))
+    df = df.with_columns(
+        pl.lit(trace.rank, dtype=pl.Int32).alias("rank"),
+        pl.lit(trace.meta.host_name, dtype=pl.String).alias("host"),
+    ).sort(["start_ns", "row"])
+    df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("idx"))
+    return df.select([pl.col(c).cast(t) for c, t in SCHEMA.items()])
+
+
+def _size_ratio() -> pl.Expr:
+    """Group size implied by all_gather (out/in) or reduce_scatter (in/out) element counts."""
+    ag = pl.col("out_nelems") // pl.col("in_nelems")
+    rs = pl.col("in_nelems") // pl.col("out_nelems")
+    exact_ag = (pl.col("in_nelems") > 0) & (pl.col("out_nelems") % pl.col("in_nelems").clip(1) == 0) & (ag > 1)
+    exact_rs = (pl.col("out_nelems") > 0) & (pl.col("in_nelems") % pl.col("out_nelems").clip(1) == 0) & (rs > 1)
+    return (
+        pl.when((pl.col("coll_type") == "all_gather") & exact_ag).then(ag)
+        .when((pl.col("coll_type") == "reduce_scatter") & exact_rs).then(rs)
+        .otherwise(None).cast(pl.Int64)
+    )
+
+
+def _bytes_expr() -> pl.Expr:
+    """Message size in bytes, nccl-tests' convention: all_gather/gather = output (n × input);
+    reduce_scatter/scatter = input (n × output); others = input."""
+    eb = pl.col("elem_bytes")
+    inb = pl.col("in_nelems") * eb
+    outb = pl.col("out_nelems") * eb
+    n = pl.col("group_size")
+    t = pl.col("coll_type")
+    return (
+        pl.when(t.is_in(["all_gather", "gather"])).then(pl.coalesce(outb, inb * n))
+        .when(t.is_in(["reduce_scatter", "scatter"])).then(pl.coalesce(inb, outb * n))
+        .otherwise(pl.coalesce(inb, outb))
+        .cast(pl.Int64)
+    )

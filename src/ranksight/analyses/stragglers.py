@@ -1,0 +1,271 @@
+"""``stragglers``: which ranks arrive last at collectives, how much waiting they cost the others,
+and why they were late.
+
+Per matched instance (aligned times, at least two ranks, skew ≥ ``min_skew_us``):
+- the **late rank** started last; ``wait_caused = Σ_r (last start − start_r)``;
+- its ``lateness L = start − median start`` splits into
+  - ``launch H = clamp(launch − median launch, 0, L)``: the host issued the collective late;
+  - ``after_launch = L − H``: issued on time but started late (GPU busy with earlier kernels on a
+    GPU collective; gloo thread still busy for a CPU collective);
+  - ``H`` further into ``carried`` (the rank was already late when the segment began: it entered
+    the step late, or was late at its previous collective) and ``segment`` (extra host time since
+    then, compared with the median rank):
+    ``segment = clamp((launch − segment start) − median over ranks, 0, H)``, ``carried = H − segment``.
+- **cause**: for GPU collectives ``host`` (late launch, H ≥ after_launch) or ``compute`` (GPU work
+  before the collective); for CPU (gloo) collectives ``compute`` (CPU ops before the enqueue) or
+  ``host`` (gloo thread busy); ``transfer`` when the transfer time is more than twice the median of
+  at least 3 instances of the same type, group size and size, and the excess exceeds the skew.
+- **evidence**: the ops (host side) and kernels (GPU side) of the late rank's segment whose total
+  time exceeds the median rank's total for the same name most, and the step-start lateness.
+
+Per rank: times last, wait caused, own wait, and the rank × step table of own wait time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
+from ranksight.analyses._comm_match import apply_offsets
+from ranksight.analyses._comm_segments import WORK_SCHEMA, segment_work, segments
+from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
+
+if TYPE_CHECKING:
+    from ranksight.analyses._comm_match import CommData
+    from ranksight.model.run import Run
+
+__all__ = ["stragglers", "late_instances", "straggler_ranks"]
+
+
+def _segments_all(run: Run, cd: CommData) -> pl.DataFrame:
+    """Segments of every rank in aligned time (steps aligned with the same offsets)."""
+    out = []
+    for r in cd.ranks:
+        t = run[r]
+        st = apply_offsets(t.steps.with_columns(pl.lit(r, dtype=pl.Int32).alias("rank")), cd.offsets, ("start_ns",))
+        span = t.span_ns
+        off = int(cd.offsets.filter(pl.col("rank") == r)["offset_ns"].item())
+        out.append(segments(cd.per_rank.filter(pl.col("rank") == r), st, (span[0] - off) if span else None))
+    return pl.concat(out, how="vertical_relaxed") if out else pl.DataFrame()
+
+
+def late_instances(cd: CommData, seg: pl.DataFrame, min_skew_ns: int) -> pl.DataFrame:
+    """One row per instance with a late rank: lateness and its split (see module doc)."""
+    p = cd.participants.join(seg.select("rank", "instance", "first_in_step", "cpu_from_ns", "source"), on=["rank", "instance"], how="left")
+    p = p.with_columns((pl.col("launch_ns") - pl.col("cpu_from_ns")).alias("__host_seg"))
+    p = p.with_columns((pl.col("__host_seg") - pl.col("__host_seg").median().over("instance")).alias("__seg_excess"))
+    inst = cd.instances.filter((pl.col("ranks_present") >= 2) & (pl.col("skew_ns") >= min_skew_ns))
+    late = p.filter(pl.col("is_last")).join(inst.select("instance", "skew_ns", "total_wait_ns", "transfer_ns", "bytes", "group_size"), on="instance", how="inner")
+    late = _expected_transfer(late, cd.instances)
+    L = pl.col("lateness_ns").clip(0)
+    H = pl.col("launch_lateness_ns").fill_null(0).clip(0, L)
+    late = late.with_columns(L.alias("lateness_ns"), H.alias("late_launch_ns"), (L - H).alias("after_launch_ns"))
+    also = (
+        p.join(late.select("instance", pl.col("lateness_ns").alias("__lmax")), on="instance")
+        .filter((pl.col("lateness_ns") >= 0.5 * pl.col("__lmax")) & (pl.col("__lmax") > 0))
+        .sort(["instance", "rank"])
+        .group_by("instance", maintain_order=True)
+        .agg(pl.col("rank").cast(pl.String).str.join(",").alias("late_ranks"))
+    )
+    late = late.join(also, on="instance", how="left")
+    seg_part = pl.col("__seg_excess").fill_null(pl.col("late_launch_ns")).clip(0, pl.col("late_launch_ns"))
+    late = late.with_columns(seg_part.alias("segment_ns")).with_columns((pl.col("late_launch_ns") - pl.col("segment_ns")).alias("carried_ns"))
+    gpu = pl.col("source") == "kernel"
+    launch_cause = pl.when(gpu).then(pl.lit("host")).otherwise(pl.lit("compute"))
+    after_cause = pl.when(gpu).then(pl.lit("compute")).otherwise(pl.lit("host"))
+    slow = pl.col("slow_transfer") & ((pl.col("transfer_ns") - pl.col("expected_transfer_ns")) > pl.col("skew_ns"))
+    late = late.with_columns(
+        pl.when(slow).then(pl.lit("transfer"))
+        .when(pl.col("late_launch_ns") >= pl.col("after_launch_ns")).then(launch_cause)
+        .otherwise(after_cause).alias("cause")
+    )
+    return late.sort("instance")
+
+
+def _expected_transfer(late: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
+    ref = (
+        instances.filter(pl.col("transfer_ns").is_not_null())
+        .group_by("coll_type", "group_size", "bytes")
+        .agg(pl.len().alias("__n"), pl.col("transfer_ns").median().alias("expected_transfer_ns"))
+        .filter(pl.col("__n") >= 3)
+        .drop("__n")
+    )
+    late = late.join(ref, on=["coll_type", "group_size", "bytes"], how="left", nulls_equal=True)
+    return late.with_columns((pl.col("transfer_ns") > 2 * pl.col("expected_transfer_ns")).fill_null(False).alias("slow_transfer"))
+
+
+def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int) -> pl.DataFrame:
+    """Per late instance: the names whose time on the late rank most exceeds the median rank's
+    (only excesses of at least 1 µs and 10 % of the lateness not carried in from before)."""
+    if work.height == 0 or late.height == 0:
+        return pl.DataFrame(schema={"instance": pl.Int64, "evidence": pl.String})
+    grid = work.select("instance", "side", "name").unique().join(pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32}), how="cross")
+    full = grid.join(work, on=["instance", "side", "name", "rank"], how="left").with_columns(pl.col("total_ns").fill_null(0))
+    med = full.group_by("instance", "side", "name").agg(pl.col("total_ns").median().alias("__med"))
+    lw = full.join(late.select("instance", pl.col("rank").alias("__late")), on="instance").filter(pl.col("rank") == pl.col("__late"))
+    lw = lw.join(med, on=["instance", "side", "name"]).with_columns((pl.col("total_ns") - pl.col("__med")).alias("excess_ns"))
+    lw = lw.join(late.select("instance", (0.1 * (pl.col("segment_ns") + pl.col("after_launch_ns"))).alias("__min")), on="instance")
+    lw = lw.filter((pl.col("excess_ns") >= 1000) & (pl.col("excess_ns") >= pl.col("__min"))).sort(["instance", "excess_ns"], descending=[False, True])
+    lw = lw.group_by("instance", maintain_order=True).head(top)
+    text = pl.concat_str([
+        pl.lit("["), pl.col("side"), pl.lit("] "), pl.col("name").str.slice(0, 60), pl.lit(" +"),
+        (pl.col("excess_ns") / 1e3).round(1).cast(pl.String), pl.lit(" µs"),
+    ])
+    return lw.group_by("instance", maintain_order=True).agg(text.str.join("; ").alias("evidence"))
+
+
+def _detail(late: pl.DataFrame) -> pl.Expr:
+    us = lambda c: (pl.col(c) / 1e3).round(0).cast(pl.Int64).cast(pl.String)  # noqa: E731
+    carried = pl.when(pl.col("first_in_step").fill_null(False)).then(
+        pl.concat_str([pl.lit("entered step "), pl.col("step").cast(pl.String), pl.lit(" "), us("carried_ns"), pl.lit(" µs after the median rank")])
+    ).otherwise(pl.concat_str([pl.lit("already "), us("carried_ns"), pl.lit(" µs late at its previous collective")]))
+    gpu = pl.col("source") == "kernel"
+    issued = pl.when(gpu).then(pl.lit("launched ")).otherwise(pl.lit("enqueued "))
+    work = pl.when(gpu).then(pl.lit("host work")).otherwise(pl.lit("CPU work"))
+    return (
+        pl.when(pl.col("cause") == "transfer").then(pl.concat_str([pl.lit("transfer "), us("transfer_ns"), pl.lit(" µs vs median "), us("expected_transfer_ns"), pl.lit(" µs")]))
+        .when(pl.col("late_launch_ns") >= pl.col("after_launch_ns")).then(
+            pl.concat_str([
+                issued, us("late_launch_ns"), pl.lit(" µs late: "),
+                pl.when(pl.col("carried_ns") >= pl.col("segment_ns")).then(carried)
+                .otherwise(pl.concat_str([work, pl.lit(" since previous collective +"), us("segment_ns"), pl.lit(" µs")])),
+            ])
+        )
+        .otherwise(pl.concat_str([pl.lit("started "), us("after_launch_ns"), pl.lit(" µs after issue: "),
+                                  pl.when(gpu).then(pl.lit("GPU busy with earlier work")).otherwise(pl.lit("gloo thread busy"))]))
+    )
+
+
+def straggler_ranks(cd: CommData, late: pl.DataFrame) -> pl.DataFrame:
+    """Per rank: times last, wait caused (and share), own wait, mean lateness, main cause."""
+    base = cd.participants.group_by("rank").agg(
+        pl.len().alias("instances"),
+        (pl.col("wait_ns").sum() / 1e3).alias("own_wait_us"),
+        (pl.col("lateness_ns").mean() / 1e3).alias("mean_lateness_us"),
+    )
+    caused = late.group_by("rank").agg(
+        pl.len().alias("times_last"),
+        (pl.col("total_wait_ns").sum() / 1e3).alias("wait_caused_us"),
+        (pl.col("late_launch_ns").sum() / 1e3).alias("late_launch_us"),
+        (pl.col("after_launch_ns").sum() / 1e3).alias("after_launch_us"),
+        pl.col("cause").sort_by("total_wait_ns", descending=True).first().alias("main_cause"),
+    )
+    total = float(late["total_wait_ns"].sum()) / 1e3 if late.height else 0.0
+    out = base.join(caused, on="rank", how="left").with_columns(
+        pl.col("times_last").fill_null(0), pl.col("wait_caused_us").fill_null(0.0),
+    )
+    out = out.with_columns((pl.col("wait_caused_us") / total if total else pl.lit(0.0)).alias("wait_share"))
+    return out.select(
+        "rank", "instances", "times_last", "wait_caused_us", "wait_share", "own_wait_us", "mean_lateness_us",
+        "late_launch_us", "after_launch_us", "main_cause",
+    ).sort(["wait_caused_us", "rank"], descending=[True, False])
+
+
+def _wait_by_step(cd: CommData) -> pl.DataFrame:
+    p = cd.participants.filter(pl.col("ranks_present") >= 2)
+    if p.height == 0:
+        return pl.DataFrame()
+    w = p.with_columns(pl.concat_str([pl.lit("step_"), pl.col("step").cast(pl.String).fill_null("none")]).alias("__s"))
+    w = w.group_by("rank", "__s").agg((pl.col("wait_ns").sum() / 1e3).alias("wait_us"))
+    wide = w.pivot(on="__s", index="rank", values="wait_us", sort_columns=True).sort("rank")
+    return wide.with_columns(pl.exclude("rank").fill_null(0.0))
+
+
+def _by_step(late: pl.DataFrame, cd: CommData) -> pl.DataFrame:
+    if late.height == 0:
+        return pl.DataFrame()
+    per = late.group_by("step", "rank").agg(pl.len().alias("times_last"), pl.col("total_wait_ns").sum().alias("__w"))
+    top = per.sort(["step", "__w", "rank"], descending=[False, True, False]).group_by("step", maintain_order=True).first()
+    tot = cd.instances.filter(pl.col("ranks_present") >= 2).group_by("step").agg(
+        pl.len().alias("instances"), (pl.col("total_wait_ns").sum() / 1e3).alias("total_wait_us"), (pl.col("skew_ns").max() / 1e3).alias("max_skew_us")
+    )
+    slow = late.group_by("step").agg(pl.col("slow_transfer").sum().alias("slow_transfers"))
+    return (
+        tot.join(top.select("step", pl.col("rank").alias("top_late_rank"), "times_last", (pl.col("__w") / 1e3).alias("wait_caused_us")), on="step", how="left")
+        .join(slow, on="step", how="left")
+        .sort("step")
+    )
+
+
+def stragglers(
+    run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = False, min_skew_us: float = 10.0, evidence: int = 3
+) -> AnalysisResult:
+    """Late ranks per collective, per step and overall, with the cause and the evidence."""
+    cd = comm_data(run, ranks, align=not no_align)
+    notes = [n for n in cd.notes if not n.startswith("times in")]
+    if len(cd.ranks) < 2 or cd.participants.filter(pl.col("ranks_present") >= 2).height == 0:
+        if len(cd.ranks) >= 2:
+            notes.append("no collective matched on two or more ranks: no straggler can be named")
+        empty = pl.DataFrame()
+        return AnalysisResult({"ranks": empty, "instances": empty, "steps": empty, "wait_by_step": empty}, notes if len(cd.ranks) >= 2 else [single_rank_note(cd.ranks)])
+    seg = _segments_all(run, cd)
+    late = late_instances(cd, seg, int(min_skew_us * 1e3))
+    work = _work(run, cd, seg, late)
+    ev = _evidence(work, late, cd.ranks, evidence)
+    late = late.join(ev, on="instance", how="left").with_columns(_detail(late).alias("detail"))
+    per_inst = late.select(
+        "instance", "step", "coll_type", "bytes", pl.col("rank").alias("late_rank"), "late_ranks", (pl.col("lateness_ns") / 1e3).alias("lateness_us"),
+        (pl.col("skew_ns") / 1e3).alias("skew_us"), (pl.col("total_wait_ns") / 1e3).alias("wait_caused_us"), "cause",
+        (pl.col("late_launch_ns") / 1e3).alias("late_launch_us"), (pl.col("carried_ns") / 1e3).alias("carried_us"),
+        (pl.col("segment_ns") / 1e3).alias("segment_us"), (pl.col("after_launch_ns") / 1e3).alias("after_launch_us"),
+        (pl.col("transfer_ns") / 1e3).alias("transfer_us"), "slow_transfer", "detail", "evidence",
+    )
+    rk = straggler_ranks(cd, late)
+    notes = _verdict(rk, late, len(cd.ranks)) + notes
+    return AnalysisResult({"ranks": rk, "instances": per_inst, "steps": _by_step(late, cd), "wait_by_step": _wait_by_step(cd)}, notes)
+
+
+def _work(run: Run, cd: CommData, seg: pl.DataFrame, late: pl.DataFrame) -> pl.DataFrame:
+    """Segment work of every rank for the late instances only (raw times per rank)."""
+    wanted = late["instance"].unique().to_list()
+    out = []
+    for r in cd.ranks:
+        s = seg.filter((pl.col("rank") == r) & pl.col("instance").is_in(wanted))
+        off = int(cd.offsets.filter(pl.col("rank") == r)["offset_ns"].item())
+        s = s.with_columns([(pl.col(c) + off) for c in ("cpu_from_ns", "cpu_to_ns", "gpu_from_ns", "gpu_to_ns")])
+        out.append(segment_work(run[r], s))
+    return pl.concat(out, how="vertical_relaxed") if out else pl.DataFrame(schema=WORK_SCHEMA)
+
+
+def _also_late(row: dict[str, object]) -> str:
+    others = [r for r in str(row.get("late_ranks") or "").split(",") if r and r != str(row["rank"])]
+    if not others:
+        return ""
+    return f"; also late there (≥ half its lateness): rank{'s' if len(others) > 1 else ''} {', '.join(others)}"
+
+
+def _verdict(rk: pl.DataFrame, late: pl.DataFrame, n: int) -> list[str]:
+    """One line per named straggler: a rank that caused at least twice its fair share of wait."""
+    if late.height == 0:
+        return ["no collective with skew above the threshold: no straggler"]
+    named = rk.filter(pl.col("wait_share") >= min(1.0, 2.0 / n))
+    lines = []
+    for r in named.iter_rows(named=True):
+        mine = late.filter(pl.col("rank") == r["rank"]).sort("total_wait_ns", descending=True)
+        worst = mine.row(0, named=True)
+        lines.append(
+            f"straggler: rank {r['rank']} arrived last at {r['times_last']} of {r['instances']} collectives and cost the others "
+            f"{r['wait_caused_us']:,.0f} µs of wait ({100 * r['wait_share']:.0f} %); main cause {r['main_cause']}; worst: instance "
+            f"{worst['instance']} ({worst['coll_type']}, step {worst['step']}): {worst['detail']}"
+            + _also_late(worst)
+        )
+    if not lines:
+        lines.append("no rank caused more than twice its fair share of the wait: lateness is spread across ranks")
+    return lines
+
+
+register(
+    AnalysisSpec(
+        name="stragglers",
+        func=stragglers,
+        help="ranks that arrive last at collectives, the wait they cost, and why (host launch, compute, transfer)",
+        options=(
+            ALIGN_OPTION,
+            Option("min_skew_us", float, 10.0, "ignore instances whose arrival skew is below this (µs)"),
+            Option("evidence", int, 3, "ops/kernels listed as evidence per late collective"),
+        ),
+    )
+)
