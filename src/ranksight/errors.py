@@ -14,6 +14,7 @@ __all__ = [
     "TraceFormatError",
     "TraceNotFoundError",
     "DuplicateRankError",
+    "MixedRunsError",
     "InputTooLargeError",
     "UsageError",
     "MissingDataError",
@@ -71,6 +72,10 @@ class TraceNotFoundError(RanksightError, FileNotFoundError):
 
 class DuplicateRankError(RanksightError, ValueError):
     """Two files claim the same rank."""
+
+
+class MixedRunsError(RanksightError, ValueError):
+    """The files do not belong to one run (ranks disagree on the world size, a rank is out of range)."""
 
 
 class InputTooLargeError(RanksightError, ValueError):

@@ -52,7 +52,16 @@ def info_tables(run) -> tuple[dict[str, pl.DataFrame], list[str]]:  # noqa: ANN0
         notes.append(f"ranks disagree on the world size: {sorted(ws)} (runs mixed in one folder?)")
     elif ws and len(run) < max(ws):
         notes.append(f"{len(run)} of {max(ws)} ranks loaded")
+    notes.append(_health_hint(run))
     return {"files": files, "events by kind": by_kind}, notes
+
+
+def _health_hint(run) -> str:  # noqa: ANN001
+    """One line from the health checks (details: ``ranksight health``)."""
+    from ranksight.analyses.health import health
+
+    line = health(run).notes[0]
+    return line + ("; details: ranksight health TRACES" if "no warnings" not in line else "")
 
 
 def _add(p: argparse.ArgumentParser) -> None:

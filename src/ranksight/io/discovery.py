@@ -8,18 +8,27 @@ files, with a warning.
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ranksight.errors import DuplicateRankError, TraceFormatError, TraceNotFoundError, UsageError, warn
+from ranksight.errors import (
+    DuplicateRankError,
+    MixedRunsError,
+    TraceFormatError,
+    TraceNotFoundError,
+    UsageError,
+    warn,
+)
 from ranksight.io.kineto import DEFAULT_MAX_BYTES, read_header
 
-__all__ = ["TraceFile", "discover", "rank_from_name", "TRACE_SUFFIXES"]
+__all__ = ["TraceFile", "discover", "rank_from_name", "check_one_run", "TRACE_SUFFIXES"]
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 _RANK_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker)[\[\-_/]?(\d+)", re.IGNORECASE)
@@ -45,28 +54,71 @@ def _is_trace_name(p: str) -> bool:
     return p.endswith(TRACE_SUFFIXES)
 
 
-def _expand(item: str | os.PathLike[str]) -> tuple[list[str], bool]:
-    """Files for one argument, and whether they came from a directory or glob (lenient)."""
+def _why_not_file(s: str) -> str | None:
+    """Why ``s`` cannot be read as a trace file (None when it is a regular file)."""
+    try:
+        st = os.stat(s)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if os.path.islink(s):
+            return f"broken symbolic link (points to {os.readlink(s)})"
+        if err.errno == errno.EACCES:
+            return "permission denied"
+        return "no such file or directory"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory"
+    if not stat.S_ISREG(st.st_mode):
+        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
+        return f"not a regular file ({what})"
+    return None
+
+
+def _expand(item: str | os.PathLike[str], skipped: list[tuple[str, str]]) -> tuple[list[str], bool]:
+    """Files for one argument, and whether they came from a directory or glob (lenient).
+
+    Only names ending in ``.json``, ``.json.gz`` or ``.gz`` are considered in a directory, and
+    nothing else is opened (not even stat'ed beyond the directory listing's type). Entries with
+    such names that are not regular files (symbolic link loops, FIFOs, ...) go to ``skipped``.
+    """
     s = os.fspath(item)
     if any(c in s for c in "*?["):
-        found = sorted(p for p in glob.glob(s) if os.path.isfile(p))
-        if not found:
+        found = sorted(p for p in glob.glob(s) if _is_trace_name(p) or os.path.isfile(p))
+        files = []
+        for p in found:
+            why = _why_not_file(p)
+            if why is None:
+                files.append(p)
+            elif why != "is a directory":
+                skipped.append((p, why))
+        if not files:
             raise TraceNotFoundError("the pattern matches no file", path=s)
-        return found, True
+        return files, True
     if os.path.isdir(s):
         try:
-            names = sorted(os.listdir(s))
+            entries = sorted((e.name, e) for e in os.scandir(s) if _is_trace_name(e.name))
         except OSError as err:
             raise TraceNotFoundError(f"cannot list the directory: {err.strerror}", path=s) from None
-        found = [os.path.join(s, n) for n in names if _is_trace_name(n)]
-        found = [p for p in found if os.path.isfile(p)]
+        found = []
+        for name, e in entries:
+            p = os.path.join(s, name)
+            try:
+                regular = e.is_file()
+            except OSError:
+                regular = False
+            if regular:
+                found.append(p)
+            else:
+                why = _why_not_file(p)
+                if why != "is a directory":
+                    skipped.append((p, why or "not a regular file"))
         if not found:
             raise TraceNotFoundError("the directory holds no .json or .json.gz file", path=s)
         return found, True
-    if os.path.lexists(s) and not os.path.exists(s):
-        raise TraceNotFoundError("broken symbolic link", path=s)
-    if not os.path.exists(s):
-        raise TraceNotFoundError("no such file or directory", path=s)
+    why = _why_not_file(s)
+    if why is not None:
+        cls = TraceFormatError if why.startswith("not a regular file") else TraceNotFoundError
+        raise cls(why, path=s)
     return [s], False
 
 
@@ -100,8 +152,9 @@ def discover(
             raise UsageError("no trace path given")
         candidates: list[tuple[str, bool]] = []
         seen: set[str] = set()
+        skipped: list[tuple[str, str]] = []
         for item in items:
-            found, lenient = _expand(item)
+            found, lenient = _expand(item, skipped)
             for p in found:
                 key = os.path.realpath(p)
                 if key not in seen:
@@ -114,12 +167,12 @@ def discover(
                 header, is_trace = read_header(p, max_bytes=max_bytes)
             except (TraceFormatError, TraceNotFoundError) as err:
                 if lenient:
-                    warn(f"skipped {p}: {err.message}")
+                    skipped.append((p, err.message))
                     continue
                 raise
             if not is_trace:
                 if lenient:
-                    warn(f"skipped {p}: a JSON file that is not a trace (no traceEvents)")
+                    skipped.append((p, "a JSON file that is not a trace (no traceEvents)"))
                     continue
                 raise TraceFormatError("not a trace: the JSON has no 'traceEvents' list", path=p)
             r = _header_rank(header)
@@ -131,6 +184,8 @@ def discover(
                 files.append(TraceFile(p, r, "file name", header))
             else:
                 unordered.append(TraceFile(p, -1, "order", header))
+        if skipped:
+            _warn_skipped(skipped)
         if not files and not unordered:
             raise TraceNotFoundError("no trace file found", path=", ".join(os.fspath(i) for i in items))
         if unordered:
@@ -165,4 +220,48 @@ def discover(
         if missing:
             raise UsageError(f"rank(s) {sorted(missing)} not found; available: {sorted(by_rank)}")
         out = [f for f in out if f.rank in wanted]
+    check_one_run([(f.path, f.rank, _header_world_size(f.header)) for f in out])
     return out
+
+
+def _warn_skipped(skipped: list[tuple[str, str]], shown: int = 3) -> None:
+    """One warning for every file skipped in a directory or glob (not one per file)."""
+    head = "; ".join(f"{p}: {why}" for p, why in skipped[:shown])
+    more = f"; and {len(skipped) - shown} more" if len(skipped) > shown else ""
+    warn(f"skipped {len(skipped)} file(s) that are not readable traces: {head}{more}")
+
+
+def _header_world_size(header: dict[str, Any]) -> int | None:
+    info = header.get("distributedInfo")
+    if isinstance(info, dict):
+        ws = info.get("world_size")
+        if isinstance(ws, int) and not isinstance(ws, bool) and ws > 0:
+            return ws
+        if isinstance(ws, str) and ws.isdigit() and int(ws) > 0:
+            return int(ws)
+    return None
+
+
+def check_one_run(files: list[tuple[str, int, int | None]]) -> None:
+    """Raise :class:`MixedRunsError` when ``(path, rank, world_size)`` triples cannot come from
+    one run: two world sizes, or a rank outside ``[0, world_size)``. Unknown world sizes pass."""
+    by_size: dict[int, list[str]] = {}
+    for path, _rank, ws in files:
+        if ws is not None:
+            by_size.setdefault(ws, []).append(path)
+    if len(by_size) > 1:
+        parts = [f"world_size {ws}: {os.path.basename(ps[0])}" + (f" (+{len(ps) - 1} more)" if len(ps) > 1 else "")
+                 for ws, ps in sorted(by_size.items())]
+        raise MixedRunsError(
+            "ranks of different runs mixed: " + "; ".join(parts)
+            + "; pass the files of one run (or select ranks with --rank)",
+            path=by_size[max(by_size)][0],
+        )
+    for path, rank, ws in files:
+        if ws is not None and not 0 <= rank < ws:
+            raise MixedRunsError(
+                f"rank {rank} is outside the world size {ws} the trace declares; "
+                "files of different runs mixed, or a wrong rank mapping",
+                path=path,
+                rank=rank,
+            )

@@ -18,6 +18,9 @@ __all__ = ["DecodedTrace", "decode", "read_header", "DEFAULT_MAX_BYTES", "TABLES
 #: Refuse inputs that decompress to more than this many bytes unless told otherwise.
 DEFAULT_MAX_BYTES = 64 << 30
 
+#: Kineto's relative timestamps stay below one 7,889,238 s period (~7.9e15 ns); epoch ns are ~1.7e18.
+RELATIVE_TS_LIMIT_NS = 10**17
+
 #: Side tables the decoder produces, keyed by event row.
 TABLES = ("kernel", "transfer", "op", "collective", "memory", "sync", "meta", "flow")
 
@@ -82,6 +85,10 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
     stats = dict(d.stats())
     meta = {k: _parse_meta_value(v) for k, v in d.meta()}
     if not stats["events_seen"]:
+        if "traceEvents" in meta:
+            kind = type(meta["traceEvents"]).__name__
+            kind = {"dict": "an object", "str": "a string", "NoneType": "null", "int": "a number", "float": "a number"}.get(kind, kind)
+            raise TraceFormatError(f"not a trace: 'traceEvents' is {kind}, not a list of events", path=p)
         raise TraceFormatError(
             "not a trace: the JSON has no 'traceEvents' list (top-level keys: "
             + (", ".join(sorted(meta)[:8]) or "none")
@@ -106,6 +113,11 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
             f"{where}: kept {events.height} complete events, lost {lost} bytes after the last one"
             + (f" (last complete event at ts {last_ts} ns)" if last_ts is not None else "")
         )
+        if not stats["has_base_time"] and last_ts is not None and last_ts < RELATIVE_TS_LIMIT_NS:
+            warnings.append(
+                "the cut also lost baseTimeNanoseconds (Kineto writes it after the events): "
+                "times are relative to an unknown base and cannot be aligned with other ranks"
+            )
     if stats["repaired_events"]:
         warnings.append(
             f"{stats['repaired_events']} events had invalid JSON (control characters, bare N/A or NaN, "

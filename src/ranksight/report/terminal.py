@@ -11,6 +11,7 @@ from typing import IO, Any
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 __all__ = ["console", "print_tables", "tables_to_json", "format_value"]
 
@@ -25,6 +26,15 @@ def console(file: IO[str] | None = None) -> Console:
 
 
 MAX_TEXT = 80
+
+#: C0/C1 control characters (ESC included): trace text must not drive the terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
+
+
+def safe_text(s: str) -> Text:
+    """Trace-derived text for the terminal: never parsed as rich markup, control characters
+    shown as ``\\xNN`` escapes."""
+    return Text(s.translate(_CONTROL))
 
 
 def format_value(v: Any) -> str:
@@ -46,11 +56,11 @@ def format_value(v: Any) -> str:
 
 
 def _rich_table(title: str, df: pl.DataFrame, max_rows: int) -> Table:
-    t = Table(title=title, title_justify="left", show_lines=False)
+    t = Table(title=safe_text(title), title_justify="left", show_lines=False)
     for c, dt in df.schema.items():
-        t.add_column(c, justify="right" if dt.is_numeric() else "left", overflow="fold")
+        t.add_column(safe_text(c), justify="right" if dt.is_numeric() else "left", overflow="fold")
     for row in df.head(max_rows).iter_rows():
-        t.add_row(*(format_value(v) for v in row))
+        t.add_row(*(safe_text(format_value(v)) for v in row))
     if df.height > max_rows:
         t.caption = f"{df.height - max_rows} more rows (use --format csv for all)"
     return t
@@ -95,7 +105,7 @@ def print_tables(
     for name, df in tables.items():
         con.print(_rich_table(name, df, max_rows))
     for n in notes:
-        con.print(f"note: {n}")
+        con.print(safe_text(f"note: {n}"))
 
 
 def _csv(df: pl.DataFrame) -> str:
