@@ -1,0 +1,314 @@
+"""Achieved FLOP/s, MFU and HFU per step, from op shapes and a peak table.
+
+Definitions (per rank):
+
+- **counted ops**: ``cpu_op`` events whose name has a formula in :mod:`ranksight.analyses._flops`
+  and whose ``Input Dims`` give a FLOP count; when counted ops nest (``aten::linear`` →
+  ``aten::addmm``, ``aten::conv2d`` → ``aten::convolution`` → ``aten::cudnn_convolution``) only the
+  outermost one on its thread counts, so nothing is counted twice;
+- **phase** of a counted op: ``backward`` for gradient ops (``convolution_backward``, attention
+  ``*_backward``) and for matmuls inside an autograd backward node
+  (``autograd::engine::evaluate_function: MmBackward0``, or the node op ``MmBackward0`` itself in
+  older traces); ``recompute`` for forward-only
+  composites (``aten::linear``, ``conv*``, ``matmul``, SDPA) found inside a backward node, or any
+  counted op inside a ``CheckpointFunctionBackward`` node (activation checkpointing); ``forward``
+  otherwise;
+- **step window** (as the TB plugin): ``start = max(ProfilerStep start, previous step end)``,
+  ``end = max(ProfilerStep end, end of the GPU work the step launched)``; ``step_us = end − start``.
+  Without ProfilerSteps the whole trace is one row (``step`` null) spanning the GPU work (the CPU
+  ops on CPU-only traces);
+- ``model_gflop`` = forward + backward FLOPs of the step's counted ops (or
+  ``model_flops_per_step`` when given); ``hardware_gflop`` adds ``recompute``;
+- ``achieved_tflop_per_s`` = model FLOPs / step time;
+- **MFU** = Σ over data types of model FLOPs_dtype / peak_dtype, divided by the step time: the
+  share of the step the GPU would need at its peak for that work (mixed precision is weighted
+  correctly). ``peak_tflop_per_s`` is the FLOP-weighted (harmonic) peak that makes
+  ``mfu = achieved / peak``. **HFU** is the same with hardware FLOPs, shown when recomputation is
+  visible;
+- peaks: :mod:`ranksight.analyses._peaks` by the name of the device(s) the rank used
+  (``deviceProperties``), ``fp32`` ops against the FP32 peak unless ``allow_tf32``; a rank driving
+  several GPUs gets the sum of their peaks; ``peak_tflops`` overrides every data type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
+from ranksight.analyses._nesting import innermost_enclosing, parent_spans
+from ranksight.analyses._peaks import dtype_of, lookup, peak_for
+from ranksight.model.kinds import LAUNCH_KINDS
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = ["mfu", "counted_ops", "step_windows", "rank_peak"]
+
+_EVAL = "autograd::engine::evaluate_function: "
+#: Backward nodes whose formulas call matmul ops (those matmuls are backward work).
+_MATMUL_BWD = re.compile(r"^(Mm|Addmm|Bmm|Baddbmm|Addbmm|Mv|Addmv|Dot|Vdot|Matmul|Linear|ScaledMm|GroupedMm|CompiledFunction)|CppNode", re.I)
+#: Autograd backward nodes recorded as ops (2021 traces have these without evaluate_function).
+_NODE = re.compile(r"^[A-Z][A-Za-z0-9]*Backward\d*$|^torch::autograd::CppNode<")
+#: Names that suggest matmul-class work we have no formula for (reported, not counted).
+_LIKELY_MATMUL = re.compile(r"gemm|matmul|attention|attn|einsum|moe|conv|(^|[:_])mm($|_)", re.I)
+
+
+def _flops_table(ops: pl.DataFrame) -> pl.DataFrame:
+    """FLOPs per distinct (name, dims, types, concrete inputs): one Python call per shape."""
+    keys = ops.select("name", "input_dims", "input_type", "concrete_inputs").unique()
+    vals = [op_flops(*r) for r in keys.iter_rows()]
+    return keys.with_columns(
+        pl.Series("flops", [v[0] for v in vals], dtype=pl.Float64),
+        pl.Series("itype", [v[1] for v in vals], dtype=pl.String),
+        pl.Series("estimated", [v[2] for v in vals], dtype=pl.Boolean),
+    )
+
+
+def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
+    """Scale cudnn/miopen conv backward ops without a recorded ``output_mask`` by the gradient
+    children they ran (``*_backward_input`` / ``*_backward_weight``)."""
+    bw = cand.filter(pl.col("name").str.contains(r"_convolution_backward$") & pl.col("concrete_inputs").is_null())
+    if bw.height == 0:
+        return cand
+    kids = trace.kind("cpu_op").filter(
+        pl.col("name").cast(pl.String).str.contains(r"convolution_backward_(input|weight)$") & pl.col("dur_ns").is_not_null()
+    ).select("tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
+    if kids.height == 0:
+        return cand
+    par = innermost_enclosing(bw.select("tid", "ts_ns", "end_ns"), kids.select("tid", "ts_ns"))
+    got = (
+        kids.with_columns(par.alias("__k"), pl.col("name").str.ends_with("input").alias("__in"))
+        .drop_nulls("__k")
+        .group_by("__k")
+        .agg(pl.col("__in").any().cast(pl.Int64).alias("__a"), (~pl.col("__in")).any().cast(pl.Int64).alias("__b"))
+    )
+    scale = bw.with_row_index("__k").join(got, on="__k", how="inner").select("row", ((pl.col("__a") + pl.col("__b")) / 2.0).alias("__s"))
+    return cand.join(scale, on="row", how="left").with_columns((pl.col("flops") * pl.col("__s").fill_null(1.0)).alias("flops")).drop("__s")
+
+
+def counted_ops(trace: Trace) -> pl.DataFrame:
+    """Counted ops of one trace: ``row, tid, ts_ns, end_ns, step, name, flops, dtype, phase,
+    estimated`` (see module doc)."""
+    ops = trace.kind("cpu_op").filter(pl.col("dur_ns").is_not_null())
+    names = ops["name"].cast(pl.String)
+    ops = ops.filter(names.is_in(list(FORMULAS)))
+    if ops.height == 0:
+        return _empty_counted()
+    ops = trace.with_args(ops.select("row", "tid", "ts_ns", "end_ns", "step", pl.col("name").cast(pl.String)), "op").select(
+        "row", "tid", "ts_ns", "end_ns", "step", "name",
+        *[pl.col(c).cast(pl.String) for c in ("input_dims", "input_type", "concrete_inputs")],
+    )
+    cand = ops.join(_flops_table(ops), on=["name", "input_dims", "input_type", "concrete_inputs"], how="left", nulls_equal=True)
+    cand = cand.filter(pl.col("flops").is_not_null()).sort(["tid", "ts_ns"])
+    cand = _conv_backward_mask(trace, cand)
+    outer = cand.filter(parent_spans(cand.select("tid", "ts_ns", "end_ns")).is_null())
+    return _phase(trace, outer).select(
+        "row", "tid", "ts_ns", "end_ns", "step", "name", "flops",
+        pl.col("itype").map_elements(dtype_of, return_dtype=pl.String).alias("dtype"), "phase", "estimated",
+    )
+
+
+def _empty_counted() -> pl.DataFrame:
+    return pl.DataFrame(schema={
+        "row": pl.UInt32, "tid": pl.Int64, "ts_ns": pl.Int64, "end_ns": pl.Int64, "step": pl.Int32, "name": pl.String,
+        "flops": pl.Float64, "dtype": pl.String, "phase": pl.String, "estimated": pl.Boolean,
+    })
+
+
+def _phase(trace: Trace, outer: pl.DataFrame) -> pl.DataFrame:
+    name = pl.col("name").cast(pl.String)
+    nodes = trace.kind("cpu_op").filter(
+        (name.str.starts_with(_EVAL) | name.str.contains(_NODE.pattern)) & pl.col("dur_ns").is_not_null()
+    ).select("tid", "ts_ns", "end_ns", name.str.strip_prefix(_EVAL).alias("node"))
+    idx = innermost_enclosing(nodes, outer.select("tid", "ts_ns"))
+    node = pl.select(pl.when(idx.is_null()).then(None).otherwise(nodes["node"].gather(idx.fill_null(0)))).to_series() if nodes.height else pl.Series([None] * outer.height, dtype=pl.String)
+    o = outer.with_columns(node.alias("__node"))
+    n, nd = pl.col("name"), pl.col("__node")
+    phase = (
+        pl.when(n.is_in(list(BACKWARD_OPS))).then(pl.lit("backward"))
+        .when(nd.is_null()).then(pl.lit("forward"))
+        .when(nd.str.contains("(?i)checkpoint")).then(pl.lit("recompute"))
+        .when(n.is_in(list(FORWARD_COMPOSITES))).then(pl.lit("recompute"))
+        .when(nd.str.contains(_MATMUL_BWD.pattern)).then(pl.lit("backward"))
+        .otherwise(pl.lit("recompute"))
+    )
+    return o.with_columns(phase.alias("phase"))
+
+
+def step_windows(trace: Trace) -> pl.DataFrame:
+    """``step, start_ns, end_ns, incomplete``: ProfilerSteps extended to their GPU work and made
+    contiguous, as the TB plugin does (a loop over steps)."""
+    st = trace.steps.sort("start_ns")
+    rows, prev = [], None
+    for s, a, b, ge, inc in st.select("step", "start_ns", "end_ns", "gpu_end_ns", "incomplete").iter_rows():
+        start = a if prev is None else max(a, prev)
+        end = max(b, ge) if ge is not None else max(b, start)
+        rows.append((s, start, end, inc))
+        prev = end
+    return pl.DataFrame(rows, schema={"step": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64, "incomplete": pl.Boolean}, orient="row")
+
+
+def rank_peak(trace: Trace, *, peak_tflops: float | None = None, allow_tf32: bool = False) -> tuple[dict[str, float] | None, str]:
+    """Peak TFLOP/s per data type for the GPU(s) this rank used, and a label."""
+    if peak_tflops is not None:
+        return {d: float(peak_tflops) for d in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")}, f"--peak-tflops {peak_tflops:g}"
+    devs = trace.meta.devices_used or []
+    found = [(d, lookup(trace.meta.device(d))) for d in devs]
+    if not found or any(p is None for _, p in found):
+        names = sorted({str((trace.meta.device(d) or {}).get("name", "")) or f"device {d}" for d in devs}) or ["no GPU"]
+        return None, "unknown: " + ", ".join(names)
+    out: dict[str, float] = {}
+    for dt in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"):
+        key = "tf32" if dt == "fp32" and allow_tf32 else dt
+        out[dt] = sum(peak_for(p, key)[0] for _, p in found if p is not None)
+    labels = sorted({p.label for _, p in found if p is not None})
+    return out, " + ".join(labels) if len(found) == 1 else f"{len(found)} × {labels[0]}"
+
+
+def _per_step(trace: Trace, c: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
+    model = pl.col("phase").is_in(["forward", "backward"])
+    if win.height == 0:
+        g = trace.gpu_events.filter(pl.col("dur_ns").is_not_null())
+        src = g if g.height else trace.kind("cpu_op").filter(pl.col("dur_ns").is_not_null())
+        lo, hi = (int(src["ts_ns"].min()), int(src["end_ns"].max())) if src.height else (0, 0)  # type: ignore[arg-type]
+        win = pl.DataFrame({"step": [None], "start_ns": [lo], "end_ns": [hi], "incomplete": [False]}, schema=win.schema)
+        c = c.with_columns(pl.lit(None, dtype=pl.Int32).alias("step"))
+    agg = c.group_by("step", "dtype").agg(
+        pl.col("flops").filter(model).sum().alias("model"), pl.col("flops").sum().alias("hw"),
+        pl.col("flops").filter(pl.col("phase") == "recompute").sum().alias("re"),
+    )
+    return win.join(agg, on="step", how="left", nulls_equal=True)
+
+
+def _rank_rows(trace: Trace, model_flops: float | None, peak_tflops: float | None, allow_tf32: bool) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    c = counted_ops(trace)
+    peaks, label = rank_peak(trace, peak_tflops=peak_tflops, allow_tf32=allow_tf32)
+    win = step_windows(trace)
+    per = _per_step(trace, c, win)
+    pk = pl.col("dtype").replace_strict(peaks or {}, default=None, return_dtype=pl.Float64) if peaks else pl.lit(None, dtype=pl.Float64)
+    per = per.with_columns(pk.alias("__peak"))
+    st = per.group_by("step", "start_ns", "end_ns", "incomplete", maintain_order=True).agg(
+        pl.col("model").sum().alias("model"), pl.col("hw").sum().alias("hw"), pl.col("re").sum().alias("re"),
+        (pl.col("model") / pl.col("__peak")).sum().alias("model_at_peak"), (pl.col("hw") / pl.col("__peak")).sum().alias("hw_at_peak"),
+        pl.col("__peak").is_null().any().alias("__nopeak"), pl.col("model").filter(pl.col("model") > 0).count().alias("__n"),
+    )
+    st = _finish(st, trace.rank, model_flops, peaks, label)
+    notes = _notes(trace, c, peaks, label)
+    return st, _op_table(trace, c, peaks), notes
+
+
+def _finish(st: pl.DataFrame, rank: int, model_flops: float | None, peaks: dict[str, float] | None, label: str) -> pl.DataFrame:
+    sec = (pl.col("end_ns") - pl.col("start_ns")) / 1e9
+    if model_flops is not None:
+        # seconds-per-TFLOP of the counted mix; bf16 when nothing was counted in the step
+        fallback = 1.0 / peaks["bf16"] if peaks else None
+        inv = pl.when(pl.col("model") > 0).then(pl.col("model_at_peak") / pl.col("model")).otherwise(fallback)
+        st = st.with_columns(
+            pl.lit(float(model_flops)).alias("model"),
+            (float(model_flops) * inv).alias("model_at_peak"),
+            (float(model_flops) * inv + pl.col("re") * inv).alias("hw_at_peak"),
+            pl.lit(False).alias("__nopeak") if peaks else pl.col("__nopeak"),
+        )
+    at_peak = pl.col("model_at_peak") / 1e12
+    return st.select(
+        pl.lit(rank, dtype=pl.Int32).alias("rank"), "step",
+        (sec * 1e6).alias("step_us"),
+        (pl.col("model") / 1e9).alias("model_gflop"),
+        (pl.col("re") / 1e9).alias("recompute_gflop"),
+        (pl.col("model") / sec / 1e12).alias("achieved_tflop_per_s"),
+        pl.when(at_peak > 0).then(pl.col("model") / 1e12 / at_peak).otherwise(None).alias("peak_tflop_per_s"),
+        pl.when(pl.col("__nopeak") & (pl.col("model") > 0)).then(None).otherwise(at_peak / sec).alias("mfu"),
+        pl.when((pl.col("re") > 0) & ~pl.col("__nopeak")).then(pl.col("hw_at_peak") / 1e12 / sec).otherwise(None).alias("hfu"),
+        pl.lit(label).alias("gpu"),
+        "incomplete",
+    ).with_columns(pl.when(pl.lit(peaks is None)).then(None).otherwise(pl.col("mfu")).alias("mfu"))
+
+
+def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> pl.DataFrame:
+    """Per (op, dtype, phase): calls, GFLOP, device time of the GPU work launched inside."""
+    if c.height == 0:
+        return pl.DataFrame()
+    g = trace.gpu_events.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
+    dev = g.group_by("launch_row").agg(pl.col("dur_ns").sum().alias("gpu_ns"))
+    la = trace.kind(*LAUNCH_KINDS).select("row", "tid", "ts_ns").join(dev, left_on="row", right_on="launch_row", how="inner")
+    idx = innermost_enclosing(c.select("tid", "ts_ns", "end_ns"), la.select("tid", "ts_ns"))
+    per_op = la.with_columns(idx.alias("__i")).drop_nulls("__i").group_by("__i").agg(pl.col("gpu_ns").sum())
+    cc = c.with_row_index("__i").join(per_op, on="__i", how="left")
+    has_gpu = g.height > 0
+    t = (
+        cc.group_by("name", "dtype", "phase")
+        .agg(pl.len().alias("calls"), (pl.col("flops").sum() / 1e9).alias("gflop"), (pl.col("gpu_ns").sum() / 1e3).alias("device_us"), pl.col("estimated").any())
+        .with_columns(
+            (pl.col("gflop") / pl.col("gflop").sum()).alias("flop_share"),
+            pl.when(pl.col("device_us") > 0).then(pl.col("gflop") / pl.col("device_us") * 1e3).otherwise(None).alias("tflop_per_s_on_device"),
+        )
+        .sort("gflop", descending=True)
+        .with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
+    )
+    if not has_gpu:
+        t = t.with_columns(pl.lit(None, dtype=pl.Float64).alias("device_us"), pl.lit(None, dtype=pl.Float64).alias("tflop_per_s_on_device"))
+    return t.select("rank", "name", "dtype", "phase", "calls", "gflop", "flop_share", "device_us", "tflop_per_s_on_device", "estimated")
+
+
+def _notes(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None, label: str) -> list[str]:
+    notes = []
+    if peaks is None:
+        notes.append(f"rank {trace.rank}: no peak for {label}; MFU left empty (pass --peak-tflops)")
+    if c.height and c["estimated"].any():
+        notes.append(f"rank {trace.rank}: some convolution FLOPs are estimated (no stride/padding recorded: stride 1 assumed)")
+    counted = set(c["name"].unique().to_list()) if c.height else set()
+    names = trace.kind("cpu_op")["name"].cast(pl.String)
+    other = names.filter(names.str.contains(_LIKELY_MATMUL.pattern) & ~names.is_in(list(FORMULAS)) & ~names.str.contains("backward_weight$|Backward|^autograd::"))
+    vc = other.value_counts(sort=True).head(5)
+    if vc.height:
+        items = ", ".join(f"{n} ({k})" for n, k in vc.iter_rows())
+        notes.append(f"rank {trace.rank}: not counted (no shape formula): {items}")
+    if not counted and trace.table("op")["input_dims"].is_null().all():
+        notes.append(f"rank {trace.rank}: no Input Dims (profile with record_shapes=True)")
+    return notes
+
+
+def mfu(
+    run: Run,
+    *,
+    ranks: Sequence[int] | None = None,
+    peak_tflops: float | None = None,
+    model_flops_per_step: float | None = None,
+    allow_tf32: bool = False,
+) -> AnalysisResult:
+    """MFU / HFU and achieved FLOP/s per rank and step, and FLOPs per op (see module doc)."""
+    steps, ops, notes = [], [], []
+    for r in selected(run, ranks):
+        s, o, n = _rank_rows(run[r], model_flops_per_step, peak_tflops, allow_tf32)
+        steps.append(s)
+        if o.height:
+            ops.append(o)
+        notes += n
+    st = pl.concat(steps, how="vertical_relaxed")
+    if st["hfu"].is_null().all():
+        notes.append("no recomputation visible: HFU = MFU (column left empty)")
+    notes.append("FLOPs from input shapes (2 per multiply-add; bias, softmax, masks not counted; causal attention counted in full)")
+    tables = {"steps": st}
+    if ops:
+        tables["ops"] = pl.concat(ops, how="vertical_relaxed")
+    return AnalysisResult(tables, notes)
+
+
+register(
+    AnalysisSpec(
+        name="mfu",
+        func=mfu,
+        help="achieved FLOP/s, MFU and HFU per step from op shapes and a GPU peak table",
+        options=(
+            Option("peak_tflops", float, None, "peak TFLOP/s per GPU for every data type (overrides the table)"),
+            Option("model_flops_per_step", float, None, "model FLOPs per step per rank (overrides the count from shapes)"),
+            Option("allow_tf32", bool, False, "count fp32 matmuls against the TF32 peak", flag=True),
+        ),
+    )
+)
