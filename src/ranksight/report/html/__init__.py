@@ -15,7 +15,9 @@ from ranksight.report.html.build import build_payload
 from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION
 from ranksight.report.html.render import render_html, write_atomic
 
-__all__ = ["build_payload", "render_html", "write_report", "SCHEMA_NAME", "SCHEMA_VERSION"]
+__all__ = ["build_payload", "render_html", "write_report", "read_payload", "SCHEMA_NAME", "SCHEMA_VERSION"]
+
+_DATA_OPEN = '<script type="application/json" id="rs-data">'
 
 
 def write_report(
@@ -25,3 +27,12 @@ def write_report(
     doc = build_payload(run, title=title, inputs=inputs)
     write_atomic(render_html(doc), os.fspath(path))
     return doc
+
+
+def read_payload(html: str) -> dict[str, Any]:
+    """The JSON payload embedded in a report's HTML text."""
+    import json
+
+    start = html.index(_DATA_OPEN) + len(_DATA_OPEN)
+    end = html.index("</script>", start)
+    return json.loads(html[start:end])

@@ -102,8 +102,8 @@
   function legend(fig, names, hidden, redraw) {
     var lg = h("div", { "class": "rs-legend" }, fig);
     names.forEach(function (n, i) {
-      var sp = h("span", { title: "click to show or hide" }, lg);
-      var sw = h("i", null, sp);
+      var sp = h("span", { "class": "rs-key", title: "click to show or hide" }, lg);
+      var sw = h("span", { "class": "rs-sw" }, sp);
       sw.style.background = RS.color(i);
       sp.appendChild(document.createTextNode(clip(n, 60)));
       if (hidden[i]) sp.classList.add("off");
