@@ -528,7 +528,10 @@ impl Part {
     fn id_value(&mut self, raw: Option<&[u8]>, row: u32, is_pid: bool) -> i64 {
         let Some(raw) = raw else { return 0 };
         if let Some(v) = int_text(raw) {
-            return v;
+            // ids are stored as i32: ids outside the plain range keep their text (a synthetic id)
+            if (-(1i64 << 29)..=i32::MAX as i64).contains(&v) {
+                return v;
+            }
         }
         let s = str_of(raw);
         // 2021 traces: "stream 7"
@@ -799,8 +802,8 @@ pub struct Columns {
     pub bad_numbers: usize,
 }
 
-/// Synthetic ids for string pids/tids: far below any real (non-negative or -1) id.
-const SYNTH_BASE: i64 = -(1 << 40);
+/// Synthetic ids for string pids/tids (and ids outside the i32 range): far below any real id.
+const SYNTH_BASE: i64 = -(1 << 30);
 
 impl Columns {
     pub fn new() -> Self {

@@ -59,7 +59,7 @@ def test_core_columns_exact(make_trace):
     assert ev["pid"].to_list()[:9] == [10, 10, 10, 0, 0, 10, 10, 0, 0]
     # string pid/tid become synthetic negative ids, with their names kept
     spans_pid = ev["pid"][9]
-    assert spans_pid < -(1 << 39) and d.id_names[spans_pid] == "Spans"
+    assert spans_pid < -(1 << 29) and d.id_names[spans_pid] == "Spans"
     assert d.meta["customKey"] == {"a": [1, 2]}
     assert d.meta["baseTimeNanoseconds"] == base
 

@@ -21,6 +21,10 @@ DEFAULT_MAX_BYTES = 64 << 30
 #: Kineto's relative timestamps stay below one 7,889,238 s period (~7.9e15 ns); epoch ns are ~1.7e18.
 RELATIVE_TS_LIMIT_NS = 10**17
 
+#: Trace event phases (one byte per event); anything else is "?".
+PHASES = ["X", "B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "R", "c", "V", "v", "?"]
+PHASE_DTYPE = pl.Enum(PHASES)
+
 #: Side tables the decoder produces, keyed by event row.
 TABLES = ("kernel", "transfer", "op", "collective", "memory", "sync", "meta", "flow")
 
@@ -95,7 +99,7 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
             + ")",
             path=p,
         )
-    events = _table(d, "events")
+    events = _table(d, "events").with_columns(pl.col("ph").cast(PHASE_DTYPE))
     spans = _table(d, "spans")
     tables = {name: _table(d, name) for name in TABLES}
     warnings: list[str] = []
