@@ -245,6 +245,8 @@ def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:
 def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree:
     """The operator tree of one trace with the plugin's per-node statistics (module doc)."""
     allnodes = _select_nodes(trace)
+    if allnodes.height == 0:
+        return _empty_tree(trace)
     parent_all, depth_all, kept = _nest(allnodes)
     rows_all = allnodes["row"].to_numpy()
     dropped = rows_all[~kept].tolist()
@@ -353,6 +355,16 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
         pl.when(pl.col("owner_row") >= 0).then(pl.col("owner_row")).otherwise(None).cast(pl.UInt32).alias("owner_row")
     )
     return OpTree(out, runtimes, dropped, rows_all[absorbed].tolist() if n else [])
+
+
+def _empty_tree(trace: Trace) -> OpTree:
+    nodes = pl.DataFrame(schema={
+        "row": pl.UInt32, "tid": pl.Int64, "name": pl.String, "type": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
+        "external_id": pl.Int64, "parent_row": pl.UInt32, "depth": pl.Int64, "host_total_ns": pl.Int64, "host_self_ns": pl.Int64,
+        "device_self_ns": pl.Int64, "device_total_ns": pl.Int64, "tc_self_ns": pl.Int64, "tc_total_ns": pl.Int64, "tc_eligible": pl.Boolean,
+    })  # fmt: skip
+    rts = trace.kind(*LAUNCH_KINDS).select("row", pl.lit(None, pl.UInt32).alias("owner_row"))
+    return OpTree(nodes, rts, [], [])
 
 
 def kernel_owner_names(trace: Trace, tree: OpTree) -> pl.DataFrame:
