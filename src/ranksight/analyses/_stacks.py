@@ -85,7 +85,7 @@ def _nest_positive(ev: pl.DataFrame) -> pl.DataFrame:
     want = opens.select("pos", "thr", (pl.col("depth") - 1).alias("depth"), pl.col("ev").alias("child"))
     j = want.join_asof(
         opens.select("pos", "thr", "depth", pl.col("ev").alias("parent")),
-        on="pos", by=["thr", "depth"], strategy="backward", allow_exact_matches=False,
+        on="pos", by=["thr", "depth"], strategy="backward", allow_exact_matches=False, check_sortedness=False,
     )
     parent_ev = np.full(n, -1, np.int64)
     parent_ev[j["child"].to_numpy()] = j["parent"].fill_null(-1).to_numpy()
@@ -115,7 +115,7 @@ def enclosing(tree: pl.DataFrame, queries: pl.DataFrame) -> pl.Series:
     # at equal starts keep the innermost (shortest, i.e. the last in this order) as the as-of match
     q = queries.select("pid", "tid", "ts_ns", "end_ns").with_row_index("__q").sort(["pid", "tid", "ts_ns"])
     j = q.join_asof(t.select("pid", "tid", "__ts", pl.col("row").alias("__cand")), left_on="ts_ns", right_on="__ts",
-                    by=["pid", "tid"], strategy="backward")
+                    by=["pid", "tid"], strategy="backward", check_sortedness=False)
     cand = j["__cand"].cast(pl.Int64).fill_null(-1).to_numpy()
     q_end = j["end_ns"].to_numpy()
     # dense lookups by row
