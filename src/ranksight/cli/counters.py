@@ -1,0 +1,41 @@
+"""``ranksight counters TRACES -o OUT``: copies of the traces with counter tracks added."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ranksight.cli._common import Command, Context, add_trace_args, load_run
+from ranksight.report.counters import KINDS, write_counters
+
+__all__ = ["COMMAND"]
+
+
+def _add(p: argparse.ArgumentParser) -> None:
+    add_trace_args(p)
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created if missing)")
+    p.add_argument("--counters", default=",".join(KINDS), metavar="LIST",
+                   help="counter families: queue (queue length per stream), bw (memcpy/memset bandwidth per kind)")
+    p.add_argument("--force", action="store_true", help="overwrite existing outputs (never an input)")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    run = load_run(args, ctx)
+    kinds = [k.strip() for k in args.counters.split(",") if k.strip()]
+    os.makedirs(args.out, exist_ok=True)
+    done = write_counters(run, args.out, kinds=kinds, force=args.force)
+    if not ctx.quiet:
+        for rank, path, counts in done:
+            what = ", ".join(f"{n} {k}" for k, n in counts.items())
+            sys.stdout.write(f"rank {rank}: {path} ({what} counter events)\n")
+    return 0
+
+
+COMMAND = Command(
+    "counters",
+    "write each rank's trace with counter tracks (queue length per stream, memcpy bandwidth) for Perfetto",
+    _add,
+    _run,
+    order=62,
+)
