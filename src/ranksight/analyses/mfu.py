@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._gpu import step_windows as gpu_step_windows
 from ranksight.analyses._flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
 from ranksight.analyses._nesting import innermost_enclosing, parent_spans
 from ranksight.analyses._peaks import dtype_of, lookup, peak_for
@@ -142,16 +143,11 @@ def _phase(trace: Trace, outer: pl.DataFrame) -> pl.DataFrame:
 
 
 def step_windows(trace: Trace) -> pl.DataFrame:
-    """``step, start_ns, end_ns, incomplete``: ProfilerSteps extended to their GPU work and made
-    contiguous, as the TB plugin does (a loop over steps)."""
-    st = trace.steps.sort("start_ns")
-    rows, prev = [], None
-    for s, a, b, ge, inc in st.select("step", "start_ns", "end_ns", "gpu_end_ns", "incomplete").iter_rows():
-        start = a if prev is None else max(a, prev)
-        end = max(b, ge) if ge is not None else max(b, start)
-        rows.append((s, start, end, inc))
-        prev = end
-    return pl.DataFrame(rows, schema={"step": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64, "incomplete": pl.Boolean}, orient="row")
+    """``step, start_ns, end_ns, incomplete``: the device-extended contiguous ProfilerStep windows
+    of :func:`ranksight.analyses._gpu.step_windows`, with the step's ``incomplete`` flag."""
+    w = gpu_step_windows(trace)
+    inc = trace.steps.select("step", "incomplete")
+    return w.join(inc, on="step", how="left").with_columns(pl.col("step").cast(pl.Int32), pl.col("incomplete").fill_null(False))
 
 
 def rank_peak(trace: Trace, *, peak_tflops: float | None = None, allow_tf32: bool = False) -> tuple[dict[str, float] | None, str]:

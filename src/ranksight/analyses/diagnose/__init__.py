@@ -1,0 +1,154 @@
+"""``diagnose``: rules that turn the analyses into findings, each with evidence and a fix to try.
+
+A :class:`Finding` says which rule fired, how bad it is (``severity`` ``high`` / ``medium`` /
+``low`` and ``impact``, the share of step or GPU time at stake, 0–1), which ranks, a one-line
+``summary`` with the numbers, the ``evidence`` (numbers, steps, ranks, ops or kernels, time
+ranges) and the ``fixes`` to try. Findings are sorted worst first: by severity, then impact.
+
+The rules and their exact triggers are in :mod:`ranksight.analyses.diagnose._rules` and
+``docs/diagnose.md``; each rule reads registered analyses (``overview``, ``gpu-metrics``,
+``overlap``, ``queue``, ``memory``, ``ops``, ``stragglers``) through a shared cache so each
+analysis runs at most once. The JSON document (:func:`to_json`) has a versioned schema,
+:data:`SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register, selected
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+
+__all__ = ["Finding", "Context", "diagnose", "findings", "to_json", "SCHEMA", "SCHEMA_VERSION", "SEVERITIES"]
+
+SCHEMA = "ranksight.diagnose"
+#: Bumped when a field is removed or changes meaning; adding fields or rules keeps the version.
+SCHEMA_VERSION = 1
+SEVERITIES = ("high", "medium", "low")
+
+
+@dataclass
+class Finding:
+    """One diagnosed problem."""
+
+    rule: str
+    title: str
+    severity: str
+    impact: float
+    ranks: list[int]
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fixes: list[str] = field(default_factory=list)
+
+    def sort_key(self) -> tuple[int, float, str]:
+        return (SEVERITIES.index(self.severity), -self.impact, self.rule)
+
+
+class Context:
+    """What the rules share: the run, the selected ranks, and a cache of analysis results."""
+
+    def __init__(self, run: Run, ranks: Sequence[int] | None = None) -> None:
+        self.run = run
+        self.ranks = selected(run, ranks)
+        self._cache: dict[tuple[str, tuple[tuple[str, Any], ...]], AnalysisResult | None] = {}
+        self.notes: list[str] = []
+
+    def result(self, name: str, **options: Any) -> AnalysisResult | None:
+        """A registered analysis' result on the selected ranks; None when the traces lack its data."""
+        from ranksight.analyses import run_analysis
+        from ranksight.errors import MissingDataError
+
+        key = (name, tuple(sorted(options.items())))
+        if key not in self._cache:
+            try:
+                self._cache[key] = run_analysis(name, self.run, ranks=self.ranks, **options)
+            except MissingDataError:
+                self._cache[key] = None
+        return self._cache[key]
+
+    def has_gpu(self, rank: int) -> bool:
+        return self.run[rank].gpu_events.height > 0
+
+
+def findings(run: Run, *, ranks: Sequence[int] | None = None) -> tuple[list[Finding], list[str], list[str]]:
+    """All findings (worst first), the rules that ran, and notes."""
+    from ranksight.analyses.diagnose._rules import RULES
+
+    ctx = Context(run, ranks)
+    out: list[Finding] = []
+    for rule in RULES:
+        out.extend(_merge(rule(ctx)))
+    return sorted(out, key=Finding.sort_key), [r.__name__.removeprefix("rule_").replace("_", "-") for r in RULES], ctx.notes
+
+
+def _merge(found: list[Finding]) -> list[Finding]:
+    """One finding per rule: the worst rank's finding, with every rank and each rank's summary."""
+    if len(found) <= 1:
+        return found
+    found = sorted(found, key=Finding.sort_key)
+    head = found[0]
+    ranks = sorted({r for f in found for r in f.ranks})
+    head.summary += f" ({len(found) - 1} more finding(s) on ranks {', '.join(str(r) for f in found[1:] for r in f.ranks)})"
+    head.evidence = {**head.evidence, "by_rank": {",".join(map(str, f.ranks)): f.summary for f in found[1:]}}
+    head.ranks = ranks
+    return [head]
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float):
+        return None if v != v or v in (float("inf"), float("-inf")) else round(v, 6)
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def to_json(run: Run, found: list[Finding], rules: list[str], notes: list[str]) -> str:
+    """The versioned JSON document (see ``docs/diagnose.md``)."""
+    from ranksight import __version__
+
+    doc = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "ranksight_version": __version__,
+        "traces": [{"rank": t.rank, "path": t.path} for t in run],
+        "rules": rules,
+        "findings": [_jsonable(asdict(f)) for f in found],
+        "notes": notes,
+    }
+    return json.dumps(doc, indent=1, default=str)
+
+
+def _table(found: list[Finding]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "severity": [f.severity for f in found],
+            "rule": [f.rule for f in found],
+            "impact": [f.impact for f in found],
+            "ranks": [",".join(map(str, f.ranks)) for f in found],
+            "summary": [f.summary for f in found],
+            "fix": [f.fixes[0] if f.fixes else "" for f in found],
+        },
+        schema={"severity": pl.String, "rule": pl.String, "impact": pl.Float64, "ranks": pl.String, "summary": pl.String, "fix": pl.String},
+    )
+
+
+def diagnose(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
+    """Findings as a table (worst first); ``ranksight diagnose`` prints them in full."""
+    found, rules, notes = findings(run, ranks=ranks)
+    if not found:
+        notes = [f"no finding (rules run: {', '.join(rules)})", *notes]
+    return AnalysisResult({"findings": _table(found)}, notes)
+
+
+Rule = Callable[[Context], list[Finding]]
+
+register(AnalysisSpec(name="diagnose", func=diagnose, help="findings with evidence and fixes, worst first (see ranksight diagnose)"))

@@ -1,0 +1,526 @@
+"""The diagnose rules. Each is ``rule_<id>(ctx) -> list[Finding]``; thresholds are module
+constants, documented with their source in ``docs/diagnose.md``.
+
+Shares are of the **mean step time** of the ``overview`` analysis (device-extended ProfilerSteps)
+unless a rule says otherwise; GPU rules skip ranks without GPU work.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._intervals import union_length
+from ranksight.analyses.diagnose import Context, Finding
+from ranksight.model.kinds import LAUNCH_KINDS
+
+__all__ = ["RULES"]
+
+# thresholds (0–1 shares unless named otherwise)
+DATALOADER_SHARE = 0.05  # TB plugin rule 1
+LOW_UTILIZATION_PCT = 50.0  # TB plugin rule 5
+TINY_KERNEL_US = 10.0
+LAUNCH_BOUND_MEDIAN_US = 10.0
+LAUNCH_BOUND_UTIL_PCT = 70.0
+LAUNCH_BOUND_MIN_KERNELS = 100
+EXPOSED_COMM_SHARE = 0.10  # TB plugin rule 4 (on communication share)
+SYNC_BLOCKED_SHARE = 0.01
+PAGEABLE_MIN_BYTES = 1 << 20
+TC_ELIGIBLE_SHARE = 0.20
+TC_LOW_PCT = 20.0
+MEMORY_NEAR_CAPACITY_PCT = 90.0  # TB plugin rule 7
+FRAGMENTATION_AT_PEAK = 0.25
+FRAGMENTATION_MIN_UNUSED_BYTES = 1 << 30
+QUEUE_BLOCKED_SHARE = 0.01
+IMBALANCE = 0.10
+
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
+SYNC_API_RE = re.compile(r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize$|^(cuda|hip)Memcpy(2D|3D)?$|^cuCtxSynchronize$|^cuStreamSynchronize$")
+DTOH_RE = re.compile(r"DtoH|Device -> (Pageable|Pinned)")
+
+
+def _sev(x: float, high: float, medium: float) -> str:
+    return "high" if x >= high else "medium" if x >= medium else "low"
+
+
+def _r(x: float, n: int = 2) -> float:
+    return round(float(x), n)
+
+
+def _mean_steps(ctx: Context) -> pl.DataFrame | None:
+    ov = ctx.result("overview")
+    return None if ov is None or ov["steps"].height == 0 else ov["steps"]
+
+
+# ---- 1. DataLoader -----------------------------------------------------------------------------
+
+
+def _loader_names(ctx: Context, rank: int) -> list[str]:
+    ev = ctx.run[rank].kind("cpu_op", "user_annotation")
+    n = ev["name"].cast(pl.String)
+    return n.filter(n.str.starts_with("enumerate(DataLoader)") | n.str.starts_with("enumerate(DataPipe)")).unique().sort().to_list()
+
+
+def rule_dataloader_bound(ctx: Context) -> list[Finding]:
+    """Mean DataLoader time / mean step time > 5 % (the TB plugin's rule, on ``overview``)."""
+    st = _mean_steps(ctx)
+    if st is None:
+        return []
+    per = st.group_by("rank").agg(pl.col("dataloader_us").mean().alias("dl"), pl.col("total_us").mean().alias("tot")).with_columns(
+        (pl.col("dl") / pl.col("tot")).alias("share")
+    ).filter(pl.col("share") > DATALOADER_SHARE).sort("share", descending=True)
+    if per.height == 0:
+        return []
+    worst = int(per["rank"][0])
+    share = float(per["share"][0])
+    steps = st.filter(pl.col("rank") == worst).with_columns((pl.col("dataloader_us") / pl.col("total_us")).alias("s"))
+    ws = steps.sort("s", descending=True).row(0, named=True)
+    names = _loader_names(ctx, worst)
+    single = any("_SingleProcessDataLoaderIter" in n for n in names)
+    return [Finding(
+        rule="dataloader-bound", title="Steps wait for the DataLoader", severity=_sev(share, 0.25, 0.10), impact=_r(share, 4),
+        ranks=sorted(int(r) for r in per["rank"]),
+        summary=f"{100 * share:.1f}% of the step time is in DataLoader (rank {worst}, mean {float(per['dl'][0]) / 1e3:.1f} ms of {float(per['tot'][0]) / 1e3:.1f} ms per step)"
+        + ("; single-process loading (num_workers=0)" if single else ""),
+        evidence={
+            "dataloader_share_by_rank": {str(r): _r(100 * s) for r, s in per.select("rank", "share").iter_rows()},
+            "dataloader_share_by_step_pct": {str(s): _r(100 * v) for s, v in steps.select("step", "s").iter_rows()},
+            "mean_dataloader_us": _r(float(per["dl"][0])), "mean_step_us": _r(float(per["tot"][0])),
+            "worst_step": int(ws["step"]), "worst_step_dataloader_us": _r(ws["dataloader_us"]),
+            "iterators": names, "threshold_pct": 100 * DATALOADER_SHARE, "definition": "overview: DataLoader role / step time",
+        },
+        fixes=[
+            "DataLoader(num_workers=N) with N > 0 (start with the number of CPU cores per GPU)" if single else "raise DataLoader num_workers",
+            "pin_memory=True and tensor.to(device, non_blocking=True)",
+            "persistent_workers=True (no worker restart per epoch) and a larger prefetch_factor",
+            "move decoding/augmentation off the critical path (pre-process offline, GPU augmentation)",
+        ],
+    )]
+
+
+# ---- 2./3. GPU utilization and launch-bound ---------------------------------------------------
+
+
+def _kernel_stats(ctx: Context, rank: int) -> dict[str, float]:
+    k = ctx.run[rank].kind("kernel").filter(pl.col("dur_ns").is_not_null() & pl.col("step").is_not_null())
+    if k.height == 0:
+        return {}
+    d = k["dur_ns"].to_numpy() / 1e3
+    steps = max(int(k["step"].n_unique()), 1)
+    return {"kernels_per_step": k.height / steps, "median_kernel_us": float(np.median(d)), "tiny_share": float((d < TINY_KERNEL_US).mean())}
+
+
+def _top_tiny(ctx: Context, rank: int, n: int = 3) -> list[str]:
+    k = ctx.run[rank].kind("kernel").filter(pl.col("dur_ns") < TINY_KERNEL_US * 1e3)
+    return k["name"].cast(pl.String).value_counts(sort=True).head(n)["name"].to_list()
+
+
+def rule_launch_bound(ctx: Context) -> list[Finding]:
+    """Many tiny kernels and an idle GPU: ≥ 100 kernels in steps, median kernel < 10 µs, and GPU
+    busy < 70 % of the step window minus the DataLoader time (``gpu-metrics`` busy_us /
+    (window_us − ``overview`` DataLoader time)): idle time spent loading data is the DataLoader
+    rule's, not launch overhead."""
+    gm, st = ctx.result("gpu-metrics"), _mean_steps(ctx)
+    if gm is None or gm["overall"].height == 0:
+        return []
+    dl = st.group_by("rank").agg(pl.col("dataloader_us").sum()) if st is not None else pl.DataFrame({"rank": [], "dataloader_us": []})
+    out = []
+    for row in gm["overall"].iter_rows(named=True):
+        r = int(row["rank"])
+        ks = _kernel_stats(ctx, r)
+        if not ks or row["utilization_pct"] is None or ks["median_kernel_us"] >= LAUNCH_BOUND_MEDIAN_US:
+            continue
+        wait_dl = dl.filter(pl.col("rank") == r)["dataloader_us"].sum() if dl.height else 0.0
+        util = 100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)  # idle spent loading data is not launch overhead
+        nk = ctx.run[r].kind("kernel").filter(pl.col("step").is_not_null()).height
+        if nk < LAUNCH_BOUND_MIN_KERNELS or util >= LAUNCH_BOUND_UTIL_PCT:
+            continue
+        idle = 1 - util / 100
+        launch_us = ctx.run[r].kind(*LAUNCH_KINDS).filter(pl.col("gpu_count") > 0 & pl.col("step").is_not_null())["dur_ns"].sum() / 1e3
+        out.append(Finding(
+            rule="launch-bound", title="Launch-bound: many tiny kernels, idle GPU", severity=_sev(idle, 0.7, 0.5), impact=_r(idle * ks["tiny_share"], 4),
+            ranks=[r],
+            summary=f"rank {r}: median kernel {ks['median_kernel_us']:.1f} µs, {100 * ks['tiny_share']:.0f}% of kernels < {TINY_KERNEL_US:g} µs, GPU busy {util:.1f}% of the steps",
+            evidence={
+                "device": row["device"], "busy_pct_outside_dataloader": _r(util), "utilization_pct": _r(row["utilization_pct"]), "kernels_per_step": _r(ks["kernels_per_step"], 1),
+                "median_kernel_us": _r(ks["median_kernel_us"]), "tiny_kernel_share_pct": _r(100 * ks["tiny_share"]),
+                "launch_call_us_in_steps": _r(launch_us), "top_tiny_kernels": _top_tiny(ctx, r),
+            },
+            fixes=[
+                "capture the step in CUDA graphs (torch.cuda.graphs / torch.compile(mode='reduce-overhead'))",
+                "fuse small ops with torch.compile",
+                "raise the batch size so each kernel does more work",
+                "use fused optimizers (foreach=True / fused=True)",
+            ],
+        ))
+    return out
+
+
+def rule_low_gpu_utilization(ctx: Context) -> list[Finding]:
+    """GPU utilization (``gpu-metrics``: kernel time over the step window) < 50 % (TB plugin rule 5)."""
+    gm = ctx.result("gpu-metrics")
+    if gm is None or gm["overall"].height == 0:
+        return []
+    low = gm["overall"].filter(pl.col("utilization_pct") < LOW_UTILIZATION_PCT).sort("utilization_pct")
+    if low.height == 0:
+        return []
+    worst = low.row(0, named=True)
+    util = float(worst["utilization_pct"])
+    ps = gm["per_step"].filter((pl.col("rank") == worst["rank"]) & (pl.col("device") == worst["device"])).sort("utilization_pct")
+    return [Finding(
+        rule="low-gpu-utilization", title="GPU idle for much of the step", severity=_sev(1 - util / 100, 0.75, 0.6), impact=_r(1 - util / 100, 4),
+        ranks=sorted({int(r) for r in low["rank"]}),
+        summary=f"GPU busy {util:.1f}% of the step window (rank {worst['rank']}, device {worst['device']}; threshold {LOW_UTILIZATION_PCT:g}%)",
+        evidence={
+            "utilization_pct_by_rank_device": {f"{r}/{d}": _r(u) for r, d, u in low.select("rank", "device", "utilization_pct").iter_rows()},
+            "lowest_steps": {str(s): _r(u) for s, u in ps.select("step", "utilization_pct").head(5).iter_rows()},
+            "window_us": _r(worst["window_us"]), "busy_us": _r(worst["busy_us"]), "definition": "gpu-metrics utilization_pct",
+        },
+        fixes=[
+            "look at the other findings for where the GPU waits (data loading, synchronisation, launches, communication)",
+            "raise the batch size (or micro-batch) to give the GPU more work per step",
+            "overlap host work with GPU work (non_blocking copies, prefetching the next batch)",
+        ],
+    )]
+
+
+# ---- 4. exposed communication -----------------------------------------------------------------
+
+
+def rule_exposed_communication(ctx: Context) -> list[Finding]:
+    """Communication not hidden by computation (``overlap``: exposed_comm_us) > 10 % of the GPU
+    span (``temporal``: kernel_time_us)."""
+    ov, tp = ctx.result("overlap"), ctx.result("temporal")
+    if ov is None or tp is None or ov["overlap"].height == 0:
+        return []
+    j = ov["overlap"].join(tp["temporal"].select("rank", "kernel_time_us"), on="rank").with_columns(
+        (pl.col("exposed_comm_us") / pl.col("kernel_time_us")).alias("share")
+    ).filter(pl.col("share") >= EXPOSED_COMM_SHARE).sort("share", descending=True)
+    if j.height == 0:
+        return []
+    w = j.row(0, named=True)
+    share = float(w["share"])
+    comm = ctx.run[int(w["rank"])].kind("kernel").filter(pl.col("kernel_class") == "COMMUNICATION")
+    top = comm.group_by(pl.col("name").cast(pl.String)).agg((pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True).head(3)
+    return [Finding(
+        rule="exposed-communication", title="Communication not overlapped with compute", severity=_sev(share, 0.3, 0.15), impact=_r(share, 4),
+        ranks=sorted(int(r) for r in j["rank"]),
+        summary=f"{100 * share:.1f}% of the GPU time is communication with no compute under it (rank {w['rank']}: {w['exposed_comm_us'] / 1e3:.1f} ms exposed of {w['comm_us'] / 1e3:.1f} ms)",
+        evidence={
+            "exposed_share_pct_by_rank": {str(r): _r(100 * s) for r, s in j.select("rank", "share").iter_rows()},
+            "exposed_comm_us": _r(w["exposed_comm_us"]), "comm_us": _r(w["comm_us"]), "overlap_pct": _r(w["comp_comm_overlap_pctg"] or 0),
+            "top_comm_kernels_us": {n: _r(u) for n, u in top.iter_rows()},
+        },
+        fixes=[
+            "DDP: tune bucket_cap_mb, gradient_as_bucket_view=True, static_graph=True so all-reduces start during backward",
+            "FSDP: backward_prefetch=BACKWARD_PRE, forward_prefetch=True, limit_all_gathers; FSDP2: reshard_after_forward",
+            "accumulate gradients over micro-batches with no_sync() to all-reduce less often",
+            "check the interconnect (NCCL_DEBUG=INFO: algorithm, transport) if transfers themselves are slow",
+        ],
+    )]
+
+
+# ---- 5. host-device synchronisation -----------------------------------------------------------
+
+
+def _syncs(ctx: Context, rank: int) -> pl.DataFrame:
+    t = ctx.run[rank]
+    n = pl.col("name").cast(pl.String)
+    ev = t.events.filter(
+        pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null()
+        & (((pl.col("kind") == "cpu_op") & n.is_in(list(SYNC_OPS))) | (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(SYNC_API_RE.pattern)))
+    )
+    return ev.select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name"))
+
+
+def rule_host_device_sync(ctx: Context) -> list[Finding]:
+    """Host-device synchronisations inside steps (``aten::item``, ``_local_scalar_dense``,
+    ``cudaStreamSynchronize``/``DeviceSynchronize``/``EventSynchronize``, synchronous
+    ``cudaMemcpy``) whose blocked time (union of their spans) is ≥ 1 % of the step time."""
+    from ranksight.analyses.memory import attach_ops
+
+    st = _mean_steps(ctx)
+    out = []
+    for r in ctx.ranks:
+        if not ctx.has_gpu(r) or st is None:
+            continue
+        s = _syncs(ctx, r)
+        steps = st.filter(pl.col("rank") == r)
+        if s.height == 0 or steps.height == 0:
+            continue
+        blocked = union_length(s["ts_ns"].to_numpy(), s["end_ns"].to_numpy())
+        total = float(steps["total_us"].sum()) * 1e3
+        share = blocked / total if total else 0.0
+        if share < SYNC_BLOCKED_SHARE:
+            continue
+        by_name = s.group_by("name").agg(pl.len().alias("n"), (pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True)
+        callers = attach_ops(ctx.run[r], s.filter(~pl.col("name").is_in(list(SYNC_OPS))))
+        top_callers = callers["op"].drop_nulls().value_counts(sort=True).head(3)
+        longest = s.sort("dur_ns", descending=True).row(0, named=True)
+        t0 = ctx.run[r].span_ns[0] if ctx.run[r].span_ns else 0
+        dtoh = ctx.run[r].kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern) & pl.col("step").is_not_null()).height
+        out.append(Finding(
+            rule="host-device-sync", title="The CPU waits for the GPU inside steps", severity=_sev(share, 0.10, 0.03), impact=_r(share, 4), ranks=[r],
+            summary=f"rank {r}: {s.height} synchronisations in {steps.height} steps block the CPU for {100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
+            evidence={
+                "by_name": {n: {"count": int(k), "us": _r(u)} for n, k, u in by_name.iter_rows()},
+                "per_step_count": {str(k): int(v) for k, v in s.group_by("step").len().sort("step").iter_rows()},
+                "blocked_us": _r(blocked / 1e3), "dtoh_copies_in_steps": dtoh,
+                "callers": {str(n): int(k) for n, k in top_callers.iter_rows()},
+                "longest": {"name": longest["name"], "step": longest["step"], "dur_us": _r(longest["dur_ns"] / 1e3),
+                            "at_ms": _r((longest["ts_ns"] - t0) / 1e6, 3)},
+            },
+            fixes=[
+                "avoid .item(), .cpu(), .tolist(), print(tensor) and Python control flow on GPU values inside the step; keep metrics on the GPU and read them every N steps",
+                "use non_blocking=True copies and CUDA events instead of torch.cuda.synchronize()",
+                "find the call sites with torch.cuda.set_sync_debug_mode('warn')",
+            ],
+        ))
+    return out
+
+
+# ---- 6. pageable copies -----------------------------------------------------------------------
+
+
+def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
+    """Host-device copies from or to pageable host memory (``Memcpy HtoD (Pageable -> Device)``),
+    at least 1 MiB in total: such copies are synchronous and slower than from pinned memory."""
+    from ranksight.analyses.memory import attach_ops
+
+    st = _mean_steps(ctx)
+    out = []
+    for r in ctx.ranks:
+        t = ctx.run[r]
+        m = t.with_args(t.kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains("Pageable")), "transfer")
+        if m.height == 0 or (m["bytes"].fill_null(0).sum() < PAGEABLE_MIN_BYTES):
+            continue
+        us = float(m["dur_ns"].sum()) / 1e3
+        total_us = float(st.filter(pl.col("rank") == r)["total_us"].sum()) if st is not None else 0.0
+        share = us / total_us if total_us else 0.0
+        launches = t.events.filter(pl.col("row").is_in(m["launch_row"].drop_nulls())).select("tid", "ts_ns")
+        ops = attach_ops(t, launches)["op"].drop_nulls().value_counts(sort=True).head(3)
+        out.append(Finding(
+            rule="pageable-memcpy", title="Copies from pageable host memory", severity=_sev(share, 0.05, 0.01), impact=_r(share, 4), ranks=[r],
+            summary=f"rank {r}: {m.height} copies of {m['bytes'].sum() / 2**20:.1f} MiB use pageable host memory ({us / 1e3:.2f} ms, {100 * share:.2f}% of step time)",
+            evidence={
+                "copies": m.height, "bytes": int(m["bytes"].sum()), "time_us": _r(us),
+                "kinds": {n: int(k) for n, k in m["name"].cast(pl.String).value_counts(sort=True).iter_rows()},
+                "launching_ops": {str(n): int(k) for n, k in ops.iter_rows()},
+                "steps": sorted(int(s) for s in m["step"].drop_nulls().unique()),
+            },
+            fixes=[
+                "DataLoader(pin_memory=True), or tensor.pin_memory() for tensors you copy repeatedly",
+                "copy with tensor.to(device, non_blocking=True) from pinned memory so the copy overlaps compute",
+            ],
+        ))
+    return out
+
+
+# ---- 7. Tensor Cores --------------------------------------------------------------------------
+
+
+def _has_matrix_units(ctx: Context, rank: int) -> bool:
+    meta = ctx.run[rank].meta
+    for d in meta.devices_used or []:
+        p = meta.device(d) or {}
+        name = str(p.get("name", ""))
+        major = p.get("computeMajor")
+        if meta.gpu_vendor == "AMD":
+            return bool(re.search(r"MI[1-9]", name)) or major == 9
+        if isinstance(major, int) and major >= 7:
+            return True
+    return False
+
+
+def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
+    """Tensor-Core-eligible ops (``ops``: tc_eligible) take ≥ 20 % of the ops' device time while
+    < 20 % of kernel time runs on Tensor Cores (``gpu-metrics`` tensor_core_pct); only on GPUs
+    with tensor / matrix cores (NVIDIA compute capability ≥ 7, AMD Instinct), and not when most
+    counted matmul FLOPs (``mfu``) are already in a reduced-precision type."""
+    gm, ops = ctx.result("gpu-metrics"), ctx.result("ops")
+    if gm is None or ops is None:
+        return []
+    out = []
+    for r in ctx.ranks:
+        o = ops["ops"].filter(pl.col("rank") == r)
+        g = gm["overall"].filter(pl.col("rank") == r)
+        if o.height == 0 or g.height == 0 or not _has_matrix_units(ctx, r):
+            continue
+        tc = g["tensor_core_pct"].drop_nulls()
+        dev = float(o["device_self_us"].sum())
+        if tc.len() == 0 or dev <= 0:
+            continue
+        tc_pct = float(tc.max())  # type: ignore[arg-type]
+        elig = o.filter(pl.col("tc_eligible"))
+        share = float(elig["device_self_us"].sum()) / dev
+        if share < TC_ELIGIBLE_SHARE or tc_pct >= TC_LOW_PCT:
+            continue
+        dtypes = _flop_dtypes(ctx, r)
+        if dtypes and sum(v for k, v in dtypes.items() if k in ("fp32", "fp64")) < 50:
+            continue  # the matmuls already run in reduced precision: kernel names, not the model, are unrecognised
+        top = elig.sort("device_self_us", descending=True).head(3)
+        out.append(Finding(
+            rule="low-tensor-core-use", title="Matrix work does not use Tensor Cores", severity="high" if share >= 0.5 else "medium", impact=_r(share * (1 - tc_pct / 100), 4),
+            ranks=[r],
+            summary=f"rank {r}: Tensor-Core-eligible ops take {100 * share:.0f}% of device time but only {tc_pct:.1f}% of kernel time runs on Tensor Cores"
+            + (f" (FLOPs by type: {', '.join(f'{k} {v:.0f}%' for k, v in dtypes.items())})" if dtypes else ""),
+            evidence={
+                "tensor_core_pct": _r(tc_pct), "eligible_share_pct": _r(100 * share),
+                "top_eligible_ops_device_us": {n: _r(u) for n, u in top.select("name", "device_self_us").iter_rows()},
+                "flop_share_by_dtype_pct": dtypes, "gpu": str((ctx.run[r].meta.device((ctx.run[r].meta.devices_used or [0])[0]) or {}).get("name", "")),
+            },
+            fixes=[
+                "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 with a GradScaler)",
+                "for FP32 models: torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
+                "convolutions: channels_last memory format; keep channel and matrix dimensions multiples of 8",
+            ],
+        ))
+    return out
+
+
+def _flop_dtypes(ctx: Context, rank: int) -> dict[str, float]:
+    from ranksight.analyses.mfu import counted_ops
+
+    c = counted_ops(ctx.run[rank])
+    if c.height == 0:
+        return {}
+    g = c.group_by(pl.col("dtype").fill_null("?")).agg(pl.col("flops").sum()).with_columns((100 * pl.col("flops") / pl.col("flops").sum()).alias("p"))
+    return {d: _r(p, 1) for d, p in g.sort("p", descending=True).select("dtype", "p").iter_rows()}
+
+
+# ---- 8./9. memory -----------------------------------------------------------------------------
+
+
+def _gpu_peaks(ctx: Context) -> pl.DataFrame | None:
+    m = ctx.result("memory", points=0, top=1)
+    if m is None or "peaks" not in m.tables:
+        return None
+    p = m["peaks"].filter(pl.col("device") != "cpu")
+    return p if p.height else None
+
+
+def rule_memory_near_capacity(ctx: Context) -> list[Finding]:
+    """Peak reserved (or allocated) GPU memory ≥ 90 % of ``totalGlobalMem`` (TB plugin rule 7)."""
+    p = _gpu_peaks(ctx)
+    if p is None:
+        return []
+    p = p.with_columns(pl.max_horizontal("peak_pct_of_capacity", "peak_reserved_pct_of_capacity").alias("pct")).filter(pl.col("pct") >= MEMORY_NEAR_CAPACITY_PCT)
+    out = []
+    for row in p.iter_rows(named=True):
+        pct = float(row["pct"])
+        out.append(Finding(
+            rule="memory-near-capacity", title="GPU memory close to full", severity="high" if pct >= 95 else "medium", impact=_r(pct / 100, 4), ranks=[int(row["rank"])],
+            summary=f"rank {row['rank']} {row['device']}: peak {pct:.1f}% of {row['capacity_bytes'] / 2**30:.1f} GiB (allocated {row['peak_allocated_bytes'] / 2**30:.2f} GiB at step {row['peak_step']}, in {row['peak_op']})",
+            evidence={k: row[k] for k in ("device", "peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes", "peak_step", "peak_op", "peak_time_ms")},
+            fixes=[
+                "activation checkpointing (torch.utils.checkpoint) on the largest blocks",
+                "mixed precision (bf16) halves activation memory; smaller micro-batch with gradient accumulation",
+                "shard parameters / optimizer state (FSDP, ZeRO); optimizer.zero_grad(set_to_none=True)",
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True if reserved is well above allocated",
+            ],
+        ))
+    return out
+
+
+def rule_memory_fragmentation(ctx: Context) -> list[Finding]:
+    """At the allocated peak, ≥ 25 % of the reserved GPU memory is unused (``memory``:
+    fragmentation_at_peak) and the unused part reaches ≥ 1 GiB."""
+    p = _gpu_peaks(ctx)
+    if p is None:
+        return []
+    p = p.filter((pl.col("fragmentation_at_peak") >= FRAGMENTATION_AT_PEAK) & (pl.col("max_unused_reserved_bytes") >= FRAGMENTATION_MIN_UNUSED_BYTES))
+    out = []
+    for row in p.iter_rows(named=True):
+        f = float(row["fragmentation_at_peak"])
+        res_pct = row["peak_reserved_pct_of_capacity"] or 0.0
+        out.append(Finding(
+            rule="memory-fragmentation", title="Caching allocator holds much unused memory", severity="medium" if res_pct >= 50 else "low", impact=_r(f * res_pct / 100, 4),
+            ranks=[int(row["rank"])],
+            summary=f"rank {row['rank']} {row['device']}: at the allocated peak {100 * f:.0f}% of reserved memory is unused (up to {row['max_unused_reserved_bytes'] / 2**30:.2f} GiB reserved but not allocated)",
+            evidence={k: row[k] for k in ("device", "peak_allocated_bytes", "peak_reserved_bytes", "fragmentation_at_peak", "max_unused_reserved_bytes", "mean_fragmentation", "capacity_bytes")},
+            fixes=[
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of fragmenting)",
+                "avoid tensors whose sizes change every step (pad to a few fixed shapes / buckets)",
+                "torch.cuda.memory._record_memory_history() and the memory_viz snapshot to see which blocks fragment",
+            ],
+        ))
+    return out
+
+
+# ---- 10. launch queue -------------------------------------------------------------------------
+
+
+def rule_full_launch_queue(ctx: Context) -> list[Finding]:
+    """A stream's launch queue full (``queue``: ≥ 1024 queued launches) for ≥ 1 % of the trace:
+    the CPU blocks inside launch calls until the GPU drains the queue."""
+    q = ctx.result("queue")
+    if q is None or q["blocked"].height == 0:
+        return []
+    b = q["blocked"].filter(pl.col("relative_duration_at_max_queue_length") >= QUEUE_BLOCKED_SHARE).sort("relative_duration_at_max_queue_length", descending=True)
+    out = []
+    for row in b.iter_rows(named=True):
+        share = float(row["relative_duration_at_max_queue_length"])
+        out.append(Finding(
+            rule="full-launch-queue", title="Launch queue full: the CPU blocks on the GPU", severity=_sev(share, 0.5, 0.25), impact=_r(share, 4), ranks=[int(row["rank"])],
+            summary=f"rank {row['rank']} stream {row['stream']}: launch queue full for {100 * share:.1f}% of the trace ({row['duration_at_max_queue_length_us'] / 1e3:.1f} ms)",
+            evidence=dict(row),
+            fixes=[
+                "the GPU is the bottleneck here: cut GPU work (fusion with torch.compile, fewer and larger kernels, CUDA graphs)",
+                "host work queued behind the blocked launches (data loading, logging) is delayed: move it to other threads/processes",
+            ],
+        ))
+    return out
+
+
+# ---- 11. load imbalance -----------------------------------------------------------------------
+
+
+def rule_load_imbalance(ctx: Context) -> list[Finding]:
+    """Across ranks, the busiest rank's mean work per step exceeds the median rank's by ≥ 10 %;
+    work = kernel + memcpy + memset time (``overview``), or CPU Exec time on CPU-only traces."""
+    st = _mean_steps(ctx)
+    if st is None or st["rank"].n_unique() < 2:
+        return []
+    gpu = any(ctx.has_gpu(r) for r in ctx.ranks)
+    work = (pl.col("kernel_us") + pl.col("memcpy_us") + pl.col("memset_us")) if gpu else pl.col("cpu_exec_us")
+    per = st.group_by("rank").agg(work.mean().alias("work"), pl.col("total_us").mean().alias("step")).sort("rank")
+    med = float(per["work"].median())  # type: ignore[arg-type]
+    top = per.sort("work", descending=True).row(0, named=True)
+    if med <= 0:
+        return []
+    imb = float(top["work"]) / med - 1
+    if imb < IMBALANCE:
+        return []
+    low = per.sort("work").row(0, named=True)
+    impact = (float(top["work"]) - med) / float(per["step"].mean())  # type: ignore[arg-type]
+    return [Finding(
+        rule="load-imbalance", title="Ranks do unequal work", severity=_sev(imb, 0.3, 0.15), impact=_r(min(impact, 1.0), 4), ranks=[int(top["rank"])],
+        summary=f"rank {top['rank']} does {100 * imb:.0f}% more {'GPU' if gpu else 'CPU'} work per step than the median rank ({top['work'] / 1e3:.1f} vs {med / 1e3:.1f} ms); the others wait for it at collectives",
+        evidence={
+            "work_us_by_rank": {str(r): _r(w) for r, w in per.select("rank", "work").iter_rows()},
+            "slowest_rank": int(top["rank"]), "fastest_rank": int(low["rank"]), "median_work_us": _r(med),
+            "definition": "mean over steps of kernel+memcpy+memset time" if gpu else "mean over steps of CPU Exec time",
+        },
+        fixes=[
+            "balance the data per rank (bucket or pack sequences by length; equal samples per rank)",
+            "balance pipeline stages / expert routing; check the slow rank's hardware (clocks, thermals, NVLink/PCIe placement)",
+            "ranksight analyze stragglers names the late rank per collective and why",
+        ],
+    )]
+
+
+RULES = [
+    rule_dataloader_bound,
+    rule_launch_bound,
+    rule_low_gpu_utilization,
+    rule_exposed_communication,
+    rule_host_device_sync,
+    rule_pageable_memcpy,
+    rule_low_tensor_core_use,
+    rule_memory_near_capacity,
+    rule_memory_fragmentation,
+    rule_full_launch_queue,
+    rule_load_imbalance,
+]
