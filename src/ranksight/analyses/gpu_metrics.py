@@ -120,6 +120,8 @@ def device_metrics(k: pl.DataFrame, ws: np.ndarray, we: np.ndarray, t0: int) -> 
     has_b = ~np.isnan(bps) & (bps > 0)
     ss, se, sv = sm_efficiency_segments(s[has_b], e[has_b], bps[has_b])
     sm = weighted_cover(ss, se, sv, b) - weighted_cover(ss, se, sv, a)
+    # the plugin reports no SM efficiency for a window without any such segment
+    sm_any = np.searchsorted(ss, b, side="left") - np.searchsorted(se, a, side="right") > 0
     occ = k["est_occupancy_pct"].to_numpy()
     has_o = ~np.isnan(occ) & (occ >= 0)
     ow = weighted_cover(s[has_o], e[has_o], occ[has_o], b) - weighted_cover(s[has_o], e[has_o], occ[has_o], a)
@@ -132,7 +134,7 @@ def device_metrics(k: pl.DataFrame, ws: np.ndarray, we: np.ndarray, t0: int) -> 
             "busy_us": busy / 1e3,
             "utilization_pct": np.where(length > 0, 100 * busy / length, np.nan),
             "compute_utilization_pct": np.where(length > 0, 100 * compute / length, np.nan),
-            "sm_efficiency_pct": np.where((length > 0) & has_b.any(), 100 * sm / length, np.nan),
+            "sm_efficiency_pct": np.where((length > 0) & sm_any, 100 * sm / length, np.nan),
             "occupancy_pct": np.where(ot > 0, ow / ot, np.nan),
             "kernels": kernels,
         }
