@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -67,29 +66,50 @@ def add_format_arg(p: argparse.ArgumentParser) -> None:
 
 
 class _Progress:
-    """A rich progress bar on stderr, shown only after a second and only on a terminal."""
+    """A rich progress bar on stderr, shown once loading has taken a second, on a terminal only."""
 
     def __init__(self, ctx: Context) -> None:
+        import threading
+
         self.enabled = not ctx.quiet and sys.stderr.isatty()
-        self.t0 = time.monotonic()
+        self.done = 0
+        self.total: int | None = None
+        self.label = "loading traces"
         self.bar: Any = None
         self.task: Any = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(1.0, self._start) if self.enabled else None
+        if self._timer:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _start(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with self._lock:
+            if self.bar is not None or self._timer is None:
+                return
+            self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                                transient=True, console=Console(file=sys.stderr))
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=self.total, completed=self.done)
 
     def __call__(self, done: int, total: int, path: str) -> None:
-        if not self.enabled:
-            return
-        if self.bar is None and time.monotonic() - self.t0 > 1.0 and done < total:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True, console=__import__("rich.console").console.Console(file=sys.stderr))
-            self.bar.start()
-            self.task = self.bar.add_task("loading traces", total=total)
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done, description=f"loading {os.path.basename(path)}")
+        with self._lock:
+            self.done, self.total = done, total
+            self.label = f"loaded {os.path.basename(path)} ({done}/{total})"
+            if self.bar is not None:
+                self.bar.update(self.task, completed=done, total=total, description=self.label)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
 
 
 def load_run(args: argparse.Namespace, ctx: Context) -> Any:
