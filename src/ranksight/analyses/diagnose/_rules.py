@@ -299,7 +299,7 @@ def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
         us = float(m["dur_ns"].sum()) / 1e3
         total_us = float(st.filter(pl.col("rank") == r)["total_us"].sum()) if st is not None else 0.0
         share = us / total_us if total_us else 0.0
-        launches = t.events.filter(pl.col("row").is_in(m["launch_row"].drop_nulls())).select("tid", "ts_ns")
+        launches = t.events.filter(pl.col("row").is_in(m["launch_row"].drop_nulls().to_list())).select("tid", "ts_ns")
         ops = attach_ops(t, launches)["op"].drop_nulls().value_counts(sort=True).head(3)
         out.append(Finding(
             rule="pageable-memcpy", title="Copies from pageable host memory", severity=_sev(share, 0.05, 0.01), impact=_r(share, 4), ranks=[r],
