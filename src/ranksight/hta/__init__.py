@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from ranksight.hta._base import TraceAnalysisBase
 from ranksight.hta._breakdown import BreakdownMixin
-from ranksight.hta._diff import TraceDiff
+from ranksight.hta._diff import DeviceType, LabeledTrace, TraceDiff
 from ranksight.hta._launch import LaunchMixin
 
-__all__ = ["TraceAnalysis", "TraceDiff"]
+__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType"]
 
 
 class TraceAnalysis(BreakdownMixin, LaunchMixin, TraceAnalysisBase):
