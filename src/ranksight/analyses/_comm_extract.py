@@ -145,7 +145,7 @@ def _comm_ops(trace: Trace) -> pl.DataFrame:
     ev = trace.events
     names = _names_matching(ev, _COMM_OP_RE)
     ops = ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").cast(pl.String).is_in(names))
-    ops = trace.with_args(ops.select("row", "name", "kind", "tid", "ts_ns", "end_ns", "step"), "collective", "op")
+    ops = trace.with_args(ops.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step"), "collective", "op")
     return ops.with_columns(pl.col("name").cast(pl.String))
 
 
@@ -185,7 +185,7 @@ def _gpu_collectives(trace: Trace) -> tuple[pl.DataFrame, set[int]]:
         return _empty_raw(), set()
     k = k.select("row", pl.col("name").cast(pl.String), "ts_ns", "end_ns", "dur_ns", "stream", "step", "launch_row")
     k = trace.with_args(k, "collective").with_columns(pl.col(c).cast(pl.String) for c in ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks", "in_split_size", "out_split_size"))
-    launch = ev.select(pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("launch_ns"), pl.col("tid").alias("launch_tid"))
+    launch = ev.select(pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("launch_ns"), pl.col("tid").cast(pl.Int64).alias("launch_tid"))
     k = k.join(launch, on="launch_row", how="left", maintain_order="left")
     ops = _dims_cols(_comm_ops(trace))
     ops = ops.with_columns(pl.col(c).cast(pl.String) for c in ops.columns if isinstance(ops.schema[c], (pl.Categorical, pl.Enum)))

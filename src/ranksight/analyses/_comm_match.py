@@ -15,7 +15,9 @@ Send/recv without a known peer stay unmatched (``instance`` null).
 Clock offsets (``estimate_offsets``): ``d = end − median(end over the instance's ranks)`` for every
 rank of every instance with at least two ranks; a host's offset is the median of ``d`` over its
 ranks and instances; ranks that share a ``host_name`` share one offset (one clock); a rank without
-``host_name`` is its own host. Aligned time = time − offset.
+``host_name`` is its own host. An estimate no larger than twice the typical residual (median over
+ranks of ``median |d − offset|``) cannot be told from end-time noise and is not applied
+(``offset_ns`` 0, ``estimated_ns`` kept). Aligned time = time − offset.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ OFFSET_SCHEMA = {
     "host": pl.String,
     "clock": pl.String,
     "offset_ns": pl.Int64,
+    "estimated_ns": pl.Int64,
     "instances_used": pl.Int64,
     "residual_ns": pl.Int64,
 }
@@ -85,7 +88,8 @@ def estimate_offsets(matched: pl.DataFrame, ranks: list[int], hosts: dict[int, s
     m = m.with_columns(pl.len().over("instance").alias("__n")).filter(pl.col("__n") >= 2)
     if m.height == 0:
         return base.with_columns(
-            pl.lit(0, dtype=pl.Int64).alias("offset_ns"), pl.lit(0, dtype=pl.Int64).alias("instances_used"), pl.lit(None, dtype=pl.Int64).alias("residual_ns")
+            pl.lit(0, dtype=pl.Int64).alias("offset_ns"), pl.lit(0, dtype=pl.Int64).alias("estimated_ns"),
+            pl.lit(0, dtype=pl.Int64).alias("instances_used"), pl.lit(None, dtype=pl.Int64).alias("residual_ns"),
         ).select(list(OFFSET_SCHEMA))
     m = m.with_columns(
         (pl.col("end_ns") - pl.col("end_ns").median().over("instance")).alias("__d"),
@@ -98,7 +102,11 @@ def estimate_offsets(matched: pl.DataFrame, ranks: list[int], hosts: dict[int, s
         (pl.col("__d") - pl.col("offset_ns")).abs().median().round(0).cast(pl.Int64).alias("residual_ns"),
     )
     out = base.join(per_clock, on="clock", how="left").join(per_rank, on="rank", how="left")
-    return out.with_columns(pl.col("offset_ns").fill_null(0), pl.col("instances_used").fill_null(0)).select(list(OFFSET_SCHEMA)).sort("rank")
+    out = out.with_columns(pl.col("offset_ns").fill_null(0).alias("estimated_ns"), pl.col("instances_used").fill_null(0))
+    noise = out["residual_ns"].drop_nulls().median()
+    floor = 2 * float(noise) if noise is not None else 0.0  # type: ignore[arg-type]
+    out = out.with_columns(pl.when(pl.col("estimated_ns").abs() > floor).then(pl.col("estimated_ns")).otherwise(0).alias("offset_ns"))
+    return out.select(list(OFFSET_SCHEMA)).sort("rank")
 
 
 def apply_offsets(df: pl.DataFrame, offsets: pl.DataFrame, cols: tuple[str, ...] = ("start_ns", "end_ns", "launch_ns")) -> pl.DataFrame:

@@ -62,7 +62,7 @@ def _top_level_ops(trace: Trace, tids: list[int]) -> pl.DataFrame:
     ops = trace.events.filter(
         (pl.col("kind") == "cpu_op") & pl.col("tid").is_in(tids) & pl.col("dur_ns").is_not_null()
         & ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep")
-    ).select("tid", "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String))
+    ).select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String))
     ops = ops.sort(["tid", "ts_ns", "end_ns"], descending=[False, False, True])
     prev_max_end = pl.col("end_ns").cum_max().shift(1).over("tid")
     return ops.filter(prev_max_end.is_null() | (pl.col("ts_ns") >= prev_max_end))

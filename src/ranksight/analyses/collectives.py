@@ -95,10 +95,8 @@ def collectives(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool 
     t0 = int(p["start_ns"].min()) if p.height else 0  # type: ignore[arg-type]
     per_rank = p.select(
         "rank", "idx", "instance", "coll_type", "type_rule", "pg_name", "group_size", "seq", "bytes", "dtype", "size_rule",
-        pl.col("step"), _rel_us("start_ns", t0), (pl.col("dur_ns") / 1e3).alias("dur_us"),
-        (pl.col("wait_ns") / 1e3).alias("wait_us"), (pl.col("transfer_ns") / 1e3).alias("transfer_us"),
-        ((pl.col("launch_ns") - t0) / 1e3).alias("launch_us"), "source", "algorithm", "protocol",
-        pl.col("name").str.split("(").list.first().alias("name"),
+        pl.col("step"), _rel_us("start_ns", t0), _rel_us("end_ns", t0), (pl.col("dur_ns") / 1e3).alias("dur_us"),
+        (pl.col("wait_ns") / 1e3).alias("wait_us"), (pl.col("transfer_ns") / 1e3).alias("transfer_us"), "source",
     ).sort(["rank", "idx"])
     inst = cd.instances.select(
         "instance", "coll_type", "pg_name", "group_size", "seq", "step", "bytes", "dtype", "ranks_present", "ranks_expected",

@@ -1,0 +1,59 @@
+"""Per-rank interval helpers shared by ``exposed-comm`` and ``bubble``: step windows, the
+computation intervals of a rank, clipping and lengths."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._intervals import union
+
+if TYPE_CHECKING:
+    from ranksight.model.trace import Trace
+
+__all__ = ["step_windows", "compute_intervals", "clip_union", "length"]
+
+_COMM_OP_PREFIXES = ("c10d::", "record_param_comms", "nccl:", "gloo:", "ProfilerStep")
+
+
+def step_windows(trace: Trace) -> list[tuple[int | None, int, int]]:
+    """``(step, lo, hi)``: each ProfilerStep extended to the GPU work it launched
+    (``[min(cpu start, gpu start), max(cpu end, gpu end)]``); the trace span when there are none."""
+    st = trace.steps
+    if st.height:
+        lo = st.select(pl.min_horizontal("start_ns", "gpu_start_ns")).to_series().to_list()
+        hi = st.select(pl.max_horizontal("end_ns", "gpu_end_ns")).to_series().to_list()
+        return list(zip(st["step"].to_list(), lo, hi))
+    span = trace.span_ns
+    return [(None, span[0], span[1])] if span else []
+
+
+def compute_intervals(trace: Trace, coll: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(start, end, basis)`` of a rank's computation: COMPUTE kernels on a rank with kernels;
+    otherwise ``cpu_op`` intervals of threads that run no collective, collective ops excluded."""
+    ev = trace.events
+    if ev.filter(pl.col("kind") == "kernel").height:
+        k = ev.filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMPUTE") & pl.col("dur_ns").is_not_null())
+        return k["ts_ns"].to_numpy(), k["end_ns"].to_numpy(), "gpu kernels"
+    coll_threads = ev.filter(pl.col("row").is_in(coll["row"].cast(pl.UInt32).implode()))["tid"].unique().to_list() if coll.height else []
+    names = ev.select(pl.col("name").cast(pl.String).unique()).to_series().drop_nulls().to_list()
+    comm_names = [n for n in names if n.startswith(_COMM_OP_PREFIXES)]
+    ops = ev.filter(
+        (pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null() & ~pl.col("tid").is_in(coll_threads)
+        & ~pl.col("name").cast(pl.String).is_in(comm_names)
+    )
+    return ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy(), "cpu ops"
+
+
+def clip_union(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the intervals clipped to ``[lo, hi)``."""
+    s2, e2 = np.maximum(s, lo), np.minimum(e, hi)
+    keep = e2 > s2
+    return union(s2[keep], e2[keep])
+
+
+def length(iv: tuple[np.ndarray, np.ndarray]) -> int:
+    """Total length of disjoint intervals."""
+    return int((iv[1] - iv[0]).sum())

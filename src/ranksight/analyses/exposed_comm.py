@@ -1,0 +1,112 @@
+"""``exposed-comm``: per rank and step, the communication time not hidden under computation.
+
+Definitions (per rank, per step window; intervals clipped to the window, unions per set):
+- window: the ProfilerStep extended to the GPU work it launched
+  (``[min(cpu start, gpu start), max(cpu end, gpu end)]``); the whole trace when there are no steps;
+- ``comm``: union of the rank's collectives (GPU collective kernels, gloo collectives);
+- ``compute``: union of COMPUTE kernels (memcpy/memset excluded) on GPU ranks; on CPU-only ranks the
+  ``cpu_op`` intervals of threads that run no collective, collective ops (``c10d::*``,
+  ``record_param_comms``, ``nccl:*``, ``gloo:*``) excluded;
+- ``hidden = |comm ∩ compute|``, ``exposed = |comm| − hidden``,
+  ``overlap_efficiency = hidden / |comm|``;
+- ``exposed_wait`` = exposed time spent waiting for the last peer (the participant's
+  ``[start, last start)`` from the matched collectives; needs several ranks),
+  ``exposed_transfer = exposed − exposed_wait``;
+- ``perfect_overlap_step = step − exposed``: the step with every collective hidden (an estimate:
+  it assumes the exposed communication was on the critical path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
+from ranksight.analyses._comm_intervals import clip_union, compute_intervals, length, step_windows
+from ranksight.analyses._intervals import intersect, subtract
+from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, rank_collectives
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = ["exposed_comm", "rank_exposed_comm"]
+
+SCHEMA = {
+    "rank": pl.Int32, "step": pl.Int32, "step_us": pl.Float64, "compute_us": pl.Float64, "comm_us": pl.Float64,
+    "hidden_us": pl.Float64, "exposed_us": pl.Float64, "exposed_wait_us": pl.Float64, "exposed_transfer_us": pl.Float64,
+    "overlap_efficiency": pl.Float64, "perfect_overlap_step_us": pl.Float64,
+}
+
+
+def rank_exposed_comm(trace: Trace, waits: pl.DataFrame | None = None) -> tuple[pl.DataFrame, str]:
+    """Per-step exposed communication of one rank (schema :data:`SCHEMA`) and the compute basis.
+
+    ``waits`` (``start_ns``, ``end_ns`` in this rank's own clock) are its waiting intervals."""
+    coll = rank_collectives(trace)
+    cs, ce = coll["start_ns"].to_numpy(), coll["end_ns"].to_numpy()
+    ks, ke, basis = compute_intervals(trace, coll)
+    ws = waits["start_ns"].to_numpy() if waits is not None and waits.height else np.empty(0, np.int64)
+    we = waits["end_ns"].to_numpy() if waits is not None and waits.height else np.empty(0, np.int64)
+    rows = []
+    for step, lo, hi in step_windows(trace):
+        comm = clip_union(cs, ce, lo, hi)
+        comp = clip_union(ks, ke, lo, hi)
+        hidden = length(intersect(comm, comp))
+        exposed_iv = subtract(comm, comp)
+        exposed = length(exposed_iv)
+        wait = length(intersect(exposed_iv, clip_union(ws, we, lo, hi))) if waits is not None else None
+        c = length(comm)
+        rows.append({
+            "rank": trace.rank, "step": step, "step_us": (hi - lo) / 1e3, "compute_us": length(comp) / 1e3, "comm_us": c / 1e3,
+            "hidden_us": hidden / 1e3, "exposed_us": exposed / 1e3,
+            "exposed_wait_us": wait / 1e3 if wait is not None else None,
+            "exposed_transfer_us": (exposed - wait) / 1e3 if wait is not None else None,
+            "overlap_efficiency": hidden / c if c else None, "perfect_overlap_step_us": (hi - lo - exposed) / 1e3,
+        })
+    return pl.DataFrame(rows, schema=SCHEMA), basis
+
+
+def exposed_comm(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = False) -> AnalysisResult:
+    """Exposed communication, overlap efficiency and the perfect-overlap step time per rank and step."""
+    cd = comm_data(run, ranks, align=not no_align)
+    multi = len(cd.ranks) >= 2
+    frames, bases = [], set()
+    for r in cd.ranks:
+        waits = None
+        if multi:
+            off = int(cd.offsets.filter(pl.col("rank") == r)["offset_ns"].item())
+            p = cd.participants.filter((pl.col("rank") == r) & (pl.col("wait_ns") > 0))
+            waits = p.select((pl.col("start_ns") + off).alias("start_ns"), (pl.col("start_ns") + pl.col("wait_ns") + off).alias("end_ns"))
+        df, basis = rank_exposed_comm(run[r], waits)
+        frames.append(df)
+        bases.add(basis)
+    per = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
+    summary = per.group_by("rank").agg(
+        pl.len().alias("steps"), pl.col("step_us").sum(), pl.col("comm_us").sum(), pl.col("exposed_us").sum(),
+        pl.when(pl.col("exposed_wait_us").is_not_null().any()).then(pl.col("exposed_wait_us").sum()).alias("exposed_wait_us"),
+        pl.col("perfect_overlap_step_us").sum(),
+    ).with_columns(
+        (1 - pl.col("exposed_us") / pl.col("comm_us")).alias("overlap_efficiency"),
+        (pl.col("exposed_us") / pl.col("step_us")).alias("exposed_share_of_step"),
+    ).sort("rank")
+    notes = [n for n in cd.notes if not n.startswith(("times in", "cross-rank"))]
+    notes.append(f"compute = {', '.join(sorted(bases))}; exposed = comm − compute; perfect overlap step = step − exposed (assumes exposed comm was on the critical path)")
+    if not multi:
+        notes.insert(0, "one rank loaded: exposed_wait (waiting for peers) needs several ranks; the rest is per rank")
+    if per.filter(pl.col("comm_us") > 0).height == 0:
+        notes.append("no communication in these traces")
+    return AnalysisResult({"per_step": per, "per_rank": summary}, notes)
+
+
+register(
+    AnalysisSpec(
+        name="exposed-comm",
+        func=exposed_comm,
+        help="per rank and step: communication not hidden under compute, overlap efficiency, perfect-overlap step time",
+        options=(ALIGN_OPTION,),
+    )
+)
