@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["temporal_breakdown_figure", "idle_time_figure", "kernel_type_figure", "kernels_figure", "overlap_figure"]
+__all__ = ["temporal_breakdown_figure", "idle_time_figure", "kernel_type_figure", "kernels_figure", "overlap_figure", "launch_stats_figures", "aten_op_table_figure",
+           "frequent_patterns_figure", "queue_length_figure", "stragglers_figure", "user_annotation_figure"]
 
 
 def _records(df: Any) -> list[dict[str, Any]]:
@@ -75,4 +76,95 @@ def overlap_figure(df: Any) -> Any:
     rows = _records(df)
     fig = go.Figure(go.Bar(x=[str(r["rank"]) for r in rows], y=[r["comp_comm_overlap_pctg"] for r in rows]))
     fig.update_layout(title="Communication overlapped by computation", xaxis_title="rank", yaxis_title="%")
+    return fig
+
+
+# ---- launches, op kernels, sequences, queue, bandwidth, stragglers, annotations (issue 3) ----
+
+
+def launch_stats_figures(rank: int, df: Any, runtime_cutoff: float = 50, launch_delay_cutoff: float = 100) -> list[Any]:
+    """HTA's three launch histograms: short kernels, runtime outliers, launch-delay outliers."""
+    import plotly.graph_objects as go
+
+    rows = _records(df)
+    short = [r["cpu_duration"] for r in rows if r["cpu_duration"] <= runtime_cutoff and r["gpu_duration"] < r["cpu_duration"]]
+    slow = [r["cpu_duration"] for r in rows if r["cpu_duration"] > runtime_cutoff]
+    late = [r["launch_delay"] for r in rows if r["launch_delay"] is not None and r["launch_delay"] > launch_delay_cutoff]
+    figs = []
+    for values, title, axis in (
+        (short, f"Short GPU kernels (gpu duration < cpu duration) on rank {rank}", "launch call duration (us)"),
+        (slow, f"Launch call duration outliers (> {runtime_cutoff} us) on rank {rank}", "launch call duration (us)"),
+        (late, f"Launch delay outliers (> {launch_delay_cutoff} us) on rank {rank}", "launch delay (us)"),
+    ):
+        fig = go.Figure(go.Histogram(x=values))
+        fig.update_layout(title=title, xaxis_title=axis, yaxis_title="launches")
+        figs.append(fig)
+    return figs
+
+
+def aten_op_table_figure(rank: int, df: Any) -> Any:
+    """HTA's table of aten ops, kernel sequences, counts and delays."""
+    import plotly.graph_objects as go
+
+    rows = _records(df)
+    cols = ["aten_op_name", "kernel_sequence", "occurrence_count", "avg_aten_op_launch_delay", "avg_runtime_delay"]
+    fig = go.Figure(go.Table(
+        header={"values": ["ATen op", "Kernel sequence", "Occurrences", "Avg ATen op launch delay (us)", "Avg runtime delay (us)"]},
+        cells={"values": [[r[c] for r in rows] for c in cols], "align": "left"},
+    ))
+    fig.update_layout(title=f"ATen ops, their kernels, ATen and runtime delays on rank {rank}")
+    return fig
+
+
+def frequent_patterns_figure(df: Any, rank: int = 0, top_k: int = 5) -> Any:
+    """Bars of the top kernel-sequence patterns by count."""
+    import plotly.graph_objects as go
+
+    rows = _records(df)[:top_k]
+    fig = go.Figure(go.Bar(x=[str(i) for i in range(len(rows))], y=[r["count"] for r in rows],
+                           hovertext=[r["pattern"].replace("|", "<br>") for r in rows]))
+    fig.update_layout(title=f"Top {len(rows)} frequent patterns on rank {rank}", xaxis_title="pattern", yaxis_title="count")
+    return fig
+
+
+def queue_length_figure(series: Any) -> Any:
+    """Queue length step lines per (rank, stream) from a rank → time-series mapping or a frame."""
+    import plotly.graph_objects as go
+
+    frames = series.items() if isinstance(series, dict) else [(None, series)]
+    fig = go.Figure()
+    for rank, df in frames:
+        rows = _records(df)
+        for stream in sorted({r["stream"] for r in rows}):
+            pts = [r for r in rows if r["stream"] == stream]
+            fig.add_scatter(x=[p["ts"] for p in pts], y=[p["queue_length"] for p in pts], line_shape="hv",
+                            name=f"rank {rank} stream {stream}" if rank is not None else f"stream {stream}")
+    fig.update_layout(title="Launch queue length", xaxis_title="time (us)", yaxis_title="queued launches")
+    return fig
+
+
+def stragglers_figure(metric: Any) -> Any:
+    """Normalized start of the candidate communication kernel per rank and step."""
+    import plotly.graph_objects as go
+
+    rows = _records(metric)
+    fig = go.Figure()
+    for step in sorted({r["step"] for r in rows}):
+        pts = [r for r in rows if r["step"] == step]
+        fig.add_bar(name=f"step {step}", x=[str(p["rank"]) for p in pts], y=[p["normalized_start"] for p in pts])
+    fig.update_layout(title="Start of the dominant communication kernel (later = potential straggler)",
+                      xaxis_title="rank", yaxis_title="start / mean step time")
+    return fig
+
+
+def user_annotation_figure(df: Any) -> Any:
+    """Pie per rank of the time per user annotation (HTA's ``sum (us)`` column)."""
+    import plotly.graph_objects as go
+
+    rows = _records(df)
+    fig = go.Figure()
+    for rank in sorted({r["rank"] for r in rows}):
+        pts = [r for r in rows if r["rank"] == rank]
+        fig.add_pie(labels=[p["name"] for p in pts], values=[p["sum (us)"] for p in pts], title=f"rank {rank}")
+    fig.update_layout(title="Time per user annotation")
     return fig
