@@ -13,6 +13,7 @@ from ranksight.data import __file__ as data_init
 
 RESNET0 = "kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 DLRM = str(Path(data_init).parent / "examples" / "dlrm")
+DLRM_RANK3 = str(next((Path(DLRM)).glob("worker3_*")))
 
 
 def test_overview_json_on_resnet(cli: Callable[..., Any], data: Callable[[str], Path]) -> None:
@@ -28,10 +29,10 @@ def test_overview_json_on_resnet(cli: Callable[..., Any], data: Callable[[str], 
     assert dl["pct"] == 33.37
 
 
-def test_all_four_on_the_dlrm_example(cli: Callable[..., Any]) -> None:
+def test_all_four_on_a_dlrm_example_rank(cli: Callable[..., Any]) -> None:
     first: dict[str, list[dict[str, str]]] = {}
     for name, extra in [("overview", []), ("gpu-metrics", []), ("ops", ["--group-by", "shape"]), ("kernel-config", ["--group-by", "op"])]:
-        r = cli("analyze", name, DLRM, "--rank", "3", "--format", "csv", *extra)
+        r = cli("analyze", name, DLRM_RANK3, "--format", "csv", *extra)
         assert r.returncode == 0, (name, r.stderr)
         table = r.stdout.split("\n\n")[0]
         rows = list(csv.DictReader(io.StringIO("\n".join(ln for ln in table.splitlines() if not ln.startswith("#")))))

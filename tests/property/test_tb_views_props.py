@@ -48,7 +48,7 @@ def reference_stack(tid: list[int], start: list[int], end: list[int]) -> tuple[l
     return parent, kept
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(intervals)
 def test_nesting_matches_the_plugin_stack(spec: list[tuple[int, int, int]]) -> None:
     tid = [t for _, _, t in spec]
@@ -65,7 +65,7 @@ def test_nesting_matches_the_plugin_stack(spec: list[tuple[int, int, int]]) -> N
     assert got_parent == want_parent
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 30), st.floats(0, 3)), max_size=25), st.lists(st.integers(0, 140), min_size=1, max_size=6))
 def test_weighted_cover_is_an_integral(spec: list[tuple[int, int, float]], xs: list[int]) -> None:
     s = np.array([a for a, _, _ in spec], dtype=np.int64)
@@ -76,7 +76,7 @@ def test_weighted_cover_is_an_integral(spec: list[tuple[int, int, float]], xs: l
     assert np.allclose(weighted_cover(s, e, w, x), brute, atol=1e-9)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 40)), max_size=12), min_size=7, max_size=7),
        st.lists(st.tuples(st.integers(0, 150), st.integers(1, 60)), min_size=1, max_size=4))  # fmt: skip
 def test_priority_cascade_parts_add_up(roles: list[list[tuple[int, int]]], steps: list[tuple[int, int]]) -> None:
