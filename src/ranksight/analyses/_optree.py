@@ -242,105 +242,107 @@ def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:
 # ---- the tree --------------------------------------------------------------------------------
 
 
-def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree:
-    """The operator tree of one trace with the plugin's per-node statistics (module doc)."""
-    allnodes = _select_nodes(trace)
-    if allnodes.height == 0:
-        return _empty_tree(trace)
-    parent_all, depth_all, kept = _nest(allnodes)
-    rows_all = allnodes["row"].to_numpy()
-    dropped = rows_all[~kept].tolist()
-    nodes = allnodes.with_columns(
-        pl.Series("parent", parent_all), pl.Series("depth", depth_all), pl.Series("kept", kept)
-    )
-    n = nodes.height
-    k_all = np.arange(n)
-    # duplicate removal
-    par = parent_all
-    has_par = (par >= 0) & kept
-    child_count = np.bincount(par[has_par], minlength=n) if n else np.zeros(0, np.int64)
-    names = nodes["name"].to_numpy()
-    types = nodes["type"].to_numpy()
-    pp = np.where(has_par, par, 0)
-    absorbed = has_par & (child_count[pp] == 1) & (types == "op") & (types[pp] == "op") & (names == names[pp]) if n else np.zeros(0, bool)
-    top = np.where(absorbed, pp, k_all)
-    while n and absorbed[top].any():
+def _absorb(parent: np.ndarray, kept: np.ndarray, names: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Duplicate removal. Returns ``absorbed`` (merged into the parent), ``top`` (the node a chain
+    of absorbed nodes merges into), ``has_absorbed_child`` and the effective parent (−1 = root)."""
+    n = parent.size
+    k = np.arange(n)
+    has_par = (parent >= 0) & kept
+    pp = np.where(has_par, parent, 0)
+    child_count = np.bincount(pp[has_par], minlength=n)
+    absorbed = has_par & (child_count[pp] == 1) & (types == "op") & (types[pp] == "op") & (names == names[pp])
+    top = np.where(absorbed, pp, k)
+    while absorbed[top].any():  # one level per round; chains are short
         top = np.where(absorbed[top], pp[top], top)
     has_absorbed_child = np.zeros(n, dtype=bool)
-    if n:
-        has_absorbed_child[pp[absorbed]] = True
+    has_absorbed_child[pp[absorbed]] = True
     eff_parent = np.where(has_par, np.where(absorbed[pp], top[pp], pp), -1)
-    live = kept & ~absorbed
-    # runtimes -> owner node index
+    return absorbed, top, has_absorbed_child, eff_parent
+
+
+def _runtime_owners(trace: Trace, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Runtime/driver calls with the index of their node (−1 = none) before duplicate removal:
+    by ``External id`` (0 = none), else by time nesting on their thread."""
     rts = trace.kind(*LAUNCH_KINDS).filter(pl.col("dur_ns").is_not_null()).select(
         "row", "tid", pl.col("ts_ns").alias("t"), "dur_ns", "external_id"
     )
-    live_nodes = nodes.with_row_index("k").filter(pl.col("kept"))
+    indexed = nodes.with_row_index("k").filter(pl.col("kept"))
     ext_map = (
-        live_nodes.filter(pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
+        indexed.filter(pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
         .sort("row")
         .unique("external_id", keep="first", maintain_order=True)
         .select("external_id", pl.col("k").alias("ext_k"))
     )
-    rts = rts.join(ext_map, on="external_id", how="left", maintain_order="left")
-    need = rts.filter(pl.col("ext_k").is_null() & (pl.col("external_id").is_null() | (pl.col("external_id") != 0)))
-    kept_sorted = nodes.filter(pl.col("kept"))
-    kept_idx = np.flatnonzero(kept)
-    nest_owner = _point_owner(kept_sorted, need.select("tid", "t"))
-    nest_owner = np.where(nest_owner >= 0, kept_idx[np.maximum(nest_owner, 0)], -1)
+    rts = rts.join(ext_map, on="external_id", how="left", maintain_order="left").with_row_index("i")
     owner = rts["ext_k"].fill_null(-1).to_numpy().astype(np.int64)
+    need = rts.filter(pl.col("ext_k").is_null() & (pl.col("external_id").is_null() | (pl.col("external_id") != 0)))
     if need.height:
-        pos = rts.with_row_index("i").filter(pl.col("ext_k").is_null() & (pl.col("external_id").is_null() | (pl.col("external_id") != 0)))["i"].to_numpy()
-        owner[pos] = nest_owner
-    has_owner = owner >= 0
-    o = np.where(has_owner, owner, 0)
-    lost = has_owner & has_absorbed_child[o]
-    owner = np.where(has_owner & ~lost, top[o], -1)
-    rts = rts.with_columns(pl.Series("owner", owner))
-    # GPU work per runtime
-    tc_mask = None
+        kept_idx = indexed["k"].to_numpy().astype(np.int64)
+        local = _point_owner(indexed.drop("k"), need.select("tid", "t"))
+        owner[need["i"].to_numpy()] = np.where(local >= 0, kept_idx[np.maximum(local, 0)], -1)
+    return rts.select("row", "dur_ns", pl.Series("owner", owner))
+
+
+def _device_per_runtime(trace: Trace, tensor_core_rules: str) -> pl.DataFrame:
+    """Per launching call (``row``): Σ duration of its GPU work (``dev``) and of its Tensor Core
+    kernels (``tcd``)."""
     gpu = trace.gpu_events.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
-    tc_mask = tensor_core_mask(gpu["name"], tensor_core_rules) & (gpu["kind"] == "kernel")
-    gpu = gpu.select(pl.col("launch_row").alias("row"), "dur_ns", tc_mask.alias("tc"))
-    per_rt = gpu.group_by("row").agg(pl.col("dur_ns").sum().alias("dev"), pl.col("dur_ns").filter(pl.col("tc")).sum().alias("tcd"))
-    rts = rts.join(per_rt, on="row", how="left").with_columns(pl.col("dev").fill_null(0), pl.col("tcd").fill_null(0))
-    owned = rts.filter(pl.col("owner") >= 0)
+    tc = tensor_core_mask(gpu["name"], tensor_core_rules) & (gpu["kind"] == "kernel")
+    return (
+        gpu.select(pl.col("launch_row").alias("row"), "dur_ns", tc.alias("tc"))
+        .group_by("row")
+        .agg(pl.col("dur_ns").sum().alias("dev"), pl.col("dur_ns").filter(pl.col("tc")).sum().alias("tcd"))
+    )
+
+
+def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree:
+    """The operator tree of one trace with the plugin's per-node statistics (module doc)."""
+    nodes = _select_nodes(trace)
+    if nodes.height == 0:
+        return _empty_tree(trace)
+    parent, depth, kept = _nest(nodes)
+    nodes = nodes.with_columns(pl.Series("kept", kept))
+    n = nodes.height
+    rows = nodes["row"].to_numpy()
+    types = nodes["type"].to_numpy()
+    absorbed, top, has_absorbed_child, eff_parent = _absorb(parent, kept, nodes["name"].to_numpy(), types)
+    live = kept & ~absorbed
+    # runtimes: the owner of an absorbed chain's deepest node's runtimes is the chain's top; the
+    # runtimes of the other chain members are lost (as in the plugin)
+    rts = _runtime_owners(trace, nodes)
+    owner = rts["owner"].to_numpy()
+    o = np.maximum(owner, 0)
+    owner = np.where((owner >= 0) & ~has_absorbed_child[o], top[o], -1)
+    rts = rts.with_columns(pl.Series("owner", owner)).join(_device_per_runtime(trace, tensor_core_rules), on="row", how="left")
+    owned = rts.filter(pl.col("owner") >= 0).with_columns(pl.col("dev").fill_null(0), pl.col("tcd").fill_null(0))
     oi = owned["owner"].to_numpy()
-    rt_dur = np.bincount(oi, weights=owned["dur_ns"].to_numpy(), minlength=n) if n else np.zeros(0)
-    dev_self = np.bincount(oi, weights=owned["dev"].to_numpy(), minlength=n) if n else np.zeros(0)
-    tc_self = np.bincount(oi, weights=owned["tcd"].to_numpy(), minlength=n) if n else np.zeros(0)
+    rt_dur = np.bincount(oi, weights=owned["dur_ns"].to_numpy(), minlength=n).astype(np.int64)
+    dev_self = np.bincount(oi, weights=owned["dev"].to_numpy(), minlength=n).astype(np.int64)
+    tc_self = np.bincount(oi, weights=owned["tcd"].to_numpy(), minlength=n).astype(np.int64)
     # host times
-    start = nodes["start_ns"].to_numpy()
-    end = nodes["end_ns"].to_numpy()
-    total = end - start
+    total = nodes["end_ns"].to_numpy() - nodes["start_ns"].to_numpy()
     child = live & (eff_parent >= 0)
     ep = np.where(child, eff_parent, 0)
-    child_dur = np.bincount(ep[child], weights=total[child], minlength=n) if n else np.zeros(0)
-    host_self = total - child_dur - rt_dur
-    # bottom-up sums and eligibility, one depth level at a time
-    dev_total = dev_self.copy()
-    tc_total = tc_self.copy()
-    eligible = tc_eligible_mask(nodes["name"], tensor_core_rules).to_numpy().copy()
+    host_self = total - np.bincount(ep[child], weights=total[child], minlength=n).astype(np.int64) - rt_dur
+    # bottom-up sums and eligibility, one depth level at a time (children are always deeper)
+    dev_total, tc_total = dev_self.copy(), tc_self.copy()
     is_op = types == "op"
-    eligible |= is_op & (tc_self > 0)
-    for lvl in (np.unique(depth_all[live])[::-1] if n else []):
-        at = np.flatnonzero(live & (depth_all == lvl) & child)
-        if at.size == 0:
-            continue
+    eligible = tc_eligible_mask(nodes["name"], tensor_core_rules).to_numpy().copy() | (is_op & (tc_self > 0))
+    for lvl in np.unique(depth[child])[::-1]:
+        at = np.flatnonzero(child & (depth == lvl))
         tgt = ep[at]
         np.add.at(dev_total, tgt, dev_total[at])
         np.add.at(tc_total, tgt, tc_total[at])
-        el = np.zeros(n, dtype=bool)
-        el[tgt[eligible[at]]] = True
-        eligible |= el & is_op
+        eligible[tgt[eligible[at] & is_op[tgt]]] = True
     out = nodes.with_columns(
-        pl.Series("parent_row", np.where(eff_parent >= 0, rows_all[np.maximum(eff_parent, 0)], -1)),
+        pl.Series("parent_row", np.where(eff_parent >= 0, rows[np.maximum(eff_parent, 0)], -1)),
+        pl.Series("depth", depth),
         pl.Series("host_total_ns", total),
-        pl.Series("host_self_ns", host_self.astype(np.int64)),
-        pl.Series("device_self_ns", dev_self.astype(np.int64)),
-        pl.Series("device_total_ns", dev_total.astype(np.int64)),
-        pl.Series("tc_self_ns", tc_self.astype(np.int64)),
-        pl.Series("tc_total_ns", tc_total.astype(np.int64)),
+        pl.Series("host_self_ns", host_self),
+        pl.Series("device_self_ns", dev_self),
+        pl.Series("device_total_ns", dev_total),
+        pl.Series("tc_self_ns", tc_self),
+        pl.Series("tc_total_ns", tc_total),
         pl.Series("tc_eligible", eligible),
         pl.Series("live", live),
     )
@@ -349,12 +351,12 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     ).select(
         "row", "tid", "name", "type", "start_ns", "end_ns", "external_id", "parent_row", "depth",
         "host_total_ns", "host_self_ns", "device_self_ns", "device_total_ns", "tc_self_ns", "tc_total_ns", "tc_eligible",
-    )
-    owner_row = np.where(owner >= 0, rows_all[np.maximum(owner, 0)] if n else owner, -1)
+    )  # fmt: skip
+    owner_row = np.where(owner >= 0, rows[np.maximum(owner, 0)], -1)
     runtimes = rts.select("row", pl.Series("owner_row", owner_row)).with_columns(
         pl.when(pl.col("owner_row") >= 0).then(pl.col("owner_row")).otherwise(None).cast(pl.UInt32).alias("owner_row")
     )
-    return OpTree(out, runtimes, dropped, rows_all[absorbed].tolist() if n else [])
+    return OpTree(out, runtimes, rows[~kept].tolist(), rows[absorbed].tolist())
 
 
 def _empty_tree(trace: Trace) -> OpTree:
