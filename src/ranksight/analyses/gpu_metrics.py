@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["weighted_cover", "sm_efficiency_segments", "device_metrics", "gpu_metrics"]
+__all__ = ["weighted_cover", "sm_efficiency_segments", "device_metrics", "trace_gpu_metrics", "gpu_metrics"]
 
 _SCHEMA = {
     "rank": pl.Int32, "device": pl.Int32, "step": pl.Int32, "window_us": pl.Float64, "busy_us": pl.Float64,
@@ -140,7 +140,8 @@ def device_metrics(k: pl.DataFrame, ws: np.ndarray, we: np.ndarray, t0: int) -> 
         }
 
 
-def _rank_tables(trace: Trace, ruleset: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+def trace_gpu_metrics(trace: Trace, ruleset: str = "current") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Overall and per-step metrics of one rank (pure function of its trace)."""
     k = _kernels(trace, ruleset)
     steps = plugin_steps(trace, launch_kinds=LAUNCH_KINDS)
     if k.height == 0 or steps.height == 0:
@@ -176,7 +177,7 @@ def gpu_metrics(run: Run, *, ranks: Sequence[int] | None = None, tensor_core_rul
 
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     rs = selected(run, ranks)
-    parts = [_rank_tables(run[r], tensor_core_rules) for r in rs]
+    parts = [trace_gpu_metrics(run[r], tensor_core_rules) for r in rs]
     overall = pl.concat([p[0] for p in parts], how="vertical_relaxed")
     per_step = pl.concat([p[1] for p in parts], how="vertical_relaxed")
     if overall.height == 0:
