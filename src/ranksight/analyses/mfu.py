@@ -27,7 +27,8 @@ Definitions (per rank):
   visible;
 - peaks: :mod:`ranksight.analyses._peaks` by the name of the device(s) the rank used
   (``deviceProperties``), ``fp32`` ops against the FP32 peak unless ``allow_tf32``; a rank driving
-  several GPUs gets the sum of their peaks; ``peak_tflops`` overrides every data type.
+  several GPUs gets the sum of their peaks; ``peak_tflops`` overrides every data type; ops whose
+  input type maps to no data type are counted against the fp32 peak.
 """
 
 from __future__ import annotations
@@ -187,12 +188,12 @@ def _rank_rows(trace: Trace, model_flops: float | None, peak_tflops: float | Non
     peaks, label = rank_peak(trace, peak_tflops=peak_tflops, allow_tf32=allow_tf32)
     win = step_windows(trace)
     per = _per_step(trace, c, win)
-    pk = pl.col("dtype").replace_strict(peaks or {}, default=None, return_dtype=pl.Float64) if peaks else pl.lit(None, dtype=pl.Float64)
+    pk = pl.col("dtype").fill_null("fp32").replace_strict(peaks or {}, default=None, return_dtype=pl.Float64) if peaks else pl.lit(None, dtype=pl.Float64)
     per = per.with_columns(pk.alias("__peak"))
     st = per.group_by("step", "start_ns", "end_ns", "incomplete", maintain_order=True).agg(
         pl.col("model").sum().alias("model"), pl.col("hw").sum().alias("hw"), pl.col("re").sum().alias("re"),
         (pl.col("model") / pl.col("__peak")).sum().alias("model_at_peak"), (pl.col("hw") / pl.col("__peak")).sum().alias("hw_at_peak"),
-        pl.col("__peak").is_null().any().alias("__nopeak"), pl.col("model").filter(pl.col("model") > 0).count().alias("__n"),
+        pl.col("__peak").is_null().any().alias("__nopeak"),
     )
     st = _finish(st, trace.rank, model_flops, peaks, label)
     notes = _notes(trace, c, peaks, label)

@@ -138,7 +138,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         if nk < LAUNCH_BOUND_MIN_KERNELS or util >= LAUNCH_BOUND_UTIL_PCT:
             continue
         idle = 1 - util / 100
-        launch_us = ctx.run[r].kind(*LAUNCH_KINDS).filter(pl.col("gpu_count") > 0 & pl.col("step").is_not_null())["dur_ns"].sum() / 1e3
+        launch_us = ctx.run[r].kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum() / 1e3
         out.append(Finding(
             rule="launch-bound", title="Launch-bound: many tiny kernels, idle GPU", severity=_sev(idle, 0.7, 0.5), impact=_r(idle * ks["tiny_share"], 4),
             ranks=[r],
