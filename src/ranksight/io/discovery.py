@@ -174,7 +174,8 @@ def discover(
                 if lenient:
                     skipped.append((p, "a JSON file that is not a trace (no traceEvents)"))
                     continue
-                raise TraceFormatError("not a trace: the JSON has no 'traceEvents' list", path=p)
+                keys = ", ".join(sorted(header)[:8]) or "none"
+                raise TraceFormatError(f"not a trace: the JSON has no 'traceEvents' list (top-level keys: {keys})", path=p)
             r = _header_rank(header)
             if r is not None:
                 files.append(TraceFile(p, r, "distributedInfo", header))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,15 @@ def _table(decoded: Any, name: str) -> pl.DataFrame:
 
 
 def _parse_meta_value(text: str) -> Any:
+    """A top-level value as Python data; the raw text when it is not JSON or nests too deeply."""
     try:
         return json.loads(text)
+    except RecursionError:
+        return text
     except ValueError:
         try:
             return json.loads(text, strict=False)
-        except ValueError:
+        except (ValueError, RecursionError):
             return text
 
 
@@ -119,7 +123,7 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
         )
         if not stats["has_base_time"] and last_ts is not None and last_ts < RELATIVE_TS_LIMIT_NS:
             warnings.append(
-                "the cut also lost baseTimeNanoseconds (Kineto writes it after the events): "
+                "no baseTimeNanoseconds before the cut (current Kineto writes it after the events): "
                 "times are relative to an unknown base and cannot be aligned with other ranks"
             )
     if stats["repaired_events"]:
@@ -170,10 +174,22 @@ def extract_events(path: str, offsets: list[int], lengths: list[int]) -> list[di
     except _core.DecodeError as err:
         _raise(path, err)
         raise
-    out = []
-    for t in texts:
+    return [_event_json(path, t, o) for t, o in zip(texts, offsets)]
+
+
+#: Bare words that are not JSON (``N/A`` and friends, trap 16) outside strings.
+_BARE_WORD = re.compile(r'("(?:[^"\\]|\\.)*")|\b(N/A|nan|inf|-inf|undefined)\b')
+
+
+def _event_json(path: str, text: str, offset: int) -> dict[str, Any]:
+    """One event's JSON text as a dict, leniently (control characters, bare ``N/A``)."""
+    for attempt in (text, _BARE_WORD.sub(lambda m: m.group(1) or f'"{m.group(2)}"', text)):
         try:
-            out.append(json.loads(t))
+            v = json.loads(attempt, strict=False)
+        except RecursionError:
+            raise TraceFormatError("the event nests too deeply to read its args", path=path, offset=offset) from None
         except ValueError:
-            out.append(json.loads(t, strict=False))
-    return out
+            continue
+        if isinstance(v, dict):
+            return v
+    raise TraceFormatError("the event's JSON cannot be read back", path=path, offset=offset)

@@ -47,7 +47,7 @@ class TraceSource:
 
         if self.cache is not None and self.key is not None:
             t = _cache.read_entry(self.cache, self.path, self.key, rank=self.rank, rank_source=self.rank_source)
-            if t is not None:
+            if t is not None and _honours_guards(t, self.strict, self.max_bytes):
                 return t
         with _warnings.catch_warnings():
             _warnings.simplefilter("ignore", RanksightWarning)
@@ -64,6 +64,15 @@ class TraceSource:
         from ranksight.model import cache as _cache
 
         return self.cache is not None and self.key is not None and _cache._valid(_cache.entry_dir(self.cache, self.path, self.key), self.key) is not None
+
+
+def _honours_guards(t: Trace, strict: bool, max_bytes: int) -> bool:
+    """Whether a cached trace would pass this load's ``strict`` and ``max_bytes``; when not, the
+    file is decoded again so that the refusal (truncated, too large) is raised as without a cache."""
+    stats = getattr(t, "stats", {}) or {}
+    if strict and (not stats.get("document_complete", 1) or stats.get("truncated_gzip", 0)):
+        return False
+    return not (max_bytes and t.meta.json_bytes > max_bytes)
 
 
 def build_source(src: TraceSource) -> list[str]:
