@@ -35,8 +35,9 @@ def test_report_writes_refuses_and_forces(cli, data, tmp_path):
     mtime = out.stat().st_mtime_ns
     again = cli("report", src, cwd=str(tmp_path))
     assert again.returncode == 2 and "--force" in again.stderr and out.stat().st_mtime_ns == mtime
-    forced = cli("report", src, "-o", str(out), "--force")
+    forced = cli("report", str(data("malicious")), "-o", str(out), "--force")
     assert forced.returncode == 0 and forced.stdout.strip().endswith(str(out))
+    assert read_payload(out.read_text(encoding="utf-8"))["ranks"] == [0, 1] and out.stat().st_mtime_ns != mtime
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".ranksight-")]  # no temp file left
 
 
@@ -92,4 +93,4 @@ def test_demo_writes_report_and_json_stays_clean(cli, tmp_path):
     (tmp_path / "other.html").write_text("<html>mine</html>")
     again = cli("demo", "-o", "other.html", cwd=str(tmp_path))
     assert again.returncode == 2 and "--force" in again.stderr
-    assert cli("demo", "-o", "d.html", "--no-report", cwd=str(tmp_path)).returncode == 0
+    assert (tmp_path / "other.html").read_text() == "<html>mine</html>"

@@ -11,7 +11,6 @@ import polars as pl
 import pytest
 
 import ranksight
-from ranksight.data import example_path
 from ranksight.report.html import build_payload, read_payload, render_html
 from ranksight.report.html.build import covered_analyses, load_sections
 from ranksight.report.html.payload import StringTable, encode_table, script_json
@@ -64,16 +63,6 @@ def string_refs_ok(doc: dict) -> None:
                 for f in b["items"]:
                     ok(f["title"])
                     ok(f.get("detail"))
-
-
-@pytest.fixture(scope="module")
-def demo_run():
-    return ranksight.load(example_path("dlrm"))
-
-
-@pytest.fixture(scope="module")
-def demo_html(demo_run):
-    return render_html(build_payload(demo_run))
 
 
 def test_string_table_interns_once():
@@ -141,11 +130,11 @@ def test_sections_declared_once_with_known_groups():
     assert {"overview", "gpu-busy", "top-kernels"} <= set(slugs)
 
 
-def test_every_registered_analysis_appears(demo_run):
+def test_every_registered_analysis_appears(demo_doc):
     """Each registered analysis has a declared section or a generic one (diff needs two runs)."""
     from ranksight.analyses import names
 
-    doc = build_payload(demo_run)
+    doc = demo_doc
     needs = {n for s in doc["sections"] for n in s["needs"]}
     assert set(names()) - {"diff"} <= needs
     assert covered_analyses() <= {n for s in load_sections() for n in s.needs}

@@ -50,14 +50,17 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             raise UsageError(f"{out} exists and is not a ranksight report; use --force to overwrite")
     if not ctx.quiet and args.format == "table":
         sys.stdout.write(f"ranksight demo: 8-rank DLRM training step ({path})\n\n")
+    from ranksight.report.html.sections import Ctx
+
     run = load(path)
-    doc = build_summary(run, top=3)
+    ctx = Ctx(run)  # the report reuses what the summary computed
+    doc = build_summary(run, top=3, ctx=ctx)
     print_summary(doc, args.format)
     if args.no_report:
         return 0
     from ranksight.report.html import write_report
 
-    rep = write_report(run, out, title="ranksight demo: 8-rank DLRM training step")
+    rep = write_report(run, out, title="ranksight demo: 8-rank DLRM training step", ctx=ctx)
     shown = sum(1 for s in rep["sections"] if s["shown"])
     # stdout stays pure JSON/CSV with --format json/csv; the path then goes to stderr
     stream = sys.stdout if args.format == "table" else sys.stderr

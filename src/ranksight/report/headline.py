@@ -7,7 +7,6 @@ not registered, or whose data the traces lack, is left out with a note. The JSON
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +18,8 @@ __all__ = ["Headline", "HEADLINES", "SummaryDoc", "build_summary", "SCHEMA_NAME"
 SCHEMA_NAME = "ranksight-summary"
 SCHEMA_VERSION = 1
 
-#: Columns of the findings table, in order (whatever ``diagnose`` calls them).
-FINDING_COLUMNS = ("severity", "rank", "title", "detail", "evidence")
+#: Columns of the findings table, in order.
+FINDING_COLUMNS = ("severity", "rule", "title", "ranks", "impact", "summary", "fix")
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,16 @@ def _pick(table: str, rename: Mapping[str, str]) -> Callable[[Any], pl.DataFrame
     return f
 
 
+def _per_rank_mean(table: str, exprs: Mapping[str, pl.Expr]) -> Callable[[Any], pl.DataFrame]:
+    """Mean over the rows of each rank (steps, devices) of the given expressions."""
+
+    def f(res: Any) -> pl.DataFrame:
+        df = res.tables[table]
+        return df.group_by(pl.col("rank").cast(pl.Int64)).agg(e.alias(n) for n, e in exprs.items()).sort("rank")
+
+    return f
+
+
 HEADLINES: list[Headline] = [
     Headline(
         "summary",
@@ -61,6 +70,51 @@ HEADLINES: list[Headline] = [
             pl.col("busy_pct").alias("gpu_busy_pct"),
         ),
         {"top": 5},
+    ),
+    Headline(
+        "overview",
+        {"step_ms": "mean ProfilerStep time (CPU span extended to its GPU work)"},
+        _per_rank_mean("steps", {"step_ms": pl.col("total_us").mean() / 1e3}),
+    ),
+    Headline(
+        "temporal",
+        {
+            "compute_pct": "compute kernels / GPU span × 100 (HTA temporal breakdown)",
+            "idle_pct": "GPU idle / GPU span × 100 (HTA temporal breakdown)",
+        },
+        _pick("temporal", {"compute_pct": "compute_pct", "idle_pct": "idle_pct"}),
+    ),
+    Headline(
+        "exposed-comm",
+        {"exposed_comm_pct": "communication with no compute under it / step time × 100"},
+        lambda res: res.tables["per_rank"].select(
+            pl.col("rank").cast(pl.Int64), (pl.col("exposed_share_of_step") * 100).alias("exposed_comm_pct")
+        ),
+    ),
+    Headline(
+        "launches",
+        {"launch_delay_p50_us": "median launch delay (launch call start → GPU start)"},
+        _pick("summary", {"delay_p50_us": "launch_delay_p50_us"}),
+    ),
+    Headline(
+        "mfu",
+        {"mfu_pct": "mean model FLOPs utilization over steps × 100"},
+        _per_rank_mean("steps", {"mfu_pct": pl.col("mfu").mean() * 100}),
+    ),
+    Headline(
+        "memory",
+        {"peak_mem_gib": "peak allocated device memory (GiB)"},
+        _per_rank_mean("peaks", {"peak_mem_gib": pl.col("peak_allocated_bytes").max() / 2**30}),
+    ),
+    Headline(
+        "stragglers",
+        {
+            "times_last": "collectives this rank arrived at last",
+            "wait_caused_ms": "wait this rank caused the others by arriving last",
+        },
+        lambda res: res.tables["ranks"].select(
+            pl.col("rank").cast(pl.Int64), pl.col("times_last"), (pl.col("wait_caused_us") / 1e3).alias("wait_caused_ms")
+        ),
     ),
 ]
 
@@ -92,40 +146,34 @@ class SummaryDoc:
         }
 
 
-def _run(name: str, run: Any, ranks: Any, options: Mapping[str, Any], notes: list[str]) -> Any:
-    from ranksight.analyses import REGISTRY, names
-    from ranksight.errors import RanksightError
-
-    if name not in names():
-        return None
-    try:
-        return REGISTRY[name].func(run, ranks=ranks, **options)
-    except RanksightError as err:
-        notes.append(f"{name}: {err}")
-    except Exception as err:  # one analysis' bug must not hide the others
-        msg = f"analysis {name} failed: {type(err).__name__}: {err}"
-        warnings.warn(msg, stacklevel=2)
-        notes.append(msg)
-    return None
-
-
-def findings_table(res: Any, top: int | None = None) -> pl.DataFrame:
-    """Findings of ``diagnose`` in :data:`FINDING_COLUMNS` order (missing columns null)."""
-    df = res.main if res is not None and res.tables else pl.DataFrame()
-    cols = []
-    for c in FINDING_COLUMNS:
-        if c in df.columns:
-            cols.append(pl.col(c).cast(pl.Int64 if c == "rank" else pl.String))
-        else:
-            cols.append(pl.lit(None, dtype=pl.Int64 if c == "rank" else pl.String).alias(c))
-    out = df.select(cols) if df.height else pl.DataFrame(schema={c: (pl.Int64 if c == "rank" else pl.String) for c in FINDING_COLUMNS})
-    return out.head(top) if top is not None else out
+def findings_table(found: list[Any], top: int | None = None) -> pl.DataFrame:
+    """``diagnose`` findings (worst first) as rows of :data:`FINDING_COLUMNS`."""
+    rows = [
+        {
+            "severity": f.severity,
+            "rule": f.rule,
+            "title": f.title,
+            "ranks": ",".join(str(r) for r in f.ranks),
+            "impact": None if f.impact != f.impact else round(float(f.impact), 4),
+            "summary": f.summary,
+            "fix": f.fixes[0] if f.fixes else None,
+        }
+        for f in found[: top if top is not None else len(found)]
+    ]
+    schema = {c: (pl.Float64 if c == "impact" else pl.String) for c in FINDING_COLUMNS}
+    return pl.DataFrame(rows, schema=schema)
 
 
-def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 5) -> SummaryDoc:
-    """Headline numbers per rank from every available analysis, the top kernels, the top findings."""
+def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 5, ctx: Any = None) -> SummaryDoc:
+    """Headline numbers per rank from every available analysis, the top kernels, the top findings.
+
+    ``ctx`` (a :class:`~ranksight.report.html.sections.Ctx`) caches analysis results so that a
+    report built afterwards with the same ``ctx`` does not run them again.
+    """
     from ranksight.analyses._base import selected
+    from ranksight.report.html.sections import Ctx, Skip
 
+    ctx = ctx or Ctx(run)
     rs = selected(run, ranks)
     notes: list[str] = []
     per_rank = pl.DataFrame({"rank": rs}, schema={"rank": pl.Int64})
@@ -135,8 +183,12 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
         opts = dict(hl.options)
         if hl.analysis == "summary":
             opts["top"] = top
-        res = _run(hl.analysis, run, ranks, opts, notes)
-        if res is None:
+        ctx.notes = []
+        try:
+            res = ctx.result(hl.analysis, **opts)
+        except Skip as why:
+            if "not available" not in str(why):
+                notes.append(str(why))
             continue
         if hl.analysis == "summary":
             top_kernels = res.tables.get("top_kernels")
@@ -148,13 +200,17 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
         cols = cols.select([c for c in cols.columns if c == "rank" or c not in per_rank.columns])
         per_rank = per_rank.join(cols, on="rank", how="left")
         columns.update({c: f"{hl.columns.get(c, c)} [{hl.analysis}]" for c in cols.columns if c != "rank"})
-        for n in res.notes:
-            if n not in notes:
-                notes.append(n)
+    per_rank = per_rank.filter(pl.col("rank").is_in(rs))
     tables: dict[str, pl.DataFrame] = {"per_rank": per_rank}
     if top_kernels is not None:
-        tables["top_kernels"] = top_kernels
-    diag = _run("diagnose", run, ranks, {}, notes)
-    if diag is not None:
-        tables["findings"] = findings_table(diag, findings)
+        tables["top_kernels"] = top_kernels.filter(pl.col("rank").is_in(rs))
+    try:
+        found, _rules, _n = ctx.findings()
+    except Skip as why:
+        if "not available" not in str(why):
+            notes.append(str(why))
+    else:
+        if ranks is not None:
+            found = [f for f in found if not f.ranks or set(f.ranks) & set(rs)]
+        tables["findings"] = findings_table(found, findings)
     return SummaryDoc(tables, columns, notes, list(rs))

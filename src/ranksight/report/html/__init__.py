@@ -21,10 +21,11 @@ _DATA_OPEN = '<script type="application/json" id="rs-data">'
 
 
 def write_report(
-    run: Any, path: str | os.PathLike[str], *, title: str | None = None, inputs: Sequence[str] = ()
+    run: Any, path: str | os.PathLike[str], *, title: str | None = None, inputs: Sequence[str] = (), ctx: Any = None
 ) -> dict[str, Any]:
-    """Build the report of ``run`` and write it to ``path`` atomically; returns the payload."""
-    doc = build_payload(run, title=title, inputs=inputs)
+    """Build the report of ``run`` and write it to ``path`` atomically; returns the payload.
+    ``ctx`` (a :class:`~ranksight.report.html.sections.Ctx`) shares analysis results already computed."""
+    doc = build_payload(run, title=title, inputs=inputs, ctx=ctx)
     write_atomic(render_html(doc), os.fspath(path))
     return doc
 

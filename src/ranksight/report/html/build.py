@@ -6,10 +6,11 @@ import importlib
 import os
 import pkgutil
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION
+from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION, StringTable
 from ranksight.report.html.sections import GROUPS, SECTIONS, Ctx, Section, Skip
 
 __all__ = ["build_payload", "load_sections", "covered_analyses", "GENERIC_EXCLUDED"]
@@ -90,6 +91,11 @@ def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
         blocks = sec.build(ctx)
     except Skip as why:
         out["reason"] = str(why)
+    except Exception as err:  # a builder that does not fit an analysis' tables must not lose the report
+        msg = f"section `{sec.slug}` could not be built: {type(err).__name__}: {err}"
+        ctx.failures.append(msg)
+        warnings.warn(msg, stacklevel=2)
+        out["reason"] = msg
     else:
         if blocks:
             out["shown"] = True
@@ -101,12 +107,22 @@ def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
     return out
 
 
-def build_payload(run: Any, *, title: str | None = None, inputs: Sequence[str] = ()) -> dict[str, Any]:
-    """The report document (see ``docs/report-schema.json``)."""
+def build_payload(run: Any, *, title: str | None = None, inputs: Sequence[str] = (), ctx: Ctx | None = None) -> dict[str, Any]:
+    """The report document (see ``docs/report-schema.json``). Pass ``ctx`` to reuse analysis
+    results computed before (e.g. by :func:`ranksight.report.headline.build_summary`)."""
     from ranksight import __version__
 
-    ctx = Ctx(run)
-    sections = [_run_section(s, ctx) for s in _sections_to_run()]
+    ctx = ctx or Ctx(run)
+    ctx.strings = StringTable()
+    ctx.shown = set()
+    todo = _sections_to_run()
+    # findings link to the sections that show their evidence: build them last, show them first
+    built: dict[str, dict[str, Any]] = {}
+    for sec in sorted(todo, key=lambda s: s.group == "Findings"):
+        built[sec.slug] = _run_section(sec, ctx)
+        if built[sec.slug]["shown"]:
+            ctx.shown.add(sec.slug)
+    sections = [built[s.slug] for s in todo]
     files = [os.path.basename(t.path) for t in run]
     doc: dict[str, Any] = {
         "schema": SCHEMA_NAME,

@@ -81,9 +81,32 @@ class Ctx:
     strings: StringTable = field(default_factory=StringTable)
     notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    shown: set[str] = field(default_factory=set)
     _cache: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = field(default_factory=dict)
 
     # ---- analyses ---------------------------------------------------------------------------
+
+    def call(self, key: Any, fn: Callable[[], Any], label: str) -> Any:
+        """``fn()`` once per ``key``; a ``RanksightError`` (missing data) or a bug becomes
+        :class:`Skip` with the reason (bugs are also listed in :attr:`failures` and warned)."""
+        from ranksight.errors import RanksightError
+
+        if key not in self._cache:
+            try:
+                self._cache[key] = fn()
+            except Skip as why:
+                self._cache[key] = why
+            except RanksightError as err:
+                self._cache[key] = Skip(f"`{label}`: {err}")
+            except Exception as err:  # a bug in one analysis must not lose the whole report
+                msg = f"analysis `{label}` failed: {type(err).__name__}: {err}"
+                self.failures.append(msg)
+                warnings.warn(msg, stacklevel=3)
+                self._cache[key] = Skip(msg)
+        res = self._cache[key]
+        if isinstance(res, Skip):
+            raise Skip(str(res))
+        return res
 
     def result(self, name: str, **options: Any) -> Any:
         """The analysis ``name`` run once per set of options; its notes go to the section.
@@ -91,30 +114,31 @@ class Ctx:
         Raises :class:`Skip` when the analysis is not registered or the traces lack its data.
         """
         from ranksight.analyses import REGISTRY, names
-        from ranksight.errors import RanksightError
 
-        names()  # imports every analysis module
-        key = (name, tuple(sorted(options.items())))
-        if key not in self._cache:
-            if name not in REGISTRY:
-                self._cache[key] = Skip(f"the `{name}` analysis is not available in this ranksight version")
-            else:
-                try:
-                    self._cache[key] = REGISTRY[name].func(self.run, **options)
-                except RanksightError as err:
-                    self._cache[key] = Skip(f"`{name}`: {err}")
-                except Exception as err:  # a bug in one analysis must not lose the whole report
-                    msg = f"analysis `{name}` failed: {type(err).__name__}: {err}"
-                    self.failures.append(msg)
-                    warnings.warn(msg, stacklevel=2)
-                    self._cache[key] = Skip(msg)
-        res = self._cache[key]
-        if isinstance(res, Skip):
-            raise Skip(str(res))
+        def run() -> Any:
+            if name not in names():  # names() imports every analysis module
+                raise Skip(f"the `{name}` analysis is not available in this ranksight version")
+            return REGISTRY[name].func(self.run, **options)
+
+        res = self.call(("analysis", name, tuple(sorted(options.items()))), run, name)
         for n in res.notes:
             if n not in self.notes:
                 self.notes.append(n)
         return res
+
+    def findings(self) -> tuple[list[Any], list[str], list[str]]:
+        """``diagnose``'s findings (worst first), the rules run, and notes (computed once)."""
+
+        def run() -> Any:
+            from ranksight.analyses import names
+
+            if "diagnose" not in names():
+                raise Skip("the `diagnose` analysis is not available in this ranksight version")
+            from ranksight.analyses.diagnose import findings
+
+            return findings(self.run)
+
+        return self.call(("findings",), run, "diagnose")
 
     def tables(self, name: str, *needed: str, **options: Any) -> dict[str, pl.DataFrame]:
         """The analysis' tables; :class:`Skip` when one of ``needed`` is absent or empty."""
@@ -123,7 +147,8 @@ class Ctx:
             if t not in res.tables:
                 raise Skip(f"`{name}` has no table {t!r}")
             if res.tables[t].height == 0:
-                raise Skip(f"`{name}`: table {t!r} is empty for these traces")
+                why = res.notes[0] if res.notes else f"table {t!r} is empty for these traces"
+                raise Skip(f"`{name}`: {why}")
         return res.tables
 
     # ---- blocks -----------------------------------------------------------------------------
@@ -308,3 +333,25 @@ def histogram(arrays: Mapping[str, np.ndarray], bins: int, log: bool) -> tuple[n
         edges = np.linspace(lo, hi, bins + 1)
     counts = {k: np.histogram(a, bins=edges)[0] for k, a in arrays.items()}
     return edges, counts, log
+
+
+def wide(df: pl.DataFrame, index: str, on: str, values: str, *, scale: float = 1.0, order: Sequence[Any] | None = None) -> tuple[list[Any], dict[str, list[Any]]]:
+    """Long ``(index, on, values)`` rows as bar-chart input: categories (``index`` values, sorted)
+    and one series per distinct ``on`` value (in ``order`` when given, else by total, largest first);
+    missing cells are 0."""
+    agg = df.group_by(index, on).agg(pl.col(values).sum())
+    cats = sorted(agg[index].unique().to_list())
+    keys = list(order) if order is not None else (
+        agg.group_by(on).agg(pl.col(values).sum()).sort([values, on], descending=[True, False])[on].to_list()
+    )
+    out: dict[str, list[Any]] = {}
+    for k in keys:
+        sub = agg.filter(pl.col(on) == k)
+        m = dict(zip(sub[index].to_list(), sub[values].to_list()))
+        if sub.height:
+            out[str(k)] = [(m.get(c) or 0) * scale for c in cats]
+    return cats, out
+
+
+def rank_labels(ranks: Sequence[Any]) -> list[str]:
+    return [f"rank {r}" for r in ranks]

@@ -16,18 +16,22 @@
   function text(parent, b, S) { h("p", { id: "text-" + b.id }, parent, S[b.text]); }
   function findings(parent, b, S) {
     var ul = h("ul", { "class": "rs-findings", id: "findings-" + b.id }, parent);
-    if (!b.items.length) h("li", { "class": "sev-info" }, ul, "No findings: nothing crossed a threshold.");
+    if (!b.items.length) h("li", { "class": "sev-info" }, ul, "No findings: no rule crossed its threshold.");
     b.items.forEach(function (f) {
       var sev = String(f.severity || "info").toLowerCase().replace(/[^a-z]/g, "");
-      var li = h("li", { "class": "sev-" + sev }, ul);
+      var li = h("li", { "class": "sev-" + sev, "data-rule": f.rule || "" }, ul);
       h("span", { "class": "rs-sev" }, li, f.severity || "info");
       h("strong", null, li, S[f.title]);
-      if (f.rank != null) h("span", { "class": "rs-rank" }, li, " (rank " + f.rank + ")");
+      if (f.ranks && f.ranks.length) h("span", { "class": "rs-rank" }, li, " · rank" + (f.ranks.length > 1 ? "s " : " ") + f.ranks.join(", "));
       if (f.evidence) {
-        var a = h("a", { href: "#sec-" + f.evidence }, li, "evidence →");
-        a.setAttribute("data-evidence", f.evidence);
+        var a = h("a", { href: "#sec-" + f.evidence, "data-evidence": f.evidence }, li, "evidence →");
+        a.setAttribute("title", "the section with the numbers behind this finding");
       }
       if (f.detail != null) h("span", { "class": "rs-detail" }, li, S[f.detail]);
+      if (f.fixes && f.fixes.length) {
+        var fx = h("ul", { "class": "rs-fixes" }, li);
+        f.fixes.forEach(function (x) { h("li", null, fx, S[x]); });
+      }
     });
   }
   var DRAW = {

@@ -1,0 +1,79 @@
+"""Kernels: top kernels per type and rank, duration across ranks, launch configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ranksight.report.html.sections import Ctx, Skip, rank_labels, section
+
+US = {c: "µs" for c in ("sum_us", "mean_us", "min_us", "max_us", "std_us", "total_us")}
+
+
+@section(
+    "kernels",
+    "Top kernels by type",
+    needs=("kernels",),
+    group="Kernels",
+    order=10,
+    help="Per rank and kernel type, the kernels with the most GPU time (count, sum, mean, min, max, std); "
+    "the rest is folded into an 'others' row.",
+)
+def kernels(ctx: Ctx) -> list[dict[str, Any]]:
+    t = ctx.tables("kernels", "kernels")["kernels"]
+    top = (
+        t.filter(~pl.col("name").str.starts_with("others"))
+        .group_by("name", "kernel_type")
+        .agg(pl.col("sum_us").sum())
+        .sort(["sum_us", "name"], descending=[True, False])
+        .head(12)
+    )
+    per_rank = t.filter(pl.col("name").is_in(top["name"].implode())).pivot(on="rank", index="name", values="sum_us", aggregate_function="sum")
+    per_rank = top.select("name").join(per_rank, on="name", how="left", maintain_order="left").fill_null(0)
+    ranks = [c for c in per_rank.columns if c != "name"]
+    chart = ctx.bar(
+        per_rank["name"].to_list(),
+        {f"rank {r}": (per_rank[r] / 1e3).to_list() for r in ranks},
+        id="kernels-chart",
+        title="Top kernels (all types), GPU time per rank",
+        horizontal=True,
+        unit="ms",
+        x_label="ms",
+    )
+    return [chart, ctx.table(t, id="kernels-table", title="Top kernels per rank and type", units=US, sort=("sum_us", True))]
+
+
+@section(
+    "kernel-spread",
+    "Kernel duration across ranks",
+    needs=("kernel-spread",),
+    group="Kernels",
+    order=20,
+    help="For the top kernels, their mean duration on each rank; spread_pct = (max − min) / mean of "
+    "the per-rank means. The same kernel taking longer on one rank points at that rank.",
+)
+def kernel_spread(ctx: Ctx) -> list[dict[str, Any]]:
+    t = ctx.tables("kernel-spread", "kernel_spread")["kernel_spread"]
+    names = t.group_by("name").agg(pl.col("sum_us").sum()).sort(["sum_us", "name"], descending=[True, False]).head(20)["name"].to_list()
+    ranks = sorted(t["rank"].unique().to_list())
+    piv = t.pivot(on="rank", index="name", values="mean_us", aggregate_function="mean")
+    piv = pl.DataFrame({"name": names}).join(piv, on="name", how="left", maintain_order="left")
+    values = [[piv[str(r)][i] if str(r) in piv.columns else None for r in ranks] for i in range(piv.height)]
+    heat = ctx.heatmap(names, rank_labels(ranks), values, id="kernel-spread-heatmap", title="Mean kernel duration per rank",
+                       unit="µs", x_label="rank", y_label="kernel")
+    return [heat, ctx.table(t, id="kernel-spread-table", title="Per kernel and rank", units=US, sort=("spread_pct", True))]
+
+
+@section(
+    "kernel-config",
+    "Kernels by launch configuration",
+    needs=("kernel-config",),
+    group="Kernels",
+    order=30,
+    help="Kernels per name and launch configuration (grid, block, registers, shared memory): calls, time, "
+    "blocks per SM, estimated occupancy, Tensor Core use.",
+)
+def kernel_config(ctx: Ctx) -> list[dict[str, Any]]:
+    t = ctx.tables("kernel-config", "kernels")["kernels"]
+    return [ctx.table(t, id="kernel-config-table", title="Kernels", units=US, sort=("total_us", True))]

@@ -1,0 +1,27 @@
+"""Fixtures shared by the report tests: the example's run, payload and HTML, built once."""
+
+from __future__ import annotations
+
+import pytest
+
+import ranksight
+from ranksight.data import example_path
+
+
+@pytest.fixture(scope="session")
+def demo_run():
+    return ranksight.load(example_path("dlrm"))
+
+
+@pytest.fixture(scope="session")
+def demo_doc(demo_run):
+    from ranksight.report.html import build_payload
+
+    return build_payload(demo_run)
+
+
+@pytest.fixture(scope="session")
+def demo_html(demo_doc):
+    from ranksight.report.html import render_html
+
+    return render_html(demo_doc)
