@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["temporal_breakdown_figure", "idle_time_figure", "kernel_type_figure", "kernels_figure", "overlap_figure", "launch_stats_figures", "aten_op_table_figure",
-           "frequent_patterns_figure", "queue_length_figure", "stragglers_figure", "user_annotation_figure"]
+           "frequent_patterns_figure", "queue_length_figure", "stragglers_figure", "user_annotation_figure",
+           "diff_bars_figure", "memory_curve_figure", "memcpy_bandwidth_figure", "wait_heatmap_figure"]
 
 
 def _records(df: Any) -> list[dict[str, Any]]:
@@ -167,4 +168,69 @@ def user_annotation_figure(df: Any) -> Any:
         pts = [r for r in rows if r["rank"] == rank]
         fig.add_pie(labels=[p["name"] for p in pts], values=[p["sum (us)"] for p in pts], title=f"rank {rank}")
     fig.update_layout(title="Time per user annotation")
+    return fig
+
+
+def diff_bars_figure(df: Any, what: str, diff_col: str, title: str) -> Any:
+    """Grouped horizontal bars of both sides' ``*_{what}`` columns for the rows whose ``diff_col``
+    is not 0 (TraceDiff's counts / duration views); ``None`` when nothing changed. ``df`` is the
+    pandas frame of ``TraceDiff.compare_traces`` (index = op name)."""
+    import plotly.graph_objects as go
+
+    cols = [c for c in df.columns if c.endswith(f"_{what}")][:2]
+    changed = df[df[diff_col] != 0].sort_values(diff_col)
+    if changed.empty:
+        return None
+    fig = go.Figure(
+        [go.Bar(name=c[: -len(what) - 1], y=[str(i) for i in changed.index], x=changed[c], orientation="h") for c in cols]
+    )
+    fig.update_layout(barmode="group", title=title, height=max(400, 18 * len(changed)), yaxis={"automargin": True})
+    return fig
+
+
+def memory_curve_figure(curve: Any) -> Any:
+    """Allocated and reserved memory (MiB) over time per rank and device, from the ``curve`` table
+    of the ``memory`` analysis (``rank, device, time_ms, allocated_bytes, reserved_bytes``)."""
+    import plotly.graph_objects as go
+
+    rows = _records(curve)
+    fig = go.Figure()
+    for key in sorted({(r["rank"], str(r["device"])) for r in rows}):
+        pts = sorted((r for r in rows if (r["rank"], str(r["device"])) == key), key=lambda r: r["time_ms"])
+        x = [p["time_ms"] for p in pts]
+        fig.add_scatter(x=x, y=[p["allocated_bytes"] / 2**20 for p in pts], line_shape="hv", name=f"rank {key[0]} {key[1]} allocated")
+        if any(p.get("reserved_bytes") is not None for p in pts):
+            fig.add_scatter(x=x, y=[(p["reserved_bytes"] or 0) / 2**20 for p in pts], line_shape="hv", line={"dash": "dot"},
+                            name=f"rank {key[0]} {key[1]} reserved")
+    fig.update_layout(title="Device memory", xaxis_title="time (ms)", yaxis_title="MiB")
+    return fig
+
+
+def memcpy_bandwidth_figure(copies: Any) -> Any:
+    """Bandwidth (GB/s) of each copy over time per rank and copy kind, from the ``copies`` table of
+    ``memcpy-bw`` (``rank, copy_kind, ts_ns, bw_gbps``)."""
+    import plotly.graph_objects as go
+
+    rows = _records(copies)
+    t0 = min((r["ts_ns"] for r in rows), default=0)
+    fig = go.Figure()
+    for key in sorted({(r["rank"], str(r["copy_kind"])) for r in rows}):
+        pts = [r for r in rows if (r["rank"], str(r["copy_kind"])) == key]
+        fig.add_scatter(x=[(p["ts_ns"] - t0) / 1e6 for p in pts], y=[p["bw_gbps"] for p in pts], mode="markers",
+                        name=f"rank {key[0]} {key[1]}")
+    fig.update_layout(title="Memory copy bandwidth", xaxis_title="time (ms)", yaxis_title="GB/s")
+    return fig
+
+
+def wait_heatmap_figure(wait_by_step: Any) -> Any:
+    """Rank × step heatmap of collective wait (ms), from the ``wait_by_step`` table of
+    ``stragglers`` (``rank, step_<N>...`` in µs)."""
+    import plotly.graph_objects as go
+
+    rows = sorted(_records(wait_by_step), key=lambda r: r["rank"])
+    steps = [c for c in (rows[0] if rows else {}) if c != "rank"]
+    z = [[(r[c] / 1e3 if r[c] is not None else None) for c in steps] for r in rows]
+    fig = go.Figure(go.Heatmap(z=z, x=[c.replace("step_", "step ") for c in steps], y=[f"rank {r['rank']}" for r in rows],
+                               colorscale="YlOrRd", colorbar={"title": "ms"}))
+    fig.update_layout(title="Wait in collectives, rank × step", xaxis_title="step", yaxis_title="rank")
     return fig

@@ -77,3 +77,50 @@ def kernel_spread(ctx: Ctx) -> list[dict[str, Any]]:
 def kernel_config(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("kernel-config", "kernels")["kernels"]
     return [ctx.table(t, id="kernel-config-table", title="Kernels", units=US, sort=("total_us", True))]
+
+
+@section(
+    "sequences",
+    "Frequent kernel sequences",
+    needs=("sequences", "ops"),
+    group="Kernels",
+    order=40,
+    help="The GPU kernel sequences launched under the operator with the most device time (HTA's frequent "
+    "CUDA kernel sequences): identical sequences counted, with their GPU and CPU time.",
+)
+def sequences(ctx: Ctx) -> list[dict[str, Any]]:
+    ops = ctx.tables("ops", "ops")["ops"]
+    cand = (
+        ops.filter(~pl.col("name").str.starts_with("ProfilerStep") & ~pl.col("name").str.starts_with("##") & (pl.col("calls") > 1))
+        .group_by("name")
+        .agg(pl.col("device_total_us").sum())
+        .sort(["device_total_us", "name"], descending=[True, False])
+        .head(5)["name"]
+        .to_list()
+    )
+    for op in cand:
+        try:
+            tabs = ctx.tables("sequences", "patterns", op=op, min_pattern_len=2)
+        except Skip:
+            continue
+        ctx.notes[:] = [f"operator: {op} (the one with the most device time that launches 2 or more GPU activities)"]
+        return [ctx.table(tabs["patterns"], id="sequences-table", title=f"Kernel sequences under {op}", units=US)]
+    raise Skip("no operator with repeated kernel sequences (tried: " + ", ".join(cand) + ")" if cand else "no operator with device time")
+
+
+@section(
+    "cupti-counters",
+    "CUPTI counters",
+    needs=("cupti-counters",),
+    group="Kernels",
+    order=60,
+    help="Hardware counters from the CUPTI range profiler per kernel, with the operators that launched it.",
+)
+def cupti_counters(ctx: Ctx) -> list[dict[str, Any]]:
+    tabs = ctx.tables("cupti-counters", "kernels")
+    blocks = []
+    if "by_op" in tabs and tabs["by_op"].height:
+        blocks.append(ctx.table(tabs["by_op"], id="cupti-by-op", title="Per operator", units={"dur_us": "µs"}))
+    k = tabs["kernels"]
+    blocks.append(ctx.table(k.drop([c for c in ("row", "launch_row") if c in k.columns]), id="cupti-kernels", title="Per kernel", units={"dur_ns": "ns", "ts_ns": "ns"}))
+    return blocks
