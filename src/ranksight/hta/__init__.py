@@ -16,9 +16,9 @@ from __future__ import annotations
 from ranksight.hta._base import TraceAnalysisBase
 from ranksight.hta._breakdown import BreakdownMixin
 from ranksight.hta._diff import DeviceType, LabeledTrace, TraceDiff
-from ranksight.hta._launch import LaunchMixin
+from ranksight.hta._launch import LaunchMixin, TimeSeriesTypes
 
-__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType"]
+__all__ = ["TraceAnalysis", "TraceDiff", "TimeSeriesTypes", "LabeledTrace", "DeviceType"]
 
 
 class TraceAnalysis(BreakdownMixin, LaunchMixin, TraceAnalysisBase):
