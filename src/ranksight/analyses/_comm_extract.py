@@ -162,7 +162,9 @@ def _dims_cols(ops: pl.DataFrame) -> pl.DataFrame:
 def _enclosing(launches: pl.DataFrame, ops: pl.DataFrame, prefix: str, cols: list[str]) -> pl.DataFrame:
     """For each launch, the latest-starting op of ``ops`` on the same thread that contains it."""
     if ops.height == 0 or launches.height == 0:
-        return launches.with_columns([pl.lit(None).alias(f"{prefix}{c}") for c in cols + ["row"]])
+        return launches.with_columns(
+            [pl.lit(None, dtype=ops.schema.get(c, pl.String)).alias(f"{prefix}{c}") for c in cols] + [pl.lit(None, dtype=pl.Int64).alias(f"{prefix}row")]
+        )
     right = ops.select(
         pl.col("tid").alias("launch_tid"), pl.col("ts_ns").alias("__ts"), pl.col("end_ns").alias("__end"),
         pl.col("row").cast(pl.Int64).alias(f"{prefix}row"), *[pl.col(c).alias(f"{prefix}{c}") for c in cols],
@@ -208,9 +210,13 @@ def _col(df: pl.DataFrame, name: str, dtype: Any = pl.String) -> pl.Expr:
 
 def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
     """Apply the precedence rules to the candidate metadata columns."""
+    ints = {"rpc_in_msg_nelems", "rpc_out_msg_nelems", "rpc_group_size", "rpc_seq", "rpc_src_rank", "rpc_dst_rank", "ann_arg0_nelems", "c10_arg0_nelems", "c10_arg1_nelems"}
     for c in ["rpc_" + a for a in _ARG_COLS] + ["ann_name", "ann_arg0_nelems", "ann_arg_dtype", "c10_name", "c10_arg0_nelems", "c10_arg1_nelems", "c10_arg_dtype"]:
+        want = pl.Int64 if c in ints else pl.String
         if c not in k.columns:
-            k = k.with_columns(pl.lit(None).alias(c))
+            k = k.with_columns(pl.lit(None, dtype=want).alias(c))
+        elif k.schema[c] != want:
+            k = k.with_columns(pl.col(c).cast(want))
     k = k.with_columns(
         _ctype("collective_name").alias("__t_kernel"),
         _ctype("rpc_collective_name").alias("__t_rpc"),

@@ -76,6 +76,19 @@ def match_instances(per_rank: pl.DataFrame) -> pl.DataFrame:
     return df.drop("__src", "__dst", "__base")
 
 
+def _dev(col: str, over: str) -> pl.Expr:
+    """``col − median(col) over over``, exact: the median is taken of small offsets from the
+    group's minimum (float64 cannot hold epoch nanoseconds exactly)."""
+    rel = pl.col(col) - pl.col(col).min().over(over)
+    return (rel - rel.median().over(over)).round(0).cast(pl.Int64)
+
+
+def _median_abs(col: str, over: str) -> pl.Expr:
+    """The median of an absolute-ns column per group, exact (see :func:`_dev`)."""
+    base = pl.col(col).min()
+    return (base + (pl.col(col) - base).median().round(0).cast(pl.Int64)).alias(col.replace("_ns", "") + "_median")
+
+
 def _clock(rank: pl.Expr, host: pl.Expr) -> pl.Expr:
     return pl.when(host.is_not_null()).then(pl.concat_str([pl.lit("host "), host])).otherwise(pl.concat_str([pl.lit("rank "), rank.cast(pl.String)]))
 
@@ -92,7 +105,7 @@ def estimate_offsets(matched: pl.DataFrame, ranks: list[int], hosts: dict[int, s
             pl.lit(0, dtype=pl.Int64).alias("instances_used"), pl.lit(None, dtype=pl.Int64).alias("residual_ns"),
         ).select(list(OFFSET_SCHEMA))
     m = m.with_columns(
-        (pl.col("end_ns") - pl.col("end_ns").median().over("instance")).alias("__d"),
+        _dev("end_ns", "instance").alias("__d"),
         _clock(pl.col("rank"), pl.col("host")).alias("clock"),
     )
     per_clock = m.group_by("clock").agg(pl.col("__d").median().round(0).cast(pl.Int64).alias("offset_ns"))
@@ -146,8 +159,8 @@ def instance_metrics(matched: pl.DataFrame, loaded: list[int]) -> tuple[pl.DataF
         n.cast(pl.Int64).alias("ranks_present"),
         pl.when(multi).then(last - pl.col("start_ns")).alias("wait_ns"),
         pl.when(multi).then((pl.col("end_ns") - last).clip(0)).alias("transfer_ns"),
-        pl.when(multi).then(pl.col("start_ns") - pl.col("start_ns").median().over(over)).cast(pl.Int64).alias("lateness_ns"),
-        pl.when(multi).then(pl.col("launch_ns") - pl.col("launch_ns").median().over(over)).cast(pl.Int64).alias("launch_lateness_ns"),
+        pl.when(multi).then(_dev("start_ns", "instance")).alias("lateness_ns"),
+        pl.when(multi).then(_dev("launch_ns", "instance")).alias("launch_lateness_ns"),
         (pl.col("start_ns") == last).alias("__is_last"),
     )
     late = (
@@ -170,8 +183,8 @@ def instance_metrics(matched: pl.DataFrame, loaded: list[int]) -> tuple[pl.DataF
         pl.col("rank").sort().alias("ranks"),
         pl.col("start_ns").min().alias("first_start_ns"),
         pl.col("start_ns").max().alias("last_start_ns"),
-        pl.col("start_ns").median().cast(pl.Int64).alias("median_start_ns"),
-        pl.col("end_ns").median().cast(pl.Int64).alias("median_end_ns"),
+        _median_abs("start_ns", "instance").alias("median_start_ns"),
+        _median_abs("end_ns", "instance").alias("median_end_ns"),
         pl.col("wait_ns").sum().alias("total_wait_ns"),
         pl.col("wait_ns").max().alias("max_wait_ns"),
         pl.col("transfer_ns").median().cast(pl.Int64).alias("transfer_ns"),
