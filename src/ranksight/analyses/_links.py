@@ -52,7 +52,7 @@ def name_filter(apis: Iterable[str] | None) -> pl.Expr:
     """True for launches whose API name is in ``apis`` (every launch when ``apis`` is None)."""
     if apis is None:
         return pl.lit(True)
-    return pl.col("api").is_in(list(apis))
+    return pl.col("api").cast(pl.String).is_in(list(apis))
 
 
 def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  # noqa: ANN001
@@ -60,18 +60,19 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
 
     Columns: ``row, kind, name, kernel_class, pid, tid, stream, device, ts_ns, dur_ns, end_ns,
     step`` (the GPU activity), ``launch_row, correlation, api, cpu_pid, cpu_tid, cpu_ts_ns,
-    cpu_dur_ns, cpu_end_ns, gpu_count`` (its launch). Restricted to launches named in ``apis``
+    cpu_dur_ns, cpu_end_ns, gpu_count`` (its launch); ``name`` and ``api`` stay categorical
+    (cast to strings only where needed: long kernel names are costly). Restricted to launches named in ``apis``
     when given. Sorted by launch row, then GPU start, then GPU row.
     """
     ev = trace.events
     g = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("launch_row").is_not_null()).select(
-        "row", "kind", pl.col("name").cast(pl.String), "kernel_class", "pid", "tid", "stream", "device",
+        "row", "kind", "name", "kernel_class", "pid", "tid", "stream", "device",
         "ts_ns", "dur_ns", "end_ns", "step", "launch_row",
     )
     launches = ev.filter(pl.col("gpu_count") > 0).select(
         pl.col("row").alias("launch_row"),
         "correlation",
-        pl.col("name").cast(pl.String).alias("api"),
+        pl.col("name").alias("api"),
         pl.col("pid").alias("cpu_pid"),
         pl.col("tid").alias("cpu_tid"),
         pl.col("ts_ns").alias("cpu_ts_ns"),

@@ -69,12 +69,12 @@ def launch_table(
         return pl.DataFrame(schema=_LAUNCH_SCHEMA)
     agg = ch.group_by("launch_row", maintain_order=True).agg(
         pl.col("correlation").first(),
-        pl.col("api").first(),
+        pl.col("api").first().cast(pl.String),
         pl.col("cpu_tid").first().alias("tid"),
         pl.col("cpu_ts_ns").first().alias("ts_ns"),
         pl.col("cpu_dur_ns").first(),
         pl.col("cpu_end_ns").first(),
-        pl.col("name").first().alias("kernel"),
+        pl.col("name").first().cast(pl.String).alias("kernel"),
         pl.col("kind").first().cast(pl.String).alias("kind"),
         pl.col("stream").first(),
         pl.len().cast(pl.Int64).alias("gpu_count"),

@@ -58,8 +58,8 @@ def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     """
     ch = launch_children(trace)
     if hta_apis and ch.height:
-        names = [n for n in ch["api"].unique().to_list() if HTA_KERNEL_LAUNCH_RE.match(n)]
-        ch = ch.filter(pl.col("api").is_in(names))
+        names = [n for n in ch["api"].cast(pl.String).unique().to_list() if HTA_KERNEL_LAUNCH_RE.match(n)]
+        ch = ch.filter(pl.col("api").cast(pl.String).is_in(names))
     ops = _aten_ops(trace)
     if ch.height == 0 or ops.height == 0:
         return pl.DataFrame(schema={"op_row": pl.Int64, "op_name": pl.String, "op_ts_ns": pl.Int64, "op_tid": pl.Int64,
@@ -87,12 +87,18 @@ def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     ol = op_launches(trace, hta_apis=hta_apis)
     if ol.height == 0:
         return pl.DataFrame(schema=_TABLE_SCHEMA)
-    per_op = ol.group_by("op_row", maintain_order=True).agg(
+    per_op = ol.with_columns(pl.col("name").to_physical().cast(pl.String).alias("__code")).group_by("op_row", maintain_order=True).agg(
         pl.col("op_name").first(),
-        pl.col("name").str.join(" -> ").alias("kernel_sequence"),
+        pl.col("__code").str.join(",").alias("__key"),
+        pl.col("name").first().alias("__first"),
         (pl.col("launch_ts_ns").first() - pl.col("op_ts_ns").first()).alias("__aten_delay"),
         (pl.col("ts_ns").first() - pl.col("launch_ts_ns").first()).alias("__runtime_delay"),
     )
+    keys = per_op.select("__key").unique()
+    u = ol.select("name").unique()
+    cats = dict(zip(u["name"].to_physical().cast(pl.String).to_list(), u["name"].cast(pl.String).to_list()))
+    decoded = [" -> ".join(cats[c] for c in k.split(",")) for k in keys["__key"].to_list()]  # one per distinct sequence
+    per_op = per_op.join(keys.with_columns(pl.Series("kernel_sequence", decoded, dtype=pl.String)), on="__key")
     return (
         per_op.group_by("op_name", "kernel_sequence")
         .agg(
