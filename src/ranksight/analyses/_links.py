@@ -11,13 +11,14 @@ HTA's fixed name sets are kept here for the compatibility paths (``hta-definitio
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import polars as pl
 
 from ranksight.model.kinds import GPU_KINDS
 
 __all__ = [
+    "names_matching",
     "HTA_LAUNCH_STATS_APIS",
     "HTA_MEMORY_APIS",
     "HTA_QUEUE_APIS",
@@ -83,3 +84,12 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
     if apis is not None:
         launches = launches.filter(name_filter(apis))
     return g.join(launches, on="launch_row", how="inner").sort(["launch_row", "ts_ns", "row"])
+
+
+
+def names_matching(df: pl.DataFrame, test: Callable[[pl.Series], pl.Series], col: str = "name") -> pl.Expr:
+    """A filter expression on ``col`` (categorical) that runs the string test ``test`` once per
+    distinct name instead of once per event (casting every event's name is slow on big traces)."""
+    u = df.get_column(col).unique()
+    hit = u.filter(test(u.cast(pl.String)).fill_null(False))
+    return pl.col(col).is_in(hit.implode())

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._links import HTA_KERNEL_LAUNCH_RE, launch_children
+from ranksight.analyses._links import HTA_KERNEL_LAUNCH_RE, launch_children, names_matching
 from ranksight.analyses._stacks import enclosing, nest
 from ranksight.model.kinds import GPU_KINDS
 
@@ -42,12 +42,10 @@ _TABLE_SCHEMA = {
 
 
 def _aten_ops(trace: Trace) -> pl.DataFrame:
-    ev = trace.events
-    return ev.filter(
-        ~pl.col("kind").is_in([*GPU_KINDS, "sync", "gpu_user_annotation", "metadata", "flow"])
-        & pl.col("dur_ns").is_not_null()
-        & pl.col("name").cast(pl.String).str.starts_with("aten::")
-    ).select("row", "pid", "tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String).alias("op_name"))
+    ev = trace.events.filter(
+        ~pl.col("kind").is_in([*GPU_KINDS, "sync", "gpu_user_annotation", "metadata", "flow"]) & pl.col("dur_ns").is_not_null()
+    )
+    return ev.filter(names_matching(ev, lambda s: s.str.starts_with("aten::"))).select("row", "pid", "tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String).alias("op_name"))
 
 
 def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:

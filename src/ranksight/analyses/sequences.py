@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.analyses._links import launch_children
+from ranksight.analyses._links import launch_children, names_matching
 from ranksight.analyses._stacks import ancestor_at_depth, nest
 from ranksight.errors import UsageError
 from ranksight.model.kinds import CPU_KINDS
@@ -46,7 +46,7 @@ def cpu_tree(trace: Trace) -> pl.DataFrame:
     """Every timed CPU-thread event with ``parent_row`` and ``depth`` (HTA's call stack)."""
     cpu = trace.events.filter(
         pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null()
-    ).select("row", "pid", "tid", "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String))
+    ).select("row", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "name")
     return cpu.join(nest(cpu), on="row")
 
 
@@ -58,7 +58,7 @@ def kernel_patterns(
         raise UsageError("give an operator name (--op NAME), e.g. aten::linear")
     tree = cpu_tree(trace)
     empty = pl.DataFrame(schema=_PATTERN_SCHEMA), pl.DataFrame(schema=_OCC_SCHEMA)
-    cand = tree.filter(pl.col("name").str.contains(op, literal=True))
+    cand = tree.filter(names_matching(tree, lambda s: s.str.contains(op, literal=True))).with_columns(pl.col("name").cast(pl.String))
     if cand.height == 0:
         return empty
     size = int(trace.events["row"].max()) + 1  # type: ignore[arg-type]
@@ -72,7 +72,7 @@ def kernel_patterns(
     lr = ch["launch_row"].to_numpy().astype(np.int64)
     anc = ancestor_at_depth(lr, depth_of, parent_of, d) if lr.size else np.empty(0, np.int64)
     roots = cand.filter(pl.col("depth") == d).select("row", "name", "dur_ns")
-    kids = ch.select(pl.Series("root", anc), pl.col("row").alias("gpu_row"), pl.col("name").alias("kernel"), "ts_ns", "dur_ns").filter(
+    kids = ch.select(pl.Series("root", anc), pl.col("row").alias("gpu_row"), pl.col("name").cast(pl.String).alias("kernel"), "ts_ns", "dur_ns").filter(
         pl.col("root").is_in(roots["row"].cast(pl.Int64).implode())
     )
     per_root = (
