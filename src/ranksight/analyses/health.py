@@ -22,13 +22,12 @@ never GPU work):
 - ``zero_length_kernels``: kernels with ``dur == 0``; ``negative_durations``: any event with
   ``dur < 0``.
 - ``cpu_nesting``: CPU ranges (ops, annotations, Python frames, runtime calls) on one
-  (pid, tid), sorted by (start, −end). A range crosses when it starts inside an earlier range
-  and ends after it: checked against the previous range and against the running maximum end of
-  all earlier ranges (a vectorised approximation of the nesting stack: a crossing of an inner
-  range hidden under a longer outer one is not seen). Crossings of at least ``noise_us`` are
-  warnings (trap 15), smaller ones ``cpu_nesting_noise``; crossings where one side is a Python
-  frame (``record_function`` enter/exit frames cross ``ProfilerStep`` spans in every with_stack
-  trace) are ``cpu_nesting_python`` (info).
+  (pid, tid); each range's parent is the innermost range enclosing its start
+  (:func:`~ranksight.analyses._nesting.parent_spans`, sorts and as-of joins, no per-event
+  Python); a range crosses when it ends after its parent, by ``end − parent end``. Crossings of
+  at least ``noise_us`` are warnings (trap 15), smaller ones ``cpu_nesting_noise``; crossings
+  where the range or its parent is a Python frame (``record_function`` enter/exit frames cross
+  ``ProfilerStep`` spans in with_stack traces) are ``cpu_nesting_python`` (info).
 - ``distributed_info``: ``distributedInfo`` absent, or without ``rank`` / ``world_size``.
 - ``time_resolution``: ``ns`` when some timestamp is not a whole µs, else ``µs`` (precision lost).
 - ``time_base``: ``baseTimeNanoseconds``, absolute epoch µs, or relative without a base
@@ -57,13 +56,14 @@ import numpy as np
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.analyses._nesting import parent_spans
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_APIS, LAUNCH_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["trace_health", "run_health", "health", "CHECKS", "NESTING_KINDS"]
+__all__ = ["trace_health", "run_health", "health", "hint", "crossings", "CHECKS", "NESTING_KINDS"]
 
 #: CPU ranges that should nest on their thread.
 NESTING_KINDS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver")
@@ -165,41 +165,32 @@ def _links(t: Trace, rank: int) -> list[dict[str, Any]]:
 
 
 def _overlap_amounts(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """For ranges sorted by ``keys`` then (start, −end), how each one relates to the earlier
-    ranges of its group:
-
-    - ``over_prev_max``: overlap with the earlier range that ends last,
-      ``min(prev_max_end, end) − start`` when positive;
-    - ``cross``: how far it ends past a range it starts inside (checked against the previous
-      range and against the earlier range that ends last), 0 when it nests;
-    - ``cross_python``: whether that crossed range, or the range itself, is a Python frame
-      (needs a ``kind`` column; False otherwise).
-    """
+    """Ranges sorted by ``keys`` then (start, −end), with ``over_prev_max``: the overlap with the
+    earlier range of the group that ends last, ``min(prev_max_end, end) − start`` when positive
+    (a running maximum of ends, no per-event Python)."""
     s = df.sort([*keys, "ts_ns", "end_ns"], descending=[False] * len(keys) + [False, True])
-    has_kind = "kind" in s.columns
-    py = (pl.col("kind") == "python_function") if has_kind else pl.lit(False)
-    s = s.with_columns(py.alias("__py"))
     pmax = pl.col("end_ns").cum_max().shift(1).over(keys)
-    # kind of the range holding the running maximum end (the last one that raised it)
-    holder_py = pl.when(pl.col("end_ns") == pl.col("end_ns").cum_max()).then(pl.col("__py")).otherwise(None)
-    s = s.with_columns(
-        pmax.alias("__pmax"),
-        pl.col("end_ns").shift(1).over(keys).alias("__pend"),
-        pl.col("__py").shift(1).over(keys).alias("__ppy"),
-        holder_py.forward_fill().over(keys).shift(1).over(keys).alias("__mpy"),
-    )
-    cross_max = pl.when((pl.col("__pmax") > pl.col("ts_ns")) & (pl.col("end_ns") > pl.col("__pmax"))).then(
-        pl.col("end_ns") - pl.col("__pmax")).otherwise(0)
-    cross_prev = pl.when((pl.col("__pend") > pl.col("ts_ns")) & (pl.col("end_ns") > pl.col("__pend"))).then(
-        pl.col("end_ns") - pl.col("__pend")).otherwise(0)
-    return s.with_columns(
+    return s.with_columns(pmax.alias("__pmax")).with_columns(
         pl.when(pl.col("__pmax") > pl.col("ts_ns"))
         .then(pl.min_horizontal("__pmax", "end_ns") - pl.col("ts_ns"))
         .otherwise(0)
         .alias("over_prev_max"),
-        pl.max_horizontal(cross_max, cross_prev).alias("cross"),
-        (pl.col("__py") | ((cross_prev > 0) & pl.col("__ppy").fill_null(False))
-         | ((cross_max > 0) & pl.col("__mpy").fill_null(False))).alias("cross_python"),
+    )
+
+
+def crossings(df: pl.DataFrame) -> pl.DataFrame:
+    """CPU ranges (``pid, tid, ts_ns, end_ns, kind``) with ``cross``: how far each range ends
+    past its parent (the innermost range on its thread enclosing its start, found by
+    :func:`~ranksight.analyses._nesting.parent_spans`), 0 when it nests; and ``cross_python``:
+    the range or its parent is a Python frame."""
+    c = df.with_row_index("__i").with_columns(pl.struct("pid", "tid").rank("dense").alias("__thread"))
+    c = c.with_columns(parent_spans(c, key="__thread").alias("__par"))
+    par = c.select(pl.col("__i").alias("__par"), pl.col("end_ns").alias("__pend"), (pl.col("kind") == "python_function").alias("__ppy"))
+    c = c.join(par, on="__par", how="left", maintain_order="left")
+    return c.with_columns(
+        pl.when(pl.col("__pend").is_not_null() & (pl.col("end_ns") > pl.col("__pend")))
+        .then(pl.col("end_ns") - pl.col("__pend")).otherwise(0).alias("cross"),
+        ((pl.col("kind") == "python_function") | pl.col("__ppy").fill_null(False)).alias("cross_python"),
     )
 
 
@@ -232,7 +223,7 @@ def _cpu_nesting(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
     c = _timed(t.kind(*NESTING_KINDS)).filter(pl.col("dur_ns") >= 0).select("pid", "tid", "ts_ns", "end_ns", "kind", "name")
     if c.height == 0:
         return [_row(rank, check, "ok", detail="no CPU ranges") for check in ("cpu_nesting", "cpu_nesting_python", "cpu_nesting_noise")]
-    o = _overlap_amounts(c, ["pid", "tid"]).filter(pl.col("cross") > 0)
+    o = crossings(c).filter(pl.col("cross") > 0)
     big = o.filter(pl.col("cross") >= noise_ns)
     hard = big.filter(~pl.col("cross_python"))
     py = big.filter(pl.col("cross_python"))
@@ -275,7 +266,7 @@ def _durations(t: Trace, rank: int) -> list[dict[str, Any]]:
                         if long.height else f"none longer than the CPU span ({span / 1e3:.3f} µs)"))
     else:
         out.append(_row(rank, "longer_than_trace", "ok", detail="needs CPU and GPU events"))
-    steps = t.steps
+    steps = t.steps.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
     if steps.height and gpu.height:
         longest = int((steps["end_ns"] - steps["start_ns"]).max())  # type: ignore[arg-type]
         long = gpu.filter(pl.col("step").is_not_null() & (pl.col("dur_ns") > longest))
