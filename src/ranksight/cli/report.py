@@ -48,6 +48,7 @@ def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: <input>.report.html)")
     p.add_argument("--title", help="report title (default: from the input)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument("--baseline", metavar="BASE", help="add a comparison with this baseline run (trace file or folder; see `ranksight diff`)")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -58,7 +59,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     run = load_run(args, ctx)
     inputs = [t.path for t in run]
     check_output(out, inputs, args.force)
-    doc = write_report(run, out, title=args.title, inputs=[os.path.basename(i) for i in inputs])
+    if args.baseline:
+        from ranksight.cli.diff import side_label
+        from ranksight.report.html.sections_diff import use_baseline
+
+        base = load_run(argparse.Namespace(**{**vars(args), "traces": [args.baseline]}), ctx)
+        with use_baseline(base, (side_label(args.baseline), side_label(args.traces[0]))):
+            doc = write_report(run, out, title=args.title, inputs=[os.path.basename(i) for i in inputs])
+    else:
+        doc = write_report(run, out, title=args.title, inputs=[os.path.basename(i) for i in inputs])
     if not ctx.quiet:
         shown = sum(1 for s in doc["sections"] if s["shown"])
         sys.stderr.write(f"{shown} of {len(doc['sections'])} sections shown; {os.path.getsize(out) / 1e6:.2f} MB\n")
