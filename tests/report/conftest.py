@@ -17,7 +17,7 @@ def demo_run():
 def demo_doc(demo_run):
     from ranksight.report.html import build_payload
 
-    return build_payload(demo_run)
+    return build_payload(demo_run, title="ranksight demo: 8-rank DLRM training step")
 
 
 @pytest.fixture(scope="session")

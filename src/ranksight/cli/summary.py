@@ -12,12 +12,33 @@ from ranksight.report.terminal import print_tables
 __all__ = ["COMMAND", "print_summary"]
 
 
+def _findings_text(df) -> str:  # noqa: ANN001
+    """Findings as short plain-text paragraphs (trace text is never parsed as markup)."""
+    if df.height == 0:
+        return "findings: none (no diagnose rule crossed its threshold)\n"
+    out = ["findings (worst first; `ranksight diagnose` for evidence, the report links each to its section):"]
+    for r in df.iter_rows(named=True):
+        ranks = f" · ranks {r['ranks']}" if r["ranks"] else ""
+        out.append(f"  {str(r['severity']).upper():<6} {r['title']}{ranks}")
+        out.append(f"         {r['summary']}")
+        if r["fix"]:
+            out.append(f"         fix: {r['fix']}")
+    return "\n".join(out) + "\n"
+
+
 def print_summary(doc, fmt: str) -> None:  # noqa: ANN001
     """Write a :class:`~ranksight.report.headline.SummaryDoc` as rich tables, CSV or JSON."""
     if fmt == "json":
         sys.stdout.write(json.dumps(doc.to_json_doc(), indent=1, default=str) + "\n")
-    else:
+        return
+    if fmt == "csv":
         print_tables(doc.tables, fmt, notes=doc.notes)
+        return
+    tables = {k: v for k, v in doc.tables.items() if k != "findings"}
+    print_tables(tables, fmt, notes=doc.notes)
+    if "findings" in doc.tables:
+        sys.stdout.flush()
+        sys.stdout.write("\n" + _findings_text(doc.tables["findings"]))
 
 
 def _add(p: argparse.ArgumentParser) -> None:

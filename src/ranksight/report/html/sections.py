@@ -242,8 +242,10 @@ class Ctx:
         unit: str = "",
         x_label: str = "",
         y_label: str = "",
+        scale: str = "all",
     ) -> dict[str, Any]:
-        """``values[i][j]`` for row ``i`` and column ``j`` (null where unknown)."""
+        """``values[i][j]`` for row ``i`` and column ``j`` (null where unknown); colours span all
+        values (``scale="all"``) or each row's own range (``"row"``)."""
         v = np.asarray(values, dtype=float)
         return {
             "type": "chart",
@@ -253,6 +255,7 @@ class Ctx:
             "rows": self.strings.many(rows),
             "cols": self.strings.many(cols),
             "values": [series(r) for r in v.tolist()],
+            "scale": scale,
             "unit": unit,
             "x_label": x_label,
             "y_label": y_label,

@@ -60,8 +60,8 @@ def kernel_spread(ctx: Ctx) -> list[dict[str, Any]]:
     piv = t.pivot(on="rank", index="name", values="mean_us", aggregate_function="mean")
     piv = pl.DataFrame({"name": names}).join(piv, on="name", how="left", maintain_order="left")
     values = [[piv[str(r)][i] if str(r) in piv.columns else None for r in ranks] for i in range(piv.height)]
-    heat = ctx.heatmap(names, rank_labels(ranks), values, id="kernel-spread-heatmap", title="Mean kernel duration per rank",
-                       unit="µs", x_label="rank", y_label="kernel")
+    heat = ctx.heatmap(names, rank_labels(ranks), values, id="kernel-spread-heatmap", title="Mean kernel duration per rank (colour: each kernel's own range)",
+                       unit="µs", x_label="rank", y_label="kernel", scale="row")
     return [heat, ctx.table(t, id="kernel-spread-table", title="Per kernel and rank", units=US, sort=("spread_pct", True))]
 
 

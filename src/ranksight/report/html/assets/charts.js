@@ -361,11 +361,14 @@
     var lo = Infinity, hi = -Infinity;
     c.values.forEach(function (r) { r.forEach(function (v) { if (v != null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } }); });
     if (lo === Infinity) { lo = 0; hi = 1; }
-    var cw = (W - m.l - m.r) / Math.max(1, cols.length), pts = 0;
+    var cw = (W - m.l - m.r) / Math.max(1, cols.length), pts = 0, byRow = c.scale === "row";
     c.values.forEach(function (r, i) {
+      var rlo = Infinity, rhi = -Infinity;
+      r.forEach(function (v) { if (v != null) { rlo = Math.min(rlo, v); rhi = Math.max(rhi, v); } });
       r.forEach(function (v, j) {
+        var a = byRow ? rlo : lo, z = byRow ? rhi : hi;
         var rect = s("rect", { "class": "pt", x: m.l + j * cw, y: m.t + i * cell, width: Math.max(0.5, cw - 0.5), height: cell - 1,
-          fill: v == null ? "none" : ramp(hi > lo ? (v - lo) / (hi - lo) : 0.5), "data-v": v }, g);
+          fill: v == null ? "none" : ramp(z > a ? (v - a) / (z - a) : 0.5), "data-v": v }, g);
         pts++;
         hover(rect, function () {
           return [(c.y_label || "row") + ": " + rows[i], (c.x_label || "column") + ": " + cols[j],
@@ -383,8 +386,8 @@
     // colour scale
     var lx = W - m.r + 20, lh = Math.max(40, rows.length * cell);
     for (var k = 0; k < 20; k++) s("rect", { x: lx, y: m.t + lh - (k + 1) * lh / 20, width: 12, height: lh / 20 + 0.5, fill: ramp(k / 19) }, g);
-    s("text", { x: lx + 16, y: m.t + 10 }, g, short(hi) + (c.unit ? " " + c.unit : ""));
-    s("text", { x: lx + 16, y: m.t + lh }, g, short(lo));
+    s("text", { x: lx + 16, y: m.t + 10 }, g, byRow ? "row max" : short(hi) + (c.unit ? " " + c.unit : ""));
+    s("text", { x: lx + 16, y: m.t + lh }, g, byRow ? "row min" : short(lo));
     fig.setAttribute("data-points", pts);
   }
 
