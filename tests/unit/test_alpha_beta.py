@@ -97,6 +97,9 @@ def test_dlrm_fits(dlrm_run: ranksight.Run) -> None:
     f = run_analysis("alpha-beta", dlrm_run)["fits"]
     assert f["coll_type"].to_list() == ["all_reduce", "all_to_all"]
     assert f["points"].to_list() == [3, 5]
+    ar = f.row(0, named=True)
+    assert ar["alpha_us"] == pytest.approx(19.48, abs=0.01) and ar["beta_gbps"] == pytest.approx(24.07, abs=0.01)
+    assert ar["ring_link_gbps"] == pytest.approx(ar["beta_gbps"] * 1.75)
 
 
 @pytest.fixture(scope="module")

@@ -143,8 +143,9 @@ def _fits_table(model: AlphaBetaModel) -> pl.DataFrame:
         ring = f.ring()
         rows.append({
             "coll_type": f.coll_type, "group_size": f.group_size, "points": f.points, "distinct_sizes": f.distinct_sizes,
-            "alpha_us": f.alpha_ns / 1e3, "beta_gbps": f.beta_gbps, "r2": f.r2, "median_abs_residual_us": f.median_abs_residual_ns / 1e3,
-            "ring_step_latency_us": ring[0] / 1e3 if ring else None, "ring_link_gbps": ring[1] if ring else None,
+            "alpha_us": round(f.alpha_ns / 1e3, 3), "beta_gbps": f.beta_gbps, "r2": f.r2,
+            "median_abs_residual_us": round(f.median_abs_residual_ns / 1e3, 3),
+            "ring_step_latency_us": round(ring[0] / 1e3, 3) if ring else None, "ring_link_gbps": ring[1] if ring else None,
         })
     schema = {"coll_type": pl.String, "group_size": pl.Int64, "points": pl.Int64, "distinct_sizes": pl.Int64, "alpha_us": pl.Float64,
               "beta_gbps": pl.Float64, "r2": pl.Float64, "median_abs_residual_us": pl.Float64, "ring_step_latency_us": pl.Float64, "ring_link_gbps": pl.Float64}
@@ -168,9 +169,9 @@ def alpha_beta(
         return AnalysisResult({"fits": _fits_table(AlphaBetaModel()), "residuals": pl.DataFrame()}, notes)
     model = fit_alpha_beta(pts)
     pred = pl.Series([model.predict(t, n, b) for t, n, b in pts.select("coll_type", "group_size", "bytes").iter_rows()], dtype=pl.Float64)
-    res = pts.with_columns((pred / 1e3).alias("predicted_us")).select(
+    res = pts.with_columns((pred / 1e3).round(3).alias("predicted_us")).select(
         "instance", "coll_type", "group_size", "bytes", (pl.col("transfer_ns") / 1e3).alias("transfer_us"), "predicted_us",
-    ).with_columns((pl.col("transfer_us") - pl.col("predicted_us")).alias("residual_us"))
+    ).with_columns((pl.col("transfer_us") - pl.col("predicted_us")).round(3).alias("residual_us"))
     tables = {"fits": _fits_table(model), "residuals": res}
     if predict:
         rows = [(t, n, int(b), model.predict(t, n, b) / 1e3) for (t, n) in model.fits for b in predict]

@@ -8,9 +8,10 @@ Per matched instance (aligned times, at least two ranks, skew ≥ ``min_skew_us`
   - ``after_launch = L − H``: issued on time but started late (GPU busy with earlier kernels on a
     GPU collective; gloo thread still busy for a CPU collective);
   - ``H`` further into ``carried`` (the rank was already late when the segment began: it entered
-    the step late, or was late at its previous collective) and ``segment`` (extra host time since
-    then, compared with the median rank):
-    ``segment = clamp((launch − segment start) − median over ranks, 0, H)``, ``carried = H − segment``.
+    the step late, or launched its previous collective late) and ``segment`` (host time since
+    then beyond the median rank's): ``carried = clamp(segment start − median segment start, 0, H)``,
+    ``segment = H − carried``; the segment starts at the rank's previous collective launch in the
+    step, or at the step start for the first one.
 - **cause**: for GPU collectives ``host`` (late launch, H ≥ after_launch) or ``compute`` (GPU work
   before the collective); for CPU (gloo) collectives ``compute`` (CPU ops before the enqueue) or
   ``host`` (gloo thread busy); ``transfer`` when the transfer time is more than twice the median of
@@ -55,8 +56,8 @@ def _segments_all(run: Run, cd: CommData) -> pl.DataFrame:
 def late_instances(cd: CommData, seg: pl.DataFrame, min_skew_ns: int) -> pl.DataFrame:
     """One row per instance with a late rank: lateness and its split (see module doc)."""
     p = cd.participants.join(seg.select("rank", "instance", "first_in_step", "cpu_from_ns", "source"), on=["rank", "instance"], how="left")
-    p = p.with_columns((pl.col("launch_ns") - pl.col("cpu_from_ns")).alias("__host_seg"))
-    p = p.with_columns((pl.col("__host_seg") - pl.col("__host_seg").median().over("instance")).alias("__seg_excess"))
+    rel = pl.col("cpu_from_ns") - pl.col("cpu_from_ns").min().over("instance")
+    p = p.with_columns((rel - rel.median().over("instance")).round(0).cast(pl.Int64).alias("__from_late"))
     inst = cd.instances.filter((pl.col("ranks_present") >= 2) & (pl.col("skew_ns") >= min_skew_ns))
     late = p.filter(pl.col("is_last")).join(inst.select("instance", "skew_ns", "total_wait_ns", "transfer_ns", "bytes", "group_size"), on="instance", how="inner")
     late = _expected_transfer(late, cd.instances)
@@ -71,8 +72,8 @@ def late_instances(cd: CommData, seg: pl.DataFrame, min_skew_ns: int) -> pl.Data
         .agg(pl.col("rank").cast(pl.String).str.join(",").alias("late_ranks"))
     )
     late = late.join(also, on="instance", how="left")
-    seg_part = pl.col("__seg_excess").fill_null(pl.col("late_launch_ns")).clip(0, pl.col("late_launch_ns"))
-    late = late.with_columns(seg_part.alias("segment_ns")).with_columns((pl.col("late_launch_ns") - pl.col("segment_ns")).alias("carried_ns"))
+    carried = pl.col("__from_late").fill_null(0).clip(0, pl.col("late_launch_ns"))
+    late = late.with_columns(carried.alias("carried_ns")).with_columns((pl.col("late_launch_ns") - pl.col("carried_ns")).alias("segment_ns"))
     gpu = pl.col("source") == "kernel"
     launch_cause = pl.when(gpu).then(pl.lit("host")).otherwise(pl.lit("compute"))
     after_cause = pl.when(gpu).then(pl.lit("compute")).otherwise(pl.lit("host"))
@@ -99,7 +100,8 @@ def _expected_transfer(late: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFr
 
 def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int) -> pl.DataFrame:
     """Per late instance: the names whose time on the late rank most exceeds the median rank's
-    (only excesses of at least 1 µs and 10 % of the lateness not carried in from before)."""
+    (only excesses of at least 1 µs and 10 % of the lateness that arose in the segment; none when
+    all of it was carried in from before)."""
     if work.height == 0 or late.height == 0:
         return pl.DataFrame(schema={"instance": pl.Int64, "evidence": pl.String})
     grid = work.select("instance", "side", "name").unique().join(pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32}), how="cross")
@@ -107,7 +109,8 @@ def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int
     med = full.group_by("instance", "side", "name").agg(pl.col("total_ns").median().alias("__med"))
     lw = full.join(late.select("instance", pl.col("rank").alias("__late")), on="instance").filter(pl.col("rank") == pl.col("__late"))
     lw = lw.join(med, on=["instance", "side", "name"]).with_columns((pl.col("total_ns") - pl.col("__med")).alias("excess_ns"))
-    lw = lw.join(late.select("instance", (0.1 * (pl.col("segment_ns") + pl.col("after_launch_ns"))).alias("__min")), on="instance")
+    own = pl.col("segment_ns") + pl.col("after_launch_ns")  # lateness that arose in this segment
+    lw = lw.join(late.filter(own > 0).select("instance", (0.1 * own).alias("__min")), on="instance")
     lw = lw.filter((pl.col("excess_ns") >= 1000) & (pl.col("excess_ns") >= pl.col("__min"))).sort(["instance", "excess_ns"], descending=[False, True])
     lw = lw.group_by("instance", maintain_order=True).head(top)
     text = pl.concat_str([
