@@ -189,3 +189,21 @@ def test_cpu_only_trace_says_why(data):
     assert by["overview"]["shown"]
     assert not by["gpu-busy"]["shown"] and "GPU" in by["gpu-busy"]["reason"]
     _validator("report-schema.json").validate(doc)
+
+
+def test_long_tables_are_capped(demo_run):
+    ctx = Ctx(demo_run)
+    df = pl.DataFrame({"x": list(range(10)), "name": [f"n{i}" for i in range(10)]})
+    b = ctx.table(df, id="t", title="T", max_rows=3, sort=("x", True))
+    assert b["rows"] == 3 and b["total_rows"] == 10 and b["data"][0] == [9, 8, 7]
+    assert "total_rows" not in ctx.table(df, id="u", title="U")
+
+
+def test_wide_heatmaps_are_bucketed(demo_run, monkeypatch):
+    import ranksight.report.html.sections as secs
+
+    monkeypatch.setattr(secs, "MAX_HEATMAP_COLS", 2)
+    ctx = Ctx(demo_run)
+    b = ctx.heatmap(["r0", "r1"], ["s1", "s2", "s3", "s4"], [[1, 3, 5, None], [0, 0, 2, 4]], id="h", title="H")
+    assert [ctx.strings.strings[i] for i in b["cols"]] == ["s1–s2", "s3–s4"]
+    assert b["values"] == [[2.0, 5.0], [0.0, 3.0]]

@@ -22,6 +22,11 @@ from ranksight.report.html.payload import StringTable, encode_table, series
 
 __all__ = ["Section", "SECTIONS", "GROUPS", "section", "Skip", "Ctx", "downsample", "histogram"]
 
+#: Rows embedded per table at most (the CLI's ``--format csv`` has every row).
+MAX_TABLE_ROWS = 20_000
+#: Heatmap columns at most (adjacent columns are averaged beyond).
+MAX_HEATMAP_COLS = 400
+
 #: Groups in page order.
 GROUPS = (
     "Findings",
@@ -153,8 +158,19 @@ class Ctx:
 
     # ---- blocks -----------------------------------------------------------------------------
 
-    def table(self, df: pl.DataFrame, *, id: str, title: str, **kw: Any) -> dict[str, Any]:
-        return encode_table(df, self.strings, id=id, title=title, **kw)
+    def table(self, df: pl.DataFrame, *, id: str, title: str, max_rows: int = MAX_TABLE_ROWS, **kw: Any) -> dict[str, Any]:
+        """A paged table block. Beyond ``max_rows`` rows only the first ones are embedded (after
+        sorting by ``sort`` when given) and the block says how many there were."""
+        total = df.height
+        if total > max_rows:
+            sort = kw.get("sort")
+            if sort is not None and sort[0] in df.columns:
+                df = df.sort(sort[0], descending=sort[1], nulls_last=True)
+            df = df.head(max_rows)
+        out = encode_table(df, self.strings, id=id, title=title, **kw)
+        if total > max_rows:
+            out["total_rows"] = total
+        return out
 
     def kv(self, items: Sequence[tuple[str, Any]], *, id: str, title: str = "") -> dict[str, Any]:
         """Key facts: labels are ours, values may come from traces (interned)."""
@@ -246,7 +262,14 @@ class Ctx:
     ) -> dict[str, Any]:
         """``values[i][j]`` for row ``i`` and column ``j`` (null where unknown); colours span all
         values (``scale="all"``) or each row's own range (``"row"``)."""
-        v = np.asarray(values, dtype=float)
+        v = np.asarray(values, dtype=float).reshape(len(rows), len(cols))
+        cols = list(cols)
+        if len(cols) > MAX_HEATMAP_COLS:  # mean over buckets of adjacent columns
+            edges = np.linspace(0, len(cols), MAX_HEATMAP_COLS + 1).astype(np.int64)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                v = np.stack([np.nanmean(v[:, a:b], axis=1) for a, b in zip(edges[:-1], edges[1:])], axis=1)
+            cols = [f"{cols[a]}–{cols[b - 1]}" if b - a > 1 else str(cols[a]) for a, b in zip(edges[:-1], edges[1:])]
         return {
             "type": "chart",
             "chart": "heatmap",

@@ -41,6 +41,8 @@
     }
     var wrap = h("div", { "class": "rs-table-block", id: "table-" + b.id, "data-rows": n }, parent);
     if (b.title) h("h4", null, wrap, b.title);
+    if (b.total_rows) h("p", { "class": "rs-help rs-truncated" }, wrap, "The first " + RS.fmt(n) + " of " + RS.fmt(b.total_rows) +
+      " rows" + (b.sort ? " by " + b.sort.column : "") + "; `ranksight analyze … --format csv` writes them all.");
     var bar = h("div", { "class": "rs-table-bar" }, wrap);
     var search = h("input", { type: "search", placeholder: "search " + n + " rows", "aria-label": "search" }, bar);
     var prev = h("button", { type: "button", "class": "rs-prev" }, bar, "‹ prev");
