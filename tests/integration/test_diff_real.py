@@ -45,6 +45,8 @@ def test_resnet_num_workers_cli_json(cli, data):
     cats = {x["metric"]: x for x in _rows(doc, "summary")}
     if "dataloader" in cats:  # with the overview analysis: the category that changed is the DataLoader
         assert cats["dataloader"]["change"] == "decreased" and cats["dataloader"]["base_median"] == pytest.approx(59.463)
+    if "mfu" in cats:  # with the mfu analysis: same FLOPs in a shorter step
+        assert cats["mfu"]["unit"] == "%" and cats["mfu"]["change"] == "increased" and 30 < cats["mfu"]["base_median"] < 36
 
 
 def test_resnet_reverse_gate_fails_and_markdown(data, capsys):
@@ -58,6 +60,15 @@ def test_resnet_reverse_gate_fails_and_markdown(data, capsys):
     assert "### Top contributors to the step-time change" in out
     assert "| op | enumerate(DataLoader)#__next__ |" in out
     assert "<details><summary>Method and notes</summary>" in out
+
+
+def test_resnet_gate_on_other_metrics(data):
+    res = diff(ranksight.load(data(W4)), ranksight.load(data(W0)))
+    assert gate(res, threshold=0.05, metric="dataloader").failed  # 1.2 → 59 ms per step
+    assert not gate(res, threshold=0.05, metric="kernel").failed  # 99.1 → 98.6 ms: not a regression
+    if "mfu" in res.samples:  # a drop in MFU is the regression
+        v = gate(res, threshold=0.05, metric="mfu")
+        assert v.failed and v.line.startswith("FAIL: mfu -2")
 
 
 def test_bert_h100_vs_mi300x_kernels_matched_through_ops(data):

@@ -48,7 +48,7 @@ __all__ = ["DiffResult", "GateVerdict", "diff", "gate", "CATEGORIES", "METRICS"]
 #: Step-breakdown categories (columns ``<name>_us`` of the overview analysis' ``steps`` table).
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 #: Metrics of the summary table that a gate can use, with the direction that is a regression.
-METRICS: dict[str, str] = {"step_time": "higher", **{c: "higher" for c in CATEGORIES}, "memory_peak": "higher"}
+METRICS: dict[str, str] = {"step_time": "higher", **{c: "higher" for c in CATEGORIES}, "memory_peak": "higher", "mfu": "lower"}
 
 _CHANGE_UP, _CHANGE_DOWN, _SAME = "increased", "decreased", "unchanged"
 
@@ -133,6 +133,25 @@ def _collectives(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
     )
 
 
+def _mfu(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
+    """``rank, step, mfu_pct``: model FLOPs utilisation per step (mfu analysis), when known."""
+    from ranksight.analyses import REGISTRY, names
+
+    names()
+    if "mfu" not in REGISTRY:
+            return pl.DataFrame()
+    try:
+        st = REGISTRY["mfu"].func(run, ranks=ranks).tables.get("steps")
+    except MissingDataError:
+        return pl.DataFrame()
+    if st is None or "mfu" not in st.columns or st["mfu"].is_null().all():
+        notes.append("MFU: not known for these traces (no FLOPs from shapes or no peak for the GPU; see `ranksight analyze mfu`)")
+        return pl.DataFrame()
+    return st.filter(pl.col("mfu").is_not_null()).select(
+        pl.col("rank").cast(pl.Int32), pl.col("step").cast(pl.Int32).fill_null(0), (pl.col("mfu") * 100.0).alias("mfu_pct")
+    )
+
+
 @dataclass
 class _Side:
     steps: pl.DataFrame
@@ -153,8 +172,9 @@ def _side(run: Run, ranks: Sequence[int] | None, label: str, *, kernel_templates
     prof = run.map(rank_profile, rs, kernel_templates=kernel_templates, shapes=shapes)
     tables = {k: _concat([p[k] for p in prof.values()]) for k in ("ops", "kernels", "kernel_sigs", "exposed", "memory")}
     tables["collectives"] = _collectives(run, rs, notes)
+    tables["mfu"] = _mfu(run, rs, notes)
     keep = steps.select("rank", "step")
-    for k in ("ops", "kernels", "exposed", "memory", "collectives"):
+    for k in ("ops", "kernels", "exposed", "memory", "collectives", "mfu"):
         if tables[k].height:
             tables[k] = tables[k].join(keep, on=["rank", "step"], how="semi")
     by_step = steps["step"].n_unique() >= 2
@@ -174,7 +194,8 @@ def _side(run: Run, ranks: Sequence[int] | None, label: str, *, kernel_templates
 
 def _matrix(side: _Side, df: pl.DataFrame, keys: pl.DataFrame, on: list[str], value: str, *, how: str = "mean") -> np.ndarray:
     """(len(keys) × len(sids)) samples of ``value`` summed per key and (rank, step), then
-    averaged (``mean``) or maxed (``max``) over the ranks of each sample."""
+    averaged over the ranks of each sample (``mean``: a rank without the key counts 0), over the
+    ranks that have a value (``avg``), or their maximum (``max``)."""
     out = np.zeros((keys.height, len(side.sids)))
     if df.height == 0 or keys.height == 0:
         return out
@@ -182,6 +203,8 @@ def _matrix(side: _Side, df: pl.DataFrame, keys: pl.DataFrame, on: list[str], va
     d = df.join(side.units, on=["rank", "step"]).group_by([*on, "rank", "sid"]).agg(pl.col(value).sum())
     if how == "max":
         d = d.group_by([*on, "sid"]).agg(pl.col(value).max().alias("__v"))
+    elif how == "avg":
+        d = d.group_by([*on, "sid"]).agg(pl.col(value).mean().alias("__v"))
     else:
         d = d.group_by([*on, "sid"]).agg(pl.col(value).sum()).join(side.n_per_sid, on="sid").with_columns((pl.col(value) / pl.col("nr")).alias("__v"))
     d = d.join(kidx, on=on, nulls_equal=True)
@@ -255,6 +278,11 @@ def _summary(b: _Side, t: _Side, alpha: float, min_change: float, samples: dict[
         bs = _matrix(b, bm.with_columns(pl.lit(0).alias("k")), one, ["k"], "peak_bytes", how="max")[0]
         ts = _matrix(t, tm.with_columns(pl.lit(0).alias("k")), one, ["k"], "peak_bytes", how="max")[0]
         add("memory_peak", "GB", 1e9, bs, ts, bm["peak_bytes"].to_numpy().astype(float), tm["peak_bytes"].to_numpy().astype(float))
+    bf, tf = b.tables["mfu"], t.tables["mfu"]
+    if bf.height and tf.height:
+        bs = _matrix(b, bf.with_columns(pl.lit(0).alias("k")), one, ["k"], "mfu_pct", how="avg")[0]
+        ts = _matrix(t, tf.with_columns(pl.lit(0).alias("k")), one, ["k"], "mfu_pct", how="avg")[0]
+        add("mfu", "%", 1.0, bs, ts, bf["mfu_pct"].to_numpy(), tf["mfu_pct"].to_numpy())
     schema = {"metric": pl.String, "unit": pl.String, **{c: pl.Float64 for c in (
         "base_median", "base_iqr", "test_median", "test_iqr", "delta", "delta_pct", "ci_low", "ci_high", "p_value")}, "change": pl.String}  # fmt: skip
     return pl.DataFrame(rows, schema=schema)
@@ -477,7 +505,6 @@ def diff(
     notes.append("names normalised (addresses, step numbers, DataLoader iterator class, source lines, Triton ids; kernel template arguments and parameter lists): docs/diff.md")
     if "memory_peak" not in summary["metric"].to_list():
         notes.append("memory peak: needs [memory] events on both sides (profile_memory=True)")
-    notes.append("MFU: not compared (no `mfu` analysis in this version)")
     verdict = _verdict(samples, summary, contributors, labels, alpha)
     return DiffResult(tables, notes, method=method, verdict=verdict, labels=labels, alpha=alpha, min_change=min_change, samples=samples)
 

@@ -57,7 +57,7 @@ def _add(p: argparse.ArgumentParser) -> None:
                    help="exit 1 when --metric regressed significantly by more than PCT (e.g. 5%%)")  # fmt: skip
     p.add_argument("--metric", default="step_time", metavar="NAME",
                    help="what the gate checks: step_time (default), a step-breakdown category (kernel, memcpy, memset, "
-                   "communication, runtime, dataloader, cpu_exec, other) or memory_peak")  # fmt: skip
+                   "communication, runtime, dataloader, cpu_exec, other), memory_peak, or mfu (a drop is the regression)")  # fmt: skip
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of Welch's t-test (default 0.05)")
     p.add_argument("--min-change", type=parse_percent, default=0.02, metavar="PCT",
                    help="smallest relative change reported as a change (default 2%%)")  # fmt: skip

@@ -262,17 +262,14 @@ class TraceDiff:
     @staticmethod
     def _bars(df: pd.DataFrame, what: str, diff_col: str, title: str, show_image: bool, export_image_path: str | None) -> None:
         try:
-            import plotly.graph_objects as go
+            import plotly  # noqa: F401
         except ImportError:
             return
-        cols = [c for c in df.columns if c.endswith(f"_{what}")][:2]
-        changed = df[df[diff_col] != 0].sort_values(diff_col)
-        if changed.empty:
+        from ranksight.report.plots import diff_bars_figure
+
+        fig = diff_bars_figure(df, what, diff_col, title)
+        if fig is None:
             return
-        fig = go.Figure(
-            [go.Bar(name=c[: -len(what) - 1], y=[str(i) for i in changed.index], x=changed[c], orientation="h") for c in cols]
-        )
-        fig.update_layout(barmode="group", title=title, height=max(400, 18 * len(changed)), yaxis={"automargin": True})
         if export_image_path:
             if str(export_image_path).endswith(".html"):
                 fig.write_html(export_image_path, include_plotlyjs=True)
@@ -280,4 +277,3 @@ class TraceDiff:
                 fig.write_image(export_image_path)
         if show_image:
             fig.show()
-

@@ -100,3 +100,16 @@ def test_ns_durations_exact_unless_hta_compat(data):
     row = df.loc["Memcpy DtoD (Device -> Device)"]
     assert (row["exact_counts"], row["exact_total_duration"], row["hta_total_duration"]) == (320, 756.573, 507.0)
     assert (df["hta_total_duration"] % 1 == 0).all() and (df["exact_total_duration"] % 1 != 0).sum() > 50
+
+
+def test_visualize_writes_figures(make_trace, tmp_path):
+    pytest.importorskip("plotly")
+    c, t = _pair(make_trace)
+    df = TraceDiff.compare_traces(c, t)
+    counts, durations = tmp_path / "counts.html", tmp_path / "durations.html"
+    assert TraceDiff.visualize_counts_diff(df, show_image=False, export_image_path=str(counts)) is None
+    assert TraceDiff.visualize_duration_diff(df, show_image=False, export_image_path=str(durations)) is None
+    assert "aten::relu" in counts.read_text() and "aten::relu" in durations.read_text()
+    none = tmp_path / "none.html"
+    TraceDiff.visualize_counts_diff(TraceDiff.compare_traces(c, c), show_image=False, export_image_path=str(none))
+    assert not none.exists()  # nothing changed: no figure
