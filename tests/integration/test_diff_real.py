@@ -115,7 +115,7 @@ def test_two_spans_of_one_job_no_significant_change(capsys):
 def test_two_spans_of_num_workers_0_differ_only_in_data_loading():
     """The issue names this pair (worker0.1623143089861 vs .1623143566756) as one with no
     significant change. Measured: the later span's DataLoader ``__next__`` takes 44–47 ms in every
-    step against 56–69 ms in the first span (the data were read once before), so the step is
+    step against 63–73 ms in the first span (a warm file cache, plausibly), so the step is
     13 % shorter (p < 0.001) and that is reported. The GPU side is unchanged: no kernel time
     changed and no compute kernel changed."""
     d = shared_or_skip(f"traces/{R50}/resnet50_num_workers_0")
