@@ -39,6 +39,7 @@ from ranksight.analyses._comm_types import (
         ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "send_recv"),
         ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "unknown"),  # RCCL: every kernel
         ("multimem_all_reduce_kernel", "all_reduce"),
+        ("void (anonymous namespace)::multimem_all_reduce_kernel<__nv_bfloat16, 8>(...)", "all_reduce"),  # B200 trace
         ("void vllm::cross_device_reduce_1stage<float, 8>(...)", "all_reduce"),
         ("c10d::barrier", "barrier"),
         ("", "unknown"),
@@ -125,3 +126,17 @@ def test_size_bucket_and_int_lists() -> None:
     assert parse_int_list("[0, 1]") == (0, 1)
     assert parse_int_list("[]") is None
     assert parse_int_list("junk") is None
+
+
+def test_vectorised_bandwidth_agrees_with_busbw_factor() -> None:
+    import polars as pl
+
+    from ranksight.analyses._comm_match import _bandwidth
+
+    types = sorted(NCCL_TESTS) + ["barrier", "unknown"]
+    rows = [(t, n, b) for t in types for n in (1, 2, 8, None) for b in (100, 5000, 1 << 20, 1 << 30, None)]
+    df = pl.DataFrame(rows, schema={"coll_type": pl.String, "group_size": pl.Int64, "bytes": pl.Int64}, orient="row").with_columns(pl.lit(1000, dtype=pl.Int64).alias("transfer_ns"))
+    out = _bandwidth(df)
+    for t, n, b, f, bucket in out.select("coll_type", "group_size", "bytes", "busbw_factor", "size_bucket").iter_rows():
+        assert f == (pytest.approx(busbw_factor(t, n)) if busbw_factor(t, n) is not None else None)
+        assert bucket == size_bucket(b)

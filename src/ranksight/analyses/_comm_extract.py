@@ -13,8 +13,9 @@ Sources
 
 Metadata, first match wins (``type_rule`` / ``size_rule`` record which fired):
 ``kernel_args`` (collective args on the kernel row) > ``record_param_comms`` (its collective args)
-> ``c10d_op`` / ``nccl_annotation`` (the op names and their ``Input Dims`` / ``Input type``, found
-by time containment of the launch on the launching thread) > ``kernel_name``.
+> ``nccl_annotation`` / ``c10d_op`` (the op names and their ``Input Dims`` / ``Input type``, found
+by time containment of the launch on the launching thread) > ``custom_op`` (``symm_mem::*``,
+``vllm::*``, ``_C_custom_ar::*`` collective ops around custom kernels) > ``kernel_name``.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ SCHEMA: dict[str, Any] = {
 }
 
 _CACHE: weakref.WeakKeyDictionary[Any, pl.DataFrame] = weakref.WeakKeyDictionary()
-_COMM_OP_RE = re.compile(r"^(record_param_comms$|nccl:|c10d::|gloo:)")
+_COMM_OP_RE = re.compile(r"^(record_param_comms$|nccl:|c10d::|gloo:|symm_mem::|vllm::|_C_custom_ar::)")
+_CUSTOM_PREFIXES = ("symm_mem::", "vllm::", "_C_custom_ar::")
 _P2P_NAME_RE = re.compile(r"(\d+)\s*(->|<-)\s*(\d+)")
 
 
@@ -194,24 +196,25 @@ def _gpu_collectives(trace: Trace) -> tuple[pl.DataFrame, set[int]]:
     rpc = ops.filter((pl.col("name") == "record_param_comms") & pl.col("collective_name").is_not_null())
     ann = ops.filter(pl.col("name").str.starts_with("nccl:"))
     c10 = ops.filter(pl.col("name").str.starts_with("c10d::"))
+    cus = ops.filter(pl.col("name").str.starts_with(_CUSTOM_PREFIXES[0]) | pl.col("name").str.starts_with(_CUSTOM_PREFIXES[1]) | pl.col("name").str.starts_with(_CUSTOM_PREFIXES[2]))
+    cus = cus.filter(_ctype("name").is_in(["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]))
     linked = k.filter(pl.col("launch_ns").is_not_null())
     linked = _enclosing(linked, rpc, "rpc_", _ARG_COLS)
     linked = _enclosing(linked, ann, "ann_", ["name", "arg0_nelems", "arg_dtype"])
     linked = _enclosing(linked, c10, "c10_", ["name", "arg0_nelems", "arg1_nelems", "arg_dtype"])
+    linked = _enclosing(linked, cus, "cus_", ["name", "arg0_nelems", "arg_dtype"])
     unlinked = k.filter(pl.col("launch_ns").is_null())
     k = pl.concat([linked, unlinked], how="diagonal_relaxed")
     used = set(k["c10_row"].drop_nulls().to_list()) if "c10_row" in k.columns else set()
     return _resolve_gpu(k), used
 
 
-def _col(df: pl.DataFrame, name: str, dtype: Any = pl.String) -> pl.Expr:
-    return pl.col(name) if name in df.columns else pl.lit(None, dtype=dtype).alias(name)
-
-
 def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
     """Apply the precedence rules to the candidate metadata columns."""
-    ints = {"rpc_in_msg_nelems", "rpc_out_msg_nelems", "rpc_group_size", "rpc_seq", "rpc_src_rank", "rpc_dst_rank", "ann_arg0_nelems", "c10_arg0_nelems", "c10_arg1_nelems"}
-    for c in ["rpc_" + a for a in _ARG_COLS] + ["ann_name", "ann_arg0_nelems", "ann_arg_dtype", "c10_name", "c10_arg0_nelems", "c10_arg1_nelems", "c10_arg_dtype"]:
+    ints = {"rpc_in_msg_nelems", "rpc_out_msg_nelems", "rpc_group_size", "rpc_seq", "rpc_src_rank", "rpc_dst_rank", "ann_arg0_nelems",
+            "c10_arg0_nelems", "c10_arg1_nelems", "cus_arg0_nelems"}
+    extra = ["ann_name", "ann_arg0_nelems", "ann_arg_dtype", "c10_name", "c10_arg0_nelems", "c10_arg1_nelems", "c10_arg_dtype", "cus_name", "cus_arg0_nelems", "cus_arg_dtype"]
+    for c in ["rpc_" + a for a in _ARG_COLS] + extra:
         want = pl.Int64 if c in ints else pl.String
         if c not in k.columns:
             k = k.with_columns(pl.lit(None, dtype=want).alias(c))
@@ -222,9 +225,11 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
         _ctype("rpc_collective_name").alias("__t_rpc"),
         _ctype("ann_name").alias("__t_ann"),
         _ctype("c10_name").alias("__t_c10"),
+        _ctype("cus_name").alias("__t_cus"),
         _ctype("name").alias("__t_name"),
     )
-    type_rules = [("__t_kernel", "kernel_args"), ("__t_rpc", "record_param_comms"), ("__t_ann", "nccl_annotation"), ("__t_c10", "c10d_op"), ("__t_name", "kernel_name")]
+    type_rules = [("__t_kernel", "kernel_args"), ("__t_rpc", "record_param_comms"), ("__t_ann", "nccl_annotation"), ("__t_c10", "c10d_op"),
+                  ("__t_cus", "custom_op"), ("__t_name", "kernel_name")]
     k = k.with_columns(
         pl.coalesce([pl.col(c) for c, _ in type_rules]).fill_null("unknown").alias("coll_type"),
         pl.coalesce([pl.when(pl.col(c).is_not_null()).then(pl.lit(r)) for c, r in type_rules]).fill_null("kernel_name").alias("type_rule"),
@@ -238,6 +243,7 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
         (pl.col("rpc_in_msg_nelems"), pl.col("rpc_out_msg_nelems"), "record_param_comms"),
         (c10_in, c10_out, "c10d_op"),
         (pl.col("ann_arg0_nelems"), pl.lit(None, dtype=pl.Int64), "nccl_annotation"),
+        (pl.col("cus_arg0_nelems"), pl.lit(None, dtype=pl.Int64), "custom_op"),
     ]
     has = [(i.is_not_null() | o.is_not_null()) for i, o, _ in size_rules]
     k = k.with_columns(
@@ -262,7 +268,7 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce("pg_ranks", "rpc_pg_ranks").alias("group_ranks"),
         pl.coalesce("seq", "rpc_seq").cast(pl.Int64).alias("seq"),
         "in_nelems", "out_nelems",
-        pl.coalesce("dtype", "rpc_dtype", "c10_arg_dtype", "ann_arg_dtype", "__kdt").alias("dtype"),
+        pl.coalesce("dtype", "rpc_dtype", "c10_arg_dtype", "ann_arg_dtype", "cus_arg_dtype", "__kdt").alias("dtype"),
         "size_rule", "algorithm", "protocol",
         pl.coalesce("src_rank", "rpc_src_rank", pl.col("__peers").str.split(",").list.get(0, null_on_oob=True).cast(pl.Int64)).cast(pl.Int64).alias("src_rank"),
         pl.coalesce("dst_rank", "rpc_dst_rank", pl.col("__peers").str.split(",").list.get(1, null_on_oob=True).cast(pl.Int64)).cast(pl.Int64).alias("dst_rank"),

@@ -22,12 +22,11 @@ ranks of ``median |d − offset|``) cannot be told from end-time noise and is no
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import polars as pl
 
-from ranksight.analyses._comm_types import P2P_TYPES, SIZE_CONSISTENT_TYPES, busbw_factor, busbw_factor_text, size_bucket
+from ranksight.analyses._comm_types import P2P_TYPES, SIZE_BUCKETS, SIZE_CONSISTENT_TYPES, parse_int_list
 
 __all__ = ["match_instances", "estimate_offsets", "apply_offsets", "instance_metrics", "CommData", "OFFSET_SCHEMA"]
 
@@ -128,17 +127,6 @@ def apply_offsets(df: pl.DataFrame, offsets: pl.DataFrame, cols: tuple[str, ...]
     return j.with_columns([(pl.col(c) - pl.col("__off").fill_null(0)).alias(c) for c in cols if c in df.columns]).drop("__off")
 
 
-def _expected_ranks(group_ranks: str | None, loaded: list[int]) -> list[int]:
-    if group_ranks:
-        try:
-            g = json.loads(group_ranks)
-            if isinstance(g, list) and g:
-                return [r for r in loaded if r in set(g)]
-        except ValueError:
-            pass
-    return list(loaded)
-
-
 def instance_metrics(matched: pl.DataFrame, loaded: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``(instances, participants)`` from aligned, matched per-rank rows.
 
@@ -205,33 +193,41 @@ def instance_metrics(matched: pl.DataFrame, loaded: list[int]) -> tuple[pl.DataF
 
 
 def _missing(inst: pl.DataFrame, loaded: list[int]) -> pl.DataFrame:
-    groups = inst["group_ranks"].to_list()
-    present = inst["ranks"].to_list()
-    missing = []
-    expected = []
-    for g, pr in zip(groups, present):
-        exp = _expected_ranks(g, loaded)
-        have = set(pr)
-        missing.append([r for r in exp if r not in have])
-        expected.append(len(exp))
-    return inst.with_columns(
-        pl.Series("ranks_expected", expected, dtype=pl.Int64),
-        pl.Series("missing_ranks", missing, dtype=pl.List(pl.Int32)),
+    """``ranks_expected`` (the group's ranks among the loaded ones; all loaded ranks when the group
+    is unknown) and ``missing_ranks`` (expected ranks without a row)."""
+    texts = [t for t in inst["group_ranks"].unique().drop_nulls().to_list()]
+    groups = {t: [r for r in loaded if r in set(parse_int_list(t) or loaded)] for t in texts}
+    exp = (
+        pl.col("group_ranks").replace_strict(groups, default=None, return_dtype=pl.List(pl.Int32))
+        if groups else pl.lit(None, dtype=pl.List(pl.Int32))
     )
+    inst = inst.with_columns(pl.coalesce(exp, pl.lit(loaded, dtype=pl.List(pl.Int32))).alias("__exp"))
+    return inst.with_columns(
+        pl.col("__exp").list.len().cast(pl.Int64).alias("ranks_expected"),
+        pl.col("__exp").list.set_difference(pl.col("ranks").cast(pl.List(pl.Int32))).list.sort().alias("missing_ranks"),
+    ).drop("__exp")
 
 
 def _bandwidth(inst: pl.DataFrame) -> pl.DataFrame:
-    types = inst["coll_type"].to_list()
-    sizes = inst["group_size"].to_list()
-    factors = [busbw_factor(t, s) for t, s in zip(types, sizes)]
-    texts = [busbw_factor_text(t) for t in types]
-    buckets = [size_bucket(b) for b in inst["bytes"].to_list()]
-    inst = inst.with_columns(
-        pl.Series("busbw_factor", factors, dtype=pl.Float64),
-        pl.Series("factor_formula", texts, dtype=pl.String),
-        pl.Series("size_bucket", buckets, dtype=pl.String),
+    """``busbw_factor`` (nccl-tests), its formula, ``size_bucket``, ``algbw_gbps``, ``busbw_gbps``."""
+    t, n = pl.col("coll_type"), pl.col("group_size").cast(pl.Float64)
+    ring = ["all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"]
+    one = ["broadcast", "reduce", "send", "recv", "send_recv"]
+    factor = (
+        pl.when(n.is_null() | (n < 1)).then(None)
+        .when(t == "all_reduce").then(2.0 * (n - 1) / n)
+        .when(t.is_in(ring)).then((n - 1) / n)
+        .when(t.is_in(one)).then(pl.lit(1.0))
+        .otherwise(None)
     )
-    algbw = pl.when((pl.col("transfer_ns") > 0) & pl.col("bytes").is_not_null()).then(pl.col("bytes") / pl.col("transfer_ns"))
+    formula = pl.when(t == "all_reduce").then(pl.lit("2(n-1)/n")).when(t.is_in(ring)).then(pl.lit("(n-1)/n")).when(t.is_in(one)).then(pl.lit("1")).otherwise(None)
+    b = pl.col("bytes")
+    bucket = pl.lit("unknown")
+    for limit, label in reversed(SIZE_BUCKETS):
+        bucket = pl.when(b < limit).then(pl.lit(label)).otherwise(bucket)
+    bucket = pl.when(b.is_null()).then(pl.lit("unknown")).when(b >= SIZE_BUCKETS[-1][0]).then(pl.lit(">=256MiB")).otherwise(bucket)
+    inst = inst.with_columns(factor.alias("busbw_factor"), formula.alias("factor_formula"), bucket.alias("size_bucket"))
+    algbw = pl.when((pl.col("transfer_ns") > 0) & b.is_not_null()).then(b / pl.col("transfer_ns"))
     return inst.with_columns(algbw.alias("algbw_gbps")).with_columns((pl.col("algbw_gbps") * pl.col("busbw_factor")).alias("busbw_gbps"))
 
 

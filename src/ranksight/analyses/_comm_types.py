@@ -21,9 +21,9 @@ __all__ = [
     "numel_args",
     "kernel_name_details",
     "busbw_factor",
-    "busbw_factor_text",
     "ring_coefficients",
     "size_bucket",
+    "SIZE_BUCKETS",
     "parse_int_list",
 ]
 
@@ -58,6 +58,11 @@ _TYPE_PATTERNS = (
 _PREFIX_RE = re.compile(r"^(nccl(dev)?kernel|rccl|nccl|c10d|gloo|hccl)")
 
 
+def _base_name(name: str) -> str:
+    """A kernel/op name without ``(anonymous namespace)`` and its argument list."""
+    return name.replace("(anonymous namespace)", "").split("(", 1)[0]
+
+
 @lru_cache(maxsize=4096)
 def canonical_type(name: str | None) -> str:
     """The canonical collective type named by an op, annotation, kernel or ``Collective name``.
@@ -68,7 +73,7 @@ def canonical_type(name: str | None) -> str:
     """
     if not name:
         return "unknown"
-    base = name.split("(", 1)[0]
+    base = _base_name(name)
     squeezed = _PREFIX_RE.sub("", re.sub(r"[^a-z]", "", base.lower()))
     for pat, typ in _TYPE_PATTERNS:
         if pat in squeezed:
@@ -138,7 +143,7 @@ _PROTOS = ("LL128", "LL", "SIMPLE")
 def kernel_name_details(name: str) -> tuple[str | None, str | None, str | None]:
     """``(algorithm, protocol, dtype)`` from an NCCL kernel name such as
     ``ncclKernel_AllReduce_RING_LL_Sum_float``; None where the name does not say."""
-    base = name.split("(", 1)[0]
+    base = _base_name(name)
     parts = base.split("_")
     algo = next((p for p in parts if p.upper() in _ALGOS), None)
     proto = next((p for p in parts if p.upper() in _PROTOS), None)
@@ -168,26 +173,6 @@ def busbw_factor(coll_type: str, n: int | None) -> float | None:
     return None
 
 
-_FACTOR_TEXT = {
-    "all_reduce": "2(n-1)/n",
-    "all_gather": "(n-1)/n",
-    "reduce_scatter": "(n-1)/n",
-    "all_to_all": "(n-1)/n",
-    "gather": "(n-1)/n",
-    "scatter": "(n-1)/n",
-    "broadcast": "1",
-    "reduce": "1",
-    "send": "1",
-    "recv": "1",
-    "send_recv": "1",
-}
-
-
-def busbw_factor_text(coll_type: str) -> str | None:
-    """The factor's formula as text (shown next to busbw)."""
-    return _FACTOR_TEXT.get(coll_type)
-
-
 def ring_coefficients(coll_type: str, n: int) -> tuple[float, float] | None:
     """``(latency steps, bandwidth factor)`` of the flat-ring cost model
     ``T = steps·α + factor·S/B`` (S message bytes, α per-step latency, B link bandwidth).
@@ -208,14 +193,14 @@ def ring_coefficients(coll_type: str, n: int) -> tuple[float, float] | None:
     return None
 
 
-_BUCKETS = ((4 << 10, "<4KiB"), (64 << 10, "4KiB-64KiB"), (1 << 20, "64KiB-1MiB"), (16 << 20, "1MiB-16MiB"), (256 << 20, "16MiB-256MiB"))
+SIZE_BUCKETS = ((4 << 10, "<4KiB"), (64 << 10, "4KiB-64KiB"), (1 << 20, "64KiB-1MiB"), (16 << 20, "1MiB-16MiB"), (256 << 20, "16MiB-256MiB"))
 
 
 def size_bucket(nbytes: int | None) -> str:
     """Message-size bucket label (powers of 16 from 4 KiB)."""
     if nbytes is None:
         return "unknown"
-    for limit, label in _BUCKETS:
+    for limit, label in SIZE_BUCKETS:
         if nbytes < limit:
             return label
     return ">=256MiB"

@@ -99,8 +99,9 @@ def join_log_to_traces(log: NcclLog, run: Run) -> tuple[pl.DataFrame, list[str]]
             lg = mine.filter(pl.col("nranks") == n)
             if lg.height == 0:
                 continue
-            tk = [f"{a}|{b}" for a, b in t.select("coll_type", "bytes").iter_rows()]
-            lk = [f"{a}|{b}" for a, b in lg.select("coll_type", "bytes").iter_rows()]
+            key = pl.concat_str([pl.col("coll_type"), pl.col("bytes").cast(pl.String).fill_null("?")], separator="|")
+            tk = t.select(key).to_series().to_list()
+            lk = lg.select(key).to_series().to_list()
             off, hits, ties = _best_offset(tk, lk)
             if hits <= 0:
                 notes.append(f"rank {r}, group size {n}: no traced collective agrees with the log in type and size")

@@ -14,14 +14,12 @@ how unbalanced it was.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
-from ranksight.analyses._comm_types import parse_int_list
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
 
 if TYPE_CHECKING:
@@ -32,16 +30,24 @@ __all__ = ["all_to_all", "pair_bytes"]
 
 def pair_bytes(a2a: pl.DataFrame) -> pl.DataFrame:
     """``instance, src, dst, bytes`` from the input splits of each rank's all-to-all rows."""
-    rows = []
-    for inst, rank, split, eb, granks in a2a.select("instance", "rank", "in_split", "elem_bytes", "group_ranks").iter_rows():
-        sizes = parse_int_list(split)
-        if not sizes or eb is None:
-            continue
-        peers = json.loads(granks) if granks else list(range(len(sizes)))
-        if len(peers) != len(sizes):
-            peers = list(range(len(sizes)))
-        rows.extend((inst, rank, int(p), int(n) * int(eb)) for p, n in zip(peers, sizes))
-    return pl.DataFrame(rows, schema={"instance": pl.Int64, "src": pl.Int32, "dst": pl.Int32, "bytes": pl.Int64}, orient="row")
+    schema = {"instance": pl.Int64, "src": pl.Int32, "dst": pl.Int32, "bytes": pl.Int64}
+    d = a2a.filter(pl.col("in_split").is_not_null() & pl.col("elem_bytes").is_not_null() & (pl.col("in_split") != "[]"))
+    if d.height == 0:
+        return pl.DataFrame(schema=schema)
+    d = d.with_columns(
+        pl.col("in_split").str.json_decode(pl.List(pl.Int64)).alias("__split"),
+        pl.col("group_ranks").str.json_decode(pl.List(pl.Int64)).alias("__peers"),
+    )
+    # the peer of split i is the group's i-th rank, else rank i
+    d = d.with_columns(
+        pl.when(pl.col("__peers").list.len() == pl.col("__split").list.len()).then(pl.col("__peers"))
+        .otherwise(pl.int_ranges(0, pl.col("__split").list.len())).alias("__peers")
+    )
+    e = d.select("instance", pl.col("rank").alias("src"), "elem_bytes", "__split", "__peers").explode(["__split", "__peers"])
+    return e.select(
+        "instance", pl.col("src").cast(pl.Int32), pl.col("__peers").cast(pl.Int32).alias("dst"),
+        (pl.col("__split") * pl.col("elem_bytes")).cast(pl.Int64).alias("bytes"),
+    )
 
 
 def all_to_all(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = False) -> AnalysisResult:

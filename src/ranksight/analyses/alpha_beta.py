@@ -168,7 +168,12 @@ def alpha_beta(
             notes = [single_rank_note(cd.ranks)]
         return AnalysisResult({"fits": _fits_table(AlphaBetaModel()), "residuals": pl.DataFrame()}, notes)
     model = fit_alpha_beta(pts)
-    pred = pl.Series([model.predict(t, n, b) for t, n, b in pts.select("coll_type", "group_size", "bytes").iter_rows()], dtype=pl.Float64)
+    coef = pl.DataFrame(
+        [(t, n, f.alpha_ns, max(f.slope_ns_per_byte, 0.0)) for (t, n), f in model.fits.items()],
+        schema={"coll_type": pl.String, "group_size": pl.Int64, "__a": pl.Float64, "__s": pl.Float64}, orient="row",
+    )
+    pts = pts.join(coef, on=["coll_type", "group_size"], how="left", nulls_equal=True)
+    pred = pl.col("__a") + pl.col("__s") * pl.col("bytes")
     res = pts.with_columns((pred / 1e3).round(3).alias("predicted_us")).select(
         "instance", "coll_type", "group_size", "bytes", (pl.col("transfer_ns") / 1e3).alias("transfer_us"), "predicted_us",
     ).with_columns((pl.col("transfer_us") - pl.col("predicted_us")).round(3).alias("residual_us"))
