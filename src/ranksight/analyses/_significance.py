@@ -29,10 +29,7 @@ import numpy as np
 
 __all__ = ["Welch", "welch", "t_sf", "t_ppf", "bh_adjust", "METHOD"]
 
-METHOD = (
-    "Welch's t-test over steps (one sample per step, averaged over ranks); "
-    "two-sided, alpha {alpha:g}; {ci:g}% confidence interval of the difference of means"
-)
+METHOD = "Welch's t-test over {unit}; two-sided, alpha {alpha:g}; {ci:g}% confidence interval of the difference of means"
 
 
 @dataclass(frozen=True)

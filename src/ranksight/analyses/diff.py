@@ -495,8 +495,12 @@ def diff(
     tables = {"summary": summary, "contributors": contributors, "ops": ops, "kernels": kernels}
     if coll.height:
         tables["collectives"] = coll
-    unit = "steps" if (b.by_step and t.by_step) else "steps (or (rank, step) values on a one-step side)"
-    method = METHOD.format(alpha=alpha, ci=100 * (1 - alpha)).replace("over steps", f"over {unit}")
+    per_step, per_pair = "steps (one sample per step, averaged over ranks)", "(rank, step) values (one step per side)"
+    if b.by_step == t.by_step:
+        unit = per_step if b.by_step else per_pair
+    else:
+        unit = f"{per_step if b.by_step else per_pair} on the {labels[0]} side, {per_step if t.by_step else per_pair} on the {labels[1]} side"
+    method = METHOD.format(unit=unit, alpha=alpha, ci=100 * (1 - alpha))
     method += f"; a change needs p < {alpha:g} and |delta| ≥ {100 * min_change:g}% of the base (ops, kernels: BH-adjusted q, and ≥ {min_abs_us:g} µs/step)"
     notes = [f"significance: {method}"]
     notes += [f"{labels[0]}: {n}" if not n.startswith(labels[0]) else n for n in b.notes]
