@@ -208,8 +208,7 @@ def _matrix(side: _Side, df: pl.DataFrame, keys: pl.DataFrame, on: list[str], va
     else:
         d = d.group_by([*on, "sid"]).agg(pl.col(value).sum()).join(side.n_per_sid, on="sid").with_columns((pl.col(value) / pl.col("nr")).alias("__v"))
     d = d.join(kidx, on=on, nulls_equal=True)
-    col = {s: i for i, s in enumerate(side.sids)}
-    si = np.array([col[s] for s in d["sid"].to_list()], dtype=np.int64)
+    si = np.searchsorted(np.asarray(side.sids, dtype=np.int64), d["sid"].to_numpy())
     out[d["__k"].to_numpy(), si] = d["__v"].to_numpy()
     return out
 
@@ -226,18 +225,17 @@ def _describe(values: np.ndarray) -> tuple[float | None, float | None]:
     return float(med), float(q3 - q1)
 
 
-def _change(w: Welch, p: np.ndarray, alpha: float, min_change: float, min_abs: float) -> list[str]:
-    base = np.abs(w.mean_base)
-    rel_ok = np.abs(w.delta) >= np.maximum(min_change * base, min_abs)
-    out = []
-    for i in range(w.delta.size):  # rows of one table (small)
-        if np.isnan(p[i]):
-            out.append("untested" if w.delta[i] != 0 else _SAME)
-        elif p[i] < alpha and rel_ok[i]:
-            out.append(_CHANGE_UP if w.delta[i] > 0 else _CHANGE_DOWN)
-        else:
-            out.append(_SAME)
-    return out
+def _change(w: Welch, p: np.ndarray, alpha: float, min_change: float, min_abs: float) -> np.ndarray:
+    """``increased`` / ``decreased`` when p < alpha and |delta| ≥ max(min_change × |base|,
+    min_abs); ``untested`` without a noise estimate (unless delta is 0); else ``unchanged``."""
+    big = np.abs(w.delta) >= np.maximum(min_change * np.abs(w.mean_base), min_abs)
+    with np.errstate(invalid="ignore"):
+        sig = (p < alpha) & big
+    return np.select(
+        [np.isnan(p) & (w.delta != 0), np.isnan(p), sig & (w.delta > 0), sig],
+        ["untested", _SAME, _CHANGE_UP, _CHANGE_DOWN],
+        default=_SAME,
+    ).astype(object)
 
 
 def _nan_to_none(a: np.ndarray) -> list[float | None]:
@@ -254,7 +252,7 @@ def _summary(b: _Side, t: _Side, alpha: float, min_change: float, samples: dict[
     def add(metric: str, unit: str, scale: float, bs: np.ndarray, ts: np.ndarray, bvals: np.ndarray, tvals: np.ndarray) -> None:
         samples[metric] = (bs, ts)
         w = welch(bs, ts, alpha=alpha)
-        ch = _change(w, w.p_value, alpha, min_change, 0.0)[0]
+        ch = str(_change(w, w.p_value, alpha, min_change, 0.0)[0])
         bm, bi = _describe(bvals)
         tm, ti = _describe(tvals)
         base_mean = float(w.mean_base[0])
@@ -307,7 +305,7 @@ def _item_table(
         present_t |= tc > 0
     else:
         bc = tc = np.full(keys.height, np.nan)
-    ch = ["added" if (pt and not pb) else "removed" if (pb and not pt) else c for c, pb, pt in zip(ch, present_b, present_t)]
+    ch = np.where(present_t & ~present_b, "added", np.where(present_b & ~present_t, "removed", ch.astype(str)))
     with np.errstate(invalid="ignore", divide="ignore"):
         df = keys.with_columns(
             pl.Series("base_calls", bc), pl.Series("test_calls", tc),
@@ -318,7 +316,7 @@ def _item_table(
             pl.Series("test_share_pct", 100.0 * w.mean_test / step_ns[1] if step_ns[1] else np.full(keys.height, np.nan)),
             pl.Series("delta_us", w.delta / 1e3),
             pl.Series("delta_pct", np.where(w.mean_base != 0, 100.0 * w.delta / w.mean_base, np.nan)),
-            pl.Series("q_value", q), pl.Series("change", ch, dtype=pl.String),
+            pl.Series("q_value", q), pl.Series("change", ch.tolist(), dtype=pl.String),
         )  # fmt: skip
     df = df.with_columns(pl.col(pl.Float64).fill_nan(None))
     return df, w, q
@@ -430,7 +428,7 @@ def _collectives_table(b: _Side, t: _Side, alpha: float, min_change: float) -> p
             pl.Series("test_mb", out[("test", "bytes")].mean(1) / 1e6 if t.sids else np.zeros(keys.height)),
             pl.Series("base_us", w.mean_base / 1e3), pl.Series("test_us", w.mean_test / 1e3),
             pl.Series("base_busbw_gbps", bw["base"]), pl.Series("test_busbw_gbps", bw["test"]),
-            pl.Series("delta_us", w.delta / 1e3), pl.Series("q_value", q), pl.Series("change", ch, dtype=pl.String),
+            pl.Series("delta_us", w.delta / 1e3), pl.Series("q_value", q), pl.Series("change", ch.tolist(), dtype=pl.String),
         )  # fmt: skip
     return df.with_columns(pl.col(pl.Float64).fill_nan(None))
 
