@@ -232,3 +232,6 @@ def test_cli_bad_input_is_2(make_trace, cli, tmp_path, capsys):
     single = str(write_steps(make_trace, [700], TEST_OPS))
     assert main(["diff", single, single, "--fail-if-slower", "5%"]) == 2
     assert "at least 2 steps" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["diff", "--help"])
+    assert e.value.code == 0 and "ranksight diff BASE TEST" in capsys.readouterr().out

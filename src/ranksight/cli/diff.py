@@ -48,8 +48,8 @@ def _add(p: argparse.ArgumentParser) -> None:
     add_trace_args(p, nargs=2)  # the common loading options stay in step with every other command
     for a in p._actions:
         if a.dest == "traces":
-            a.metavar = ("BASE", "TEST")
-            a.help = "the baseline and the run to compare: each a trace file, a folder of rank files, or a quoted glob"
+            a.metavar = "RUN"  # argparse cannot print a tuple metavar for a positional
+            a.help = "the baseline (BASE), then the run to compare (TEST): each a trace file, a folder of rank files, or a quoted glob"
         elif a.dest == "ranks":
             a.help = "only this rank, on both sides (repeatable)"
     p.add_argument("--format", choices=("table", "csv", "json", "markdown"), default="table", help="output format (markdown: for PR comments)")
@@ -121,6 +121,6 @@ COMMAND = Command(
     "compare two runs (per step, with significance); --fail-if-slower makes it a CI gate",
     _add,
     _run,
-    description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    description="Compare TEST with BASE (ranksight diff BASE TEST) per step, with significance. " + (__doc__.split("\n\n", 1)[1] if __doc__ else ""),
     order=28,
 )
