@@ -235,3 +235,18 @@ def test_cli_bad_input_is_2(make_trace, cli, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["diff", "--help"])
     assert e.value.code == 0 and "ranksight diff BASE TEST" in capsys.readouterr().out
+
+
+def test_a_failing_optional_analysis_does_not_lose_the_diff(pair, monkeypatch):
+    from dataclasses import replace
+
+    names()
+
+    def broken(run, **kw):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(REGISTRY, "mfu", replace(REGISTRY["mfu"], func=broken))
+    with pytest.warns(UserWarning, match="`mfu` analysis failed"):
+        res = diff(*pair)
+    assert _row(res["summary"], "metric", "step_time")["change"] == "decreased"
+    assert any("`mfu` analysis failed (RuntimeError: boom)" in n for n in res.notes)

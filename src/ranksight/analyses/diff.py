@@ -84,14 +84,33 @@ def _concat(parts: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()
 
 
-def _steps(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
-    """``rank, step, total_ns`` and ``<category>_ns``: from the overview analysis when it is
-    available, else step time alone (:func:`step_windows`)."""
+def _run_optional(name: str, run: Run, ranks: list[int], notes: list[str], **options: Any) -> AnalysisResult | None:
+    """A registered analysis, or None (with a note) when it is absent, lacks data, or fails: one
+    optional part must not lose the whole comparison."""
     from ranksight.analyses import REGISTRY, names
 
     names()
-    if "overview" in REGISTRY:
-        st = REGISTRY["overview"].func(run, ranks=ranks)["steps"]
+    if name not in REGISTRY:
+        return None
+    try:
+        return REGISTRY[name].func(run, ranks=ranks, **options)
+    except MissingDataError:
+        return None
+    except Exception as err:  # a bug in another analysis: report it, compare the rest
+        import warnings
+
+        msg = f"the `{name}` analysis failed ({type(err).__name__}: {err}); its part of the comparison is left out"
+        warnings.warn(msg, stacklevel=2)
+        notes.append(msg)
+        return None
+
+
+def _steps(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
+    """``rank, step, total_ns`` and ``<category>_ns``: from the overview analysis when it is
+    available, else step time alone (:func:`step_windows`)."""
+    res = _run_optional("overview", run, ranks, notes)
+    if res is not None and "steps" in res.tables:
+        st = res["steps"]
         need = {"rank", "step", "total_us", *(f"{c}_us" for c in CATEGORIES)}
         if need <= set(st.columns):
             return st.select(
@@ -104,16 +123,10 @@ def _steps(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
 
 def _collectives(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
     """``rank, step, coll_type, count, bytes, time_ns, bus_bytes`` (collectives analysis)."""
-    from ranksight.analyses import REGISTRY, names
-
-    names()
-    if "collectives" not in REGISTRY:
-        notes.append("communication needs the `collectives` analysis (not available)")
+    res = _run_optional("collectives", run, ranks, notes)
+    if res is None or "collectives" not in res.tables:
         return pl.DataFrame()
-    try:
-        per = REGISTRY["collectives"].func(run, ranks=ranks).tables["collectives"]
-    except MissingDataError:
-        return pl.DataFrame()
+    per = res["collectives"]
     if per.height == 0 or not {"rank", "step", "coll_type", "bytes", "dur_us", "group_size"} <= set(per.columns):
         return pl.DataFrame()
     from ranksight.analyses._comm_types import busbw_factor
@@ -135,15 +148,8 @@ def _collectives(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
 
 def _mfu(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
     """``rank, step, mfu_pct``: model FLOPs utilisation per step (mfu analysis), when known."""
-    from ranksight.analyses import REGISTRY, names
-
-    names()
-    if "mfu" not in REGISTRY:
-            return pl.DataFrame()
-    try:
-        st = REGISTRY["mfu"].func(run, ranks=ranks).tables.get("steps")
-    except MissingDataError:
-        return pl.DataFrame()
+    res = _run_optional("mfu", run, ranks, notes)
+    st = res.tables.get("steps") if res is not None else None
     if st is None or "mfu" not in st.columns or st["mfu"].is_null().all():
         notes.append("MFU: not known for these traces (no FLOPs from shapes or no peak for the GPU; see `ranksight analyze mfu`)")
         return pl.DataFrame()
