@@ -14,10 +14,18 @@ def demo_run():
 
 
 @pytest.fixture(scope="session")
-def demo_doc(demo_run):
+def demo_ctx(demo_run):
+    """Analysis results of the example, computed once for every test that needs them."""
+    from ranksight.report.html.sections import Ctx
+
+    return Ctx(demo_run)
+
+
+@pytest.fixture(scope="session")
+def demo_doc(demo_run, demo_ctx):
     from ranksight.report.html import build_payload
 
-    return build_payload(demo_run, title="ranksight demo: 8-rank DLRM training step")
+    return build_payload(demo_run, title="ranksight demo: 8-rank DLRM training step", ctx=demo_ctx)
 
 
 @pytest.fixture(scope="session")

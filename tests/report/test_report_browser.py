@@ -171,6 +171,24 @@ def test_demo_report(browser, reports, shots):
         t.locator("tr.rs-filters input").nth(col).fill("")
         t.locator("button.rs-next").click()
         assert "rows 26–" in t.locator(".rs-count").inner_text()
+        # a legend entry hides its series
+        fig.locator(".rs-legend .rs-key").first.click()
+        assert fig.locator("rect.pt").count() == 8
+        fig.locator(".rs-legend .rs-key").first.click()
+        # line charts zoom: drag over the left half, fewer points drawn; double-click resets
+        q = pg.page.locator("#chart-queue-chart")
+        if q.count():
+            full = int(q.get_attribute("data-points"))
+            q.scroll_into_view_if_needed()
+            box = q.locator("svg rect[fill=transparent]").bounding_box()
+            pg.page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
+            pg.page.mouse.down()
+            pg.page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] / 2, steps=5)
+            pg.page.mouse.up()
+            zoomed = int(q.get_attribute("data-points"))
+            assert 0 < zoomed < full
+            q.locator("svg rect[fill=transparent]").dblclick()
+            assert int(q.get_attribute("data-points")) == full
         pg.page.screenshot(path=str(shots / "demo.png"), full_page=True)
         if os.environ.get("RANKSIGHT_SAVE_SCREENSHOT") == "1":
             pg.page.evaluate("window.scrollTo(0, 0)")

@@ -207,3 +207,36 @@ def test_wide_heatmaps_are_bucketed(demo_run, monkeypatch):
     b = ctx.heatmap(["r0", "r1"], ["s1", "s2", "s3", "s4"], [[1, 3, 5, None], [0, 0, 2, 4]], id="h", title="H")
     assert [ctx.strings.strings[i] for i in b["cols"]] == ["s1–s2", "s3–s4"]
     assert b["values"] == [[2.0, 5.0], [0.0, 3.0]]
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("<>/&'\"\u2028\u2029!-scriptSCRIPT \\"), max_size=40), max_size=5))
+def test_script_json_round_trips_and_never_closes_a_tag(names):
+    text = script_json({"strings": names})
+    assert "</" not in text and "<!--" not in text and "<" not in text
+    assert json.loads(text) == {"strings": names}
+
+
+def test_summary_headlines_match_their_analyses(demo_run, demo_ctx):
+    from ranksight.analyses import names, run_analysis
+    from ranksight.report.headline import build_summary
+
+    doc = build_summary(demo_run, top=2, ctx=demo_ctx)
+    pr = doc.tables["per_rank"]
+    assert pr["rank"].to_list() == list(range(8))
+    busy = run_analysis("summary", demo_run)["gpu"]
+    assert pr["gpu_busy_pct"].to_list() == busy["busy_pct"].to_list()
+    assert pr["kernels"].to_list() == busy["kernels"].to_list()
+    if "temporal" in names():
+        assert pr["idle_pct"].to_list() == run_analysis("temporal", demo_run)["temporal"].sort("rank")["idle_pct"].to_list()
+    assert doc.tables["top_kernels"].group_by("rank").len()["len"].max() == 2
+    # memory has no data in the example: its headline is left out, with the reason
+    if "memory" in names():
+        assert "peak_mem_gib" not in pr.columns and any("memory" in n for n in doc.notes)
+    assert set(doc.columns) == set(pr.columns)
+    only = build_summary(demo_run, ranks=[3], ctx=demo_ctx)
+    assert only.tables["per_rank"]["rank"].to_list() == [3] and set(only.tables["top_kernels"]["rank"].to_list()) == {3}

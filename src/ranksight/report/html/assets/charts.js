@@ -304,7 +304,7 @@
         if (d) s("path", { "class": "series", d: d, fill: "none", stroke: RS.color(i), "stroke-width": 1.5 }, plot);
       });
       fig.setAttribute("data-points", pts);
-      var guide = s("line", { "class": "rs-guide", y1: m.t, y2: H - m.b, x1: -10, x2: -10 }, g);
+      var guide = s("line", { "class": "rs-guide", y1: m.t, y2: H - m.b, x1: -10, x2: -10, "pointer-events": "none" }, g);
       var overlay = s("rect", { x: m.l, y: m.t, width: W - m.l - m.r, height: H - m.t - m.b, fill: "transparent" }, g);
       var sel = null, x0 = null;
       function px(ev) {
@@ -325,21 +325,24 @@
         });
         showTip(ev, lines);
       });
-      overlay.addEventListener("mouseleave", function () { hideTip(); guide.setAttribute("x1", -10); guide.setAttribute("x2", -10); });
+      overlay.addEventListener("mouseleave", function () {
+        hideTip(); guide.setAttribute("x1", -10); guide.setAttribute("x2", -10);
+        if (sel) { g.removeChild(sel); sel = null; }
+      });
       overlay.addEventListener("mousedown", function (ev) {
         x0 = px(ev);
-        sel = s("rect", { "class": "rs-sel", x: x0, y: m.t, width: 0, height: H - m.t - m.b }, g);
+        sel = s("rect", { "class": "rs-sel", x: x0, y: m.t, width: 0, height: H - m.t - m.b, "pointer-events": "none" }, g);
         ev.preventDefault();
       });
       overlay.addEventListener("mouseup", function (ev) {
         if (!sel) return;
         var x1 = px(ev);
+        g.removeChild(sel);
         sel = null;
-        if (Math.abs(x1 - x0) > 4) { dom = [xs.inv(Math.min(x0, x1)), xs.inv(Math.max(x0, x1))]; }
-        draw();
+        if (Math.abs(x1 - x0) > 4) { dom = [xs.inv(Math.min(x0, x1)), xs.inv(Math.max(x0, x1))]; draw(); }
       });
-      overlay.addEventListener("dblclick", function () { dom = null; draw(); });
     }
+    svg.addEventListener("dblclick", function () { dom = null; draw(); });
     draw();
   }
 
