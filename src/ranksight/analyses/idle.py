@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["idle_gaps_rank", "idle_rank", "idle_stats", "idle", "CATEGORIES"]
+__all__ = ["idle_gaps_rank", "idle_rank", "idle_totals", "idle_stats", "idle", "CATEGORIES"]
 
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 _GAP_SCHEMA = {
@@ -103,7 +103,7 @@ def idle_gaps_rank(
     ).cast(_GAP_SCHEMA)  # type: ignore[arg-type]
 
 
-def _totals(gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def idle_totals(gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Idle per ``keys`` + category with the ratio to the total of ``keys``."""
     by = [*keys, "idle_category"]
     agg = gaps.group_by(by).agg(pl.col("gap_ns").sum().alias("idle_ns"), pl.len().alias("events"))
@@ -121,7 +121,7 @@ def _totals(gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 def idle_rank(trace: Trace, *, kernel_wait_us: float = 30.0, streams: Sequence[int] | None = None, hta_compat: bool = False) -> pl.DataFrame:
     """Idle per stream and category: ``rank, stream, idle_category, idle_us, idle_ratio``."""
     gaps = idle_gaps_rank(trace, kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat)
-    return _totals(gaps, ["rank", "stream"])
+    return idle_totals(gaps, ["rank", "stream"])
 
 
 def idle_stats(gaps: pl.DataFrame) -> pl.DataFrame:
@@ -160,7 +160,7 @@ def idle(
     gaps = pl.concat(
         [idle_gaps_rank(run[r], kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat) for r in rs]
     )
-    tables = {"idle": _totals(gaps, ["rank", "stream"])}
+    tables = {"idle": idle_totals(gaps, ["rank", "stream"])}
     notes = []
     no_gpu = sorted(set(rs) - set(gaps["rank"].unique().to_list()))
     if no_gpu:
@@ -168,7 +168,7 @@ def idle(
     if stats:
         tables["intervals"] = idle_stats(gaps)
     if per_step:
-        tables["per_step"] = _totals(gaps.filter(pl.col("step").is_not_null()), ["rank", "stream", "step"])
+        tables["per_step"] = idle_totals(gaps.filter(pl.col("step").is_not_null()), ["rank", "stream", "step"])
     return AnalysisResult(tables, notes)
 
 

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from ranksight.analyses.idle import idle_gaps_rank, idle_stats
-from ranksight.analyses.idle import _totals as idle_totals
+from ranksight.analyses.idle import idle_gaps_rank, idle_stats, idle_totals
 from ranksight.analyses.kernel_types import kernel_types
 from ranksight.analyses.kernels import kernel_stats_rank
 from ranksight.analyses.overlap import overlap_rank
