@@ -192,6 +192,9 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
             continue
         if hl.analysis == "summary":
             top_kernels = res.tables.get("top_kernels")
+        if all(df.height == 0 for df in res.tables.values()):
+            notes.append(f"`{hl.analysis}`: " + (res.notes[0] if res.notes else "nothing found in these traces"))
+            continue
         try:
             cols = hl.extract(res)
         except (KeyError, pl.exceptions.ColumnNotFoundError) as err:
