@@ -240,3 +240,30 @@ def test_summary_headlines_match_their_analyses(demo_run, demo_ctx):
     assert set(doc.columns) == set(pr.columns)
     only = build_summary(demo_run, ranks=[3], ctx=demo_ctx)
     assert only.tables["per_rank"]["rank"].to_list() == [3] and set(only.tables["top_kernels"]["rank"].to_list()) == {3}
+
+
+def test_all_to_all_pair_heatmap_exact(demo_run):
+    """The rank-pair heatmap sums bytes over instances, in MiB, null where nothing was sent."""
+    from ranksight.analyses import AnalysisResult
+    from ranksight.report.html.sections_dist import all_to_all
+
+    ctx = Ctx(demo_run)
+    per_rank = pl.DataFrame({"instance": [0, 0], "rank": [0, 1], "send_bytes": [3 * 2**20, 2**20], "recv_bytes": [2**20, 3 * 2**20]})
+    pairs = pl.DataFrame({"instance": [0, 1, 0], "src": [0, 0, 1], "dst": [1, 1, 0], "bytes": [2**20, 2**20, 2**19]})
+    ctx._cache[("analysis", "all-to-all", ())] = AnalysisResult({"per_rank": per_rank, "imbalance": pl.DataFrame(), "pairs": pairs})
+    blocks = all_to_all(ctx)
+    heat = blocks[0]
+    assert heat["chart"] == "heatmap" and heat["values"] == [[None, 2.0], [0.5, None]]
+    bar = blocks[1]
+    assert [s["values"] for s in bar["series"]] == [[3.0, 1.0], [1.0, 3.0]]
+    assert [b["id"] for b in blocks[2:]] == ["all-to-all-per_rank", "all-to-all-pairs"]
+
+
+def test_wide_helper_exact():
+    from ranksight.report.html.sections import wide
+
+    df = pl.DataFrame({"rank": [1, 0, 0, 1, 0], "cat": ["a", "a", "b", "b", "a"], "v": [1.0, 2.0, 10.0, 4.0, 3.0]})
+    cats, bars = wide(df, "rank", "cat", "v", scale=0.5)
+    assert cats == [0, 1] and bars == {"b": [5.0, 2.0], "a": [2.5, 0.5]}
+    cats, bars = wide(df, "rank", "cat", "v", order=["a", "b", "c"])
+    assert list(bars) == ["a", "b"]

@@ -193,11 +193,23 @@ def bubble(ctx: Ctx) -> list[dict[str, Any]]:
     needs=("all-to-all",),
     group="Distributed",
     order=90,
-    help="All-to-all(v) exchanges: bytes sent between every pair of ranks and the imbalance.",
+    help="All-to-all(v) exchanges: bytes each rank sent and received, bytes between every pair of ranks "
+    "(when split sizes are recorded), and the imbalance per instance (max / mean over ranks; 1 = even).",
 )
 def all_to_all(ctx: Ctx) -> list[dict[str, Any]]:
-    res = ctx.result("all-to-all")
-    blocks = [ctx.table(df, id=f"all-to-all-{i}", title=name, units=US) for i, (name, df) in enumerate(res.tables.items()) if df.height]
-    if not blocks:
-        raise Skip("no all-to-all in these traces")
+    tabs = ctx.tables("all-to-all", "per_rank")
+    blocks: list[dict[str, Any]] = []
+    pairs = next((df for name, df in tabs.items() if {"src", "dst", "bytes"} <= set(df.columns) and df.height), None)
+    if pairs is not None:
+        tot = pairs.group_by("src", "dst").agg(pl.col("bytes").sum())
+        ranks = sorted(set(tot["src"].to_list()) | set(tot["dst"].to_list()))
+        m = {(a, b): v for a, b, v in tot.iter_rows()}
+        values = [[(m[(a, b)] / 2**20 if (a, b) in m else None) for b in ranks] for a in ranks]
+        blocks.append(ctx.heatmap(rank_labels(ranks), [str(r) for r in ranks], values, id="all-to-all-heatmap",
+                                  title="Bytes sent, source rank × destination rank (all instances)", unit="MiB",
+                                  x_label="destination rank", y_label="source rank"))
+    pr = tabs["per_rank"].group_by("rank").agg(pl.col("send_bytes").sum(), pl.col("recv_bytes").sum()).sort("rank")
+    blocks.append(ctx.bar(rank_labels(pr["rank"].to_list()), {"sent": (pr["send_bytes"] / 2**20).to_list(), "received": (pr["recv_bytes"] / 2**20).to_list()},
+                          id="all-to-all-chart", title="All-to-all bytes per rank", stacked=False, unit="MiB", y_label="MiB"))
+    blocks += [ctx.table(df, id=f"all-to-all-{name}", title=name.replace("_", " "), units=US) for name, df in tabs.items() if df.height]
     return blocks
