@@ -6,7 +6,7 @@ checks and ``info`` must either succeed or raise a :class:`~ranksight.errors.Ran
 never another exception, never a hang (``faulthandler`` kills the run after 120 s), and the
 process's peak memory must not grow by more than 1.5 GB over the whole run.
 
-The suite runs a bounded number of examples (deterministic, ~20 s). For a longer run:
+The suite runs a bounded number of examples (100, deterministic, ~15 s). For a longer run:
 
     RANKSIGHT_FUZZ_EXAMPLES=20000 python -m pytest tests/robustness/test_mutations.py -q -p no:cacheprovider
 """
@@ -147,7 +147,7 @@ def _exercise(path: Path) -> None:
 
 
 @settings(
-    max_examples=EXAMPLES or 120,
+    max_examples=EXAMPLES or 100,
     derandomize=EXAMPLES is None,
     deadline=None,
     database=None,

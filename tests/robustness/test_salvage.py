@@ -56,6 +56,11 @@ def reference() -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
     return text, np.array(starts), np.array(ends), np.array(ts, dtype=np.int64)
 
 
+@lru_cache(maxsize=1)
+def compressed() -> bytes:
+    return gzip.compress(reference()[0], compresslevel=6)
+
+
 def expected(cut: int) -> tuple[int, int, int | None]:
     """(complete events, bytes lost after the last one, latest ts among them) for a cut."""
     _, starts, ends, ts = reference()
@@ -110,8 +115,7 @@ def test_gzip_of_a_cut_file_keeps_every_complete_event(tmp_path, cut):
 @pytest.mark.parametrize("frac", [i / CUTS for i in range(1, CUTS + 1)][:-1] + [0.999])
 def test_cut_gzip_stream_keeps_every_complete_event(tmp_path, frac):
     """Cut the compressed bytes themselves (a profiler killed while writing the .gz)."""
-    text, *_ = reference()
-    data = gzip.compress(text, compresslevel=6)
+    data = compressed()
     cut_c = int(len(data) * frac)
     p = tmp_path / "cut.json.gz"
     p.write_bytes(data[:cut_c])
