@@ -177,7 +177,7 @@ def gpu_metrics(run: Run, *, ranks: Sequence[int] | None = None, tensor_core_rul
 
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     rs = selected(run, ranks)
-    parts = [trace_gpu_metrics(run[r], tensor_core_rules) for r in rs]
+    parts = list(run.map(trace_gpu_metrics, rs, ruleset=tensor_core_rules).values())
     overall = pl.concat([p[0] for p in parts], how="vertical_relaxed")
     per_step = pl.concat([p[1] for p in parts], how="vertical_relaxed")
     if overall.height == 0:

@@ -158,7 +158,7 @@ def idle(
     """Idle time per rank, stream and cause; optional interval statistics and per-step table."""
     rs = selected(run, ranks)
     gaps = pl.concat(
-        [idle_gaps_rank(run[r], kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat) for r in rs]
+        list(run.map(idle_gaps_rank, rs, kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat).values())
     )
     tables = {"idle": idle_totals(gaps, ["rank", "stream"])}
     notes = []

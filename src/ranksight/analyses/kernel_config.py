@@ -104,7 +104,7 @@ def kernel_config(run: Run, *, ranks: Sequence[int] | None = None, group_by: str
     if tensor_core_rules not in RULESETS:
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     rs = selected(run, ranks)
-    table = pl.concat([kernel_table(run[r], group_by=group_by, tensor_core_rules=tensor_core_rules) for r in rs], how="vertical_relaxed")
+    table = pl.concat(list(run.map(kernel_table, rs, group_by=group_by, tensor_core_rules=tensor_core_rules).values()), how="vertical_relaxed")
     if table.height == 0:
         raise MissingDataError("kernel-config needs GPU kernel events; these traces have none (CPU-only)")
     notes = []

@@ -65,7 +65,7 @@ def kernel_spread(run: Run, *, ranks: Sequence[int] | None = None, top: int = 10
     if top < 1:
         raise UsageError("top must be ≥ 1")
     rs = selected(run, ranks)
-    per = pl.concat([kernel_durations_rank(run[r]) for r in rs])
+    per = pl.concat(list(run.map(kernel_durations_rank, rs).values()))
     if per.height == 0:
         return AnalysisResult({"kernel_spread": pl.DataFrame(schema={**_SCHEMA, "spread_pct": pl.Float64})}, ["no GPU kernels in these traces"])
     order = (

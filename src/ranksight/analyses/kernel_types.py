@@ -61,7 +61,7 @@ def kernel_types(
 ) -> AnalysisResult:
     """Time by kernel type and overlap segment over the selected ranks, and per rank."""
     rs = selected(run, ranks)
-    per = pl.concat([kernel_type_rank(run[r], include_memory=include_memory, hta_compat=hta_compat) for r in rs])
+    per = pl.concat(list(run.map(kernel_type_rank, rs, include_memory=include_memory, hta_compat=hta_compat).values()))
     total = per.group_by("kernel_type").agg(pl.col("sum_ns").sum()).sort(["sum_ns", "kernel_type"], descending=[True, False])
     grand = int(total["sum_ns"].sum()) if total.height else 0
     total = total.select("kernel_type", (pl.col("sum_ns") / 1e3).alias("sum_us"), pl.Series("pct", pct(total["sum_ns"].to_numpy(), grand, 1)))

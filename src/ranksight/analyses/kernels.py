@@ -131,10 +131,12 @@ def kernels(
         raise UsageError("num_kernels must be ≥ 1 and duration_ratio within [0, 1]")
     rs = selected(run, ranks)
     df = pl.concat(
-        [
-            kernel_stats_rank(run[r], num_kernels=num_kernels, duration_ratio=duration_ratio, include_memory=include_memory, hta_compat=hta_compat)
-            for r in rs
-        ]
+        list(
+            run.map(
+                kernel_stats_rank, rs, num_kernels=num_kernels, duration_ratio=duration_ratio,
+                include_memory=include_memory, hta_compat=hta_compat,
+            ).values()
+        )
     )
     notes = [] if df.height else ["no GPU kernels in these traces"]
     return AnalysisResult({"kernels": df}, notes)

@@ -164,11 +164,12 @@ def launches(
 ) -> AnalysisResult:
     """Launch statistics per rank (see the module docstring)."""
     rs = selected(run, ranks)
-    tables = [
-        launch_table(run[r], runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us,
-                     include_memory=include_memory, hta_apis=hta_apis)
-        for r in rs
-    ]
+    tables = list(
+        run.map(
+            launch_table, rs, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us,
+            include_memory=include_memory, hta_apis=hta_apis,
+        ).values()
+    )
     table = pl.concat(tables) if tables else pl.DataFrame(schema=_LAUNCH_SCHEMA)
     summary, by_api, findings = launch_summary(table)
     notes = []

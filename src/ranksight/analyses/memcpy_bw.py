@@ -176,7 +176,7 @@ def bw_per_stream(cp: pl.DataFrame) -> pl.DataFrame:
 def memcpy_bw(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
     """Memcpy/memset bandwidth summary per copy kind and per stream, and the series."""
     rs = selected(run, ranks)
-    parts = [copies(run[r], hta_compat=hta_compat) for r in rs]
+    parts = list(run.map(copies, rs, hta_compat=hta_compat).values())
     cp = pl.concat(parts) if parts else pl.DataFrame(schema=_COPY_SCHEMA)
     series = bw_series(cp)
     notes = []

@@ -113,7 +113,7 @@ def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
 def op_kernels(run: Run, *, ranks: Sequence[int] | None = None, hta_apis: bool = False) -> AnalysisResult:
     """ATen op → kernel sequences with counts and delays, per rank."""
     rs = selected(run, ranks)
-    parts = [op_kernel_table(run[r], hta_apis=hta_apis) for r in rs]
+    parts = list(run.map(op_kernel_table, rs, hta_apis=hta_apis).values())
     table = pl.concat(parts) if parts else pl.DataFrame(schema=_TABLE_SCHEMA)
     notes = []
     empty = [r for r, p in zip(rs, parts) if p.height == 0]

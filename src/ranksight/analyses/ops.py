@@ -86,7 +86,7 @@ def ops(run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "name",
     if tensor_core_rules not in RULESETS:
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     rs = selected(run, ranks)
-    tables = [op_table(run[r], group_by=group_by, tensor_core_rules=tensor_core_rules) for r in rs]
+    tables = list(run.map(op_table, rs, group_by=group_by, tensor_core_rules=tensor_core_rules).values())
     table = pl.concat(tables, how="vertical_relaxed")
     if table.height == 0 and all(run[r].kind("cpu_op").height == 0 for r in rs):
         raise MissingDataError("ops needs host operator events (cpu_op); these traces have none")

@@ -80,7 +80,7 @@ def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
 def overlap(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
     """Communication/computation overlap per rank."""
     rs = selected(run, ranks)
-    df = pl.concat([overlap_rank(run[r], hta_compat=hta_compat) for r in rs])
+    df = pl.concat(list(run.map(overlap_rank, rs, hta_compat=hta_compat).values()))
     notes = []
     no_comm = df.filter(pl.col("comm_us") == 0)["rank"].to_list()
     if no_comm:

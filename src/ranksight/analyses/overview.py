@@ -169,7 +169,7 @@ def _average(steps_us: pl.DataFrame) -> pl.DataFrame:
 def overview(run: Run, *, ranks: Sequence[int] | None = None, plugin_compat: bool = False) -> AnalysisResult:
     """Step-time breakdown per rank and step, and its mean per rank."""
     rs = selected(run, ranks)
-    per = [_to_us(step_breakdown(run[r], plugin_compat=plugin_compat)) for r in rs]
+    per = [_to_us(b) for b in run.map(step_breakdown, rs, plugin_compat=plugin_compat).values()]
     steps = pl.concat(per, how="vertical_relaxed") if per else pl.DataFrame()
     steps = steps.select(COLUMNS) if steps.height else pl.DataFrame(schema={c: (pl.Int32 if c in ("rank", "step") else pl.Float64) for c in COLUMNS})
     notes = []

@@ -151,7 +151,7 @@ def queue(
 ) -> AnalysisResult:
     """Queue length summary, blocked time and the series per rank and stream."""
     rs = selected(run, ranks)
-    parts = [queue_series(run[r], hta_apis=hta_apis) for r in rs]
+    parts = list(run.map(queue_series, rs, hta_apis=hta_apis).values())
     series = pl.concat(parts) if parts else pl.DataFrame(schema=_SERIES_SCHEMA)
     summary = queue_summary(series)
     blocked = blocked_on_full_queue(series, {r: trace_duration_ns(run[r]) for r in rs}, max_queue_length)

@@ -48,7 +48,7 @@ def step_table(trace: Trace) -> pl.DataFrame:
 def steps(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
     """Profiler steps of every selected rank."""
     rs = selected(run, ranks)
-    parts = [step_table(run[r]) for r in rs]
+    parts = list(run.map(step_table, rs).values())
     table = pl.concat(parts) if parts else pl.DataFrame(schema=_SCHEMA)
     notes = []
     none = [r for r, p in zip(rs, parts) if p.height == 0]

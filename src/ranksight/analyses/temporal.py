@@ -149,14 +149,14 @@ def temporal(
 ) -> AnalysisResult:
     """Idle / compute / non-compute time per rank (and per ProfilerStep with ``per_step``)."""
     rs = selected(run, ranks)
-    per_rank = pl.concat([temporal_rank(run[r], hta_compat=hta_compat) for r in rs])
+    per_rank = pl.concat(list(run.map(temporal_rank, rs, hta_compat=hta_compat).values()))
     tables = {"temporal": per_rank}
     notes = []
     missing = per_rank.filter(pl.col("kernel_time_us").is_null())["rank"].to_list()
     if missing:
         notes.append(f"rank(s) {missing} have no GPU work (CPU-only trace): no temporal breakdown")
     if per_step:
-        steps = pl.concat([temporal_steps_rank(run[r]) for r in rs])
+        steps = pl.concat(list(run.map(temporal_steps_rank, rs).values()))
         tables["per_step"] = steps
         if steps.height == 0:
             notes.append("no ProfilerStep in these traces: no per-step table")
