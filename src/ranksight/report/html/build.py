@@ -141,8 +141,13 @@ def build_payload(run: Any, *, title: str | None = None, inputs: Sequence[str] =
 
 
 def _default_title(run: Any) -> str:
+    """The file name for one rank; the folder name (or first file) and the rank count for several."""
     n = len(run)
     if n == 0:
         return "ranksight report"
-    first = os.path.basename(run.traces[0].path)
-    return f"{first} ({n} rank{'s' if n != 1 else ''})" if n > 1 else first
+    paths = [os.path.abspath(t.path) for t in run]
+    if n == 1:
+        return os.path.basename(paths[0])
+    parents = {os.path.dirname(p) for p in paths}
+    name = os.path.basename(parents.pop()) if len(parents) == 1 else os.path.basename(paths[0])
+    return f"{name} ({n} ranks)"

@@ -55,11 +55,14 @@
     var ths = cols.map(function (c, i) {
       var num = c.kind === "int" || c.kind === "float";
       var th = h("th", { "class": num ? "num" : "str", "data-col": c.name, title: (c.help || c.name) + (c.unit ? " (" + c.unit + ")" : "") + " — click to sort" }, hr, c.name);
-      th.addEventListener("click", function () {
+      function sortBy() {
         if (state.sort === i) state.desc = !state.desc; else { state.sort = i; state.desc = num; }
         state.page = 0;
         render();
-      });
+      }
+      th.setAttribute("tabindex", "0");
+      th.addEventListener("click", sortBy);
+      th.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); sortBy(); } });
       var f = h("input", { type: "text", placeholder: num ? ">, <, a..b" : "filter", "aria-label": "filter " + c.name }, h("th", null, fr));
       f.addEventListener("input", function () {
         state.filters[i] = f.value.trim() ? (num ? numFilter(f.value.trim()) : f.value.trim().toLowerCase()) : null;
