@@ -59,6 +59,10 @@ def add_trace_args(p: argparse.ArgumentParser, *, nargs: str = "+") -> None:
     p.add_argument("--cache-dir", default=None, metavar="DIR", help="cache of decoded traces (default: $RANKSIGHT_CACHE_DIR or ~/.cache/ranksight)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--scheduler", default=None, metavar="ADDR", help="run decoding and per-rank work on a Dask cluster (tcp://host:port)")
+    p.add_argument("--rank-by", choices=("process", "device"), default=None,
+                   help="Nsight Systems .sqlite exports: one rank per process or per GPU (default: per process and GPU)")
+    p.add_argument("--step-range", default=None, metavar="NAME",
+                   help="Nsight Systems .sqlite exports: NVTX ranges named NAME (or NAME N) are the steps")
 
 
 def add_format_arg(p: argparse.ArgumentParser) -> None:
@@ -130,6 +134,8 @@ def load_run(args: argparse.Namespace, ctx: Context) -> Any:
             progress=prog,
             cache=False if args.no_cache else (args.cache_dir or None),
             scheduler=args.scheduler,
+            rank_by=getattr(args, "rank_by", None),
+            step_range=getattr(args, "step_range", None),
         )
     finally:
         prog.close()

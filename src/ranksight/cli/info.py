@@ -36,7 +36,8 @@ def info_tables(run) -> tuple[dict[str, pl.DataFrame], list[str]]:  # noqa: ANN0
                 "world_size": m.world_size,
                 "steps": step_txt,
                 "span_ms": round((span[1] - span[0]) / 1e6, 3) if span else None,
-                "time_base": "baseTimeNanoseconds" if m.base_time_ns is not None else "epoch µs",
+                "time_base": ("nsys session start" if "nsys" in m.raw else "baseTimeNanoseconds") if m.base_time_ns is not None
+                else ("nsys capture start" if "nsys" in m.raw else "epoch µs"),
             }
         )
         counts = t.events.group_by("kind").len()

@@ -3,7 +3,10 @@
 Rank resolution order: an explicit user mapping, ``distributedInfo.rank`` (read from the file
 header, which is parsed as JSON, so compact and pretty-printed files behave alike), a rank pattern
 in the file name (``rank-3``, ``rank3``, ``_rank_3``, ``worker3``), and finally the order of the
-files, with a warning.
+files, with a warning. An Nsight Systems SQLite export (``.sqlite``, recognised by its SQLite
+header) holds one rank per (process, GPU) (see :func:`ranksight.io.nsys.rank_units`); its ranks are
+numbered after the files that name theirs, in (process, device) order, or take the rank in the
+file name when the export holds one rank.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from ranksight.errors import (
     UsageError,
     warn,
 )
+from ranksight.io import nsys as _nsys
 from ranksight.io.kineto import DEFAULT_MAX_BYTES, read_header
 
 __all__ = ["TraceFile", "discover", "rank_from_name", "check_one_run", "TRACE_SUFFIXES"]
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite")
 _RANK_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker)[\[\-_/]?(\d+)", re.IGNORECASE)
 
 
@@ -42,6 +46,8 @@ class TraceFile:
     rank: int
     rank_source: str
     header: dict[str, Any] = field(default_factory=dict)
+    #: for an Nsight Systems export: the :class:`~ranksight.io.nsys.NsysUnit` this rank reads
+    nsys: Any = None
 
 
 def rank_from_name(name: str) -> int | None:
@@ -113,7 +119,7 @@ def _expand(item: str | os.PathLike[str], skipped: list[tuple[str, str]]) -> tup
                 if why != "is a directory":
                     skipped.append((p, why or "not a regular file"))
         if not found:
-            raise TraceNotFoundError("the directory holds no .json or .json.gz file", path=s)
+            raise TraceNotFoundError("the directory holds no .json or .json.gz file (nor an nsys .sqlite export)", path=s)
         return found, True
     why = _why_not_file(s)
     if why is not None:
@@ -138,13 +144,20 @@ def discover(
     *,
     ranks: Iterable[int] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    rank_by: str | None = None,
+    step_range: str | None = None,
 ) -> list[TraceFile]:
-    """Resolve paths (files, directories, globs, or a ``{rank: path}`` mapping) to trace files."""
+    """Resolve paths (files, directories, globs, or a ``{rank: path}`` mapping) to trace files.
+
+    ``rank_by`` (``process`` / ``device``) and ``step_range`` apply to Nsight Systems exports."""
     if isinstance(paths, Mapping):
         files = [TraceFile(os.fspath(p), int(r), "user") for r, p in paths.items()]
         for f in files:
             if not os.path.exists(f.path):
                 raise TraceNotFoundError("no such file", path=f.path)
+            if _nsys.is_sqlite(f.path):
+                f.nsys = _one_unit(f.path, rank_by, step_range)
+                continue
             f.header, _ = read_header(f.path, max_bytes=max_bytes)
     else:
         items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
@@ -162,7 +175,12 @@ def discover(
                     candidates.append((p, lenient))
         files = []
         unordered: list[TraceFile] = []
+        nsys_units: list[TraceFile] = []
         for p, lenient in candidates:
+            if _nsys.is_sqlite(p):
+                got = _nsys_files(p, lenient, skipped, rank_by, step_range)
+                (files if len(got) == 1 and got[0].rank >= 0 else nsys_units).extend(got)
+                continue
             try:
                 header, is_trace = read_header(p, max_bytes=max_bytes)
             except (TraceFormatError, TraceNotFoundError) as err:
@@ -187,22 +205,22 @@ def discover(
                 unordered.append(TraceFile(p, -1, "order", header))
         if skipped:
             _warn_skipped(skipped)
-        if not files and not unordered:
+        if not files and not unordered and not nsys_units:
             raise TraceNotFoundError("no trace file found", path=", ".join(os.fspath(i) for i in items))
-        if unordered:
+        if unordered or nsys_units:
             taken = {f.rank for f in files}
             nxt = 0
-            for f in unordered:
+            for f in unordered + nsys_units:
                 while nxt in taken:
                     nxt += 1
                 f.rank = nxt
                 taken.add(nxt)
-            if len(files) + len(unordered) > 1:
+            if unordered and len(files) + len(unordered) + len(nsys_units) > 1:
                 warn(
                     f"{len(unordered)} file(s) carry no rank (no distributedInfo, no rank in the name); "
                     "numbered in order: " + ", ".join(f"{Path(f.path).name}→{f.rank}" for f in unordered)
                 )
-            files.extend(unordered)
+            files.extend(unordered + nsys_units)
     by_rank: dict[int, TraceFile] = {}
     for f in files:
         if f.rank in by_rank:
@@ -223,6 +241,38 @@ def discover(
         out = [f for f in out if f.rank in wanted]
     check_one_run([(f.path, f.rank, _header_world_size(f.header)) for f in out])
     return out
+
+
+def _nsys_files(p: str, lenient: bool, skipped: list[tuple[str, str]], rank_by: str | None, step_range: str | None) -> list[TraceFile]:
+    """One :class:`TraceFile` per rank of an Nsight Systems export (rank −1: numbered later), or
+    the rank in the file name when the export holds one rank."""
+    try:
+        units = _nsys.rank_units(p, rank_by=rank_by, step_range=step_range)
+    except TraceFormatError as err:
+        if lenient:
+            skipped.append((p, err.message))
+            return []
+        raise
+    if not units:
+        if lenient:
+            skipped.append((p, "an Nsight Systems export with no process that ran CUDA or NVTX work"))
+            return []
+        raise TraceFormatError("the Nsight Systems export holds no process with CUDA or NVTX events", path=p)
+    r = rank_from_name(p) if len(units) == 1 else None
+    if r is not None:
+        return [TraceFile(p, r, "file name", {}, units[0])]
+    return [TraceFile(p, -1, f"nsys {u.label}", {}, u) for u in units]
+
+
+def _one_unit(p: str, rank_by: str | None, step_range: str | None) -> Any:
+    units = _nsys.rank_units(p, rank_by=rank_by, step_range=step_range)
+    if len(units) != 1:
+        labels = "; ".join(u.label for u in units) or "none"
+        raise UsageError(
+            f"{os.path.basename(p)} holds {len(units)} ranks ({labels}): pass it as a path (its ranks are numbered "
+            "per process and GPU) or choose --rank-by process|device"
+        )
+    return units[0]
 
 
 def _warn_skipped(skipped: list[tuple[str, str]], shown: int = 3) -> None:

@@ -35,6 +35,8 @@ class TraceSource:
     max_bytes: int = DEFAULT_MAX_BYTES
     cache: CacheConfig | None = None
     key: str | None = None
+    #: the :class:`~ranksight.io.nsys.NsysUnit` of a rank read from an Nsight Systems export
+    nsys: Any = None
 
     def load(self) -> Trace:
         """Load from the cache entry if valid, else decode (and write the cache entry)."""
@@ -51,7 +53,12 @@ class TraceSource:
                 return t
         with _warnings.catch_warnings():
             _warnings.simplefilter("ignore", RanksightWarning)
-            d = decode(self.path, strict=self.strict, max_bytes=self.max_bytes)
+            if self.nsys is not None or _is_sqlite(self.path):
+                from ranksight.io.nsys import decode_nsys
+
+                d = decode_nsys(self.path, self.nsys, max_bytes=self.max_bytes)
+            else:
+                d = decode(self.path, strict=self.strict, max_bytes=self.max_bytes)
         t = Trace(d, rank=self.rank, rank_source=self.rank_source)
         if self.cache is not None and self.key is not None:
             try:
@@ -64,6 +71,12 @@ class TraceSource:
         from ranksight.model import cache as _cache
 
         return self.cache is not None and self.key is not None and _cache._valid(_cache.entry_dir(self.cache, self.path, self.key), self.key) is not None
+
+
+def _is_sqlite(path: str) -> bool:
+    from ranksight.io._sqlite import is_sqlite
+
+    return is_sqlite(path)
 
 
 def _honours_guards(t: Trace, strict: bool, max_bytes: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings as _warnings
 from collections import OrderedDict
@@ -116,7 +117,10 @@ class Run:
         Traces already in this process are reused when the engine is local.
         """
         rs = list(ranks) if ranks is not None else self.ranks
-        if isinstance(self.engine, LocalEngine) or not all(r in self._sources for r in rs):
+        local = isinstance(self.engine, LocalEngine) or not all(r in self._sources for r in rs)
+        if isinstance(self.engine, ProcessEngine) and not all(self._sources[r].key for r in rs):
+            local = True  # uncached (small) traces would be decoded again in every worker
+        if local:
             return {r: fn(self[r], **kwargs) for r in rs}
         results = self.engine.map(fn, [self._sources[r] for r in rs], kwargs)
         return dict(zip(rs, results))
@@ -157,6 +161,8 @@ def load(
     cache: bool | str | os.PathLike[str] | CacheConfig | None = None,
     client: Any = None,
     scheduler: str | None = None,
+    rank_by: str | None = None,
+    step_range: str | None = None,
 ) -> Run:
     """Load traces into a :class:`Run`.
 
@@ -181,8 +187,11 @@ def load(
     client, scheduler
         A ``distributed.Client``, or a scheduler address (``tcp://host:port``): decode and per-rank
         work then run on the Dask cluster (the trace files must be readable by its workers).
+    rank_by, step_range
+        Nsight Systems exports only (docs/nsys.md): one rank per ``"process"`` or per ``"device"``
+        instead of per (process, GPU); NVTX ranges named ``step_range`` become ProfilerSteps.
     """
-    files = discover(paths, ranks=ranks, max_bytes=max_bytes)
+    files = discover(paths, ranks=ranks, max_bytes=max_bytes, rank_by=rank_by, step_range=step_range)
     if not files:
         raise UsageError("no trace selected")
     cfg = _cache_config(cache)
@@ -192,7 +201,9 @@ def load(
         size = os.path.getsize(f.path)
         total_bytes += size
         key = fingerprint(f.path) if cfg is not None and size >= cfg.min_bytes else None
-        sources.append(TraceSource(f.path, f.rank, f.rank_source, strict, max_bytes, cfg if key else None, key))
+        if key is not None and f.nsys is not None:  # several ranks of one export: one entry each
+            key = hashlib.blake2b(f"{key}:{f.nsys.cache_tag()}".encode(), digest_size=20).hexdigest()
+        sources.append(TraceSource(f.path, f.rank, f.rank_source, strict, max_bytes, cfg if key else None, key, f.nsys))
     engine = _engine(jobs, client, scheduler)
     run_warnings: list[str] = []
     resident: list[Trace] = []

@@ -194,9 +194,14 @@ class Trace:
         return self._spans
 
     def raw_events(self, rows: list[int] | pl.Series) -> list[dict[str, Any]]:
-        """The complete JSON objects of the given rows, every arg included (reads the file again)."""
+        """The complete JSON objects of the given rows, every arg included (reads the file again).
+        For an Nsight Systems export: every column of each event's SQLite row (``args``)."""
         rows = [int(r) for r in rows]
         sp = self.spans
+        if "source_table" in sp.columns:
+            from ranksight.io.nsys import extract_rows
+
+            return extract_rows(self.path, sp[rows])
         offsets = sp["offset"].gather(rows).to_list()
         lengths = sp["length"].gather(rows).to_list()
         return extract_events(self.path, offsets, lengths)
