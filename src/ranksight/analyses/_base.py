@@ -56,6 +56,8 @@ class AnalysisSpec:
     func: Callable[..., AnalysisResult]
     help: str
     options: Sequence[Option] = ()
+    #: options that make TRACES optional on the CLI: given alone, ``func`` gets ``run=None``
+    standalone: Sequence[str] = ()
 
 
 REGISTRY: dict[str, AnalysisSpec] = {}

@@ -25,6 +25,9 @@ Definitions (per rank and device; a device is ``cpu``, ``cuda:N`` (c10 device ty
 
 The reader for PyTorch's ``export_memory_timeline`` raw files is
 :mod:`ranksight.io.memory_timeline`; ``timeline=PATH`` adds its per-category table.
+``snapshot=PATH`` adds the ``snapshot_*`` tables of a PyTorch CUDA memory snapshot
+(:mod:`ranksight.analyses._memory_snapshot`); with a snapshot, traces are optional (``run`` may be
+None).
 """
 
 from __future__ import annotations
@@ -273,15 +276,16 @@ def _rank_tables(trace: Trace, points: int, top: int) -> dict[str, pl.DataFrame]
 
 
 def memory(
-    run: Run, *, ranks: Sequence[int] | None = None, points: int = 200, top: int = 20, timeline: str | None = None
+    run: Run | None, *, ranks: Sequence[int] | None = None, points: int = 200, top: int = 20, timeline: str | None = None,
+    snapshot: str | None = None,
 ) -> AnalysisResult:
     """Memory curves, peaks, fragmentation and allocations per rank and device (see module doc)."""
     from ranksight.errors import MissingDataError
 
-    parts = {r: _rank_tables(run[r], points, top) for r in selected(run, ranks)}
+    parts = {r: _rank_tables(run[r], points, top) for r in selected(run, ranks)} if run is not None else {}
     have = {r: p for r, p in parts.items() if p is not None}
-    notes = [f"rank {r}: no [memory] events" for r, p in parts.items() if p is None and have]
-    if not have and timeline is None:
+    notes = [f"rank {r}: no [memory] events" for r, p in parts.items() if p is None and (have or snapshot is not None)]
+    if not have and timeline is None and snapshot is None:
         raise MissingDataError("no [memory] events in these traces (profile with profile_memory=True)")
     tables: dict[str, pl.DataFrame] = {}
     for name in ("peaks", "by_step", "by_op", "allocations", "curve"):
@@ -293,6 +297,12 @@ def memory(
         notes.append(f"curve: at most {points} points per device (the largest allocated per time bucket); --points 0 for all")
     if timeline is not None:
         tables["timeline_categories"] = timeline_categories(timeline)
+    if snapshot is not None:
+        from ranksight.analyses._memory_snapshot import snapshot_tables
+
+        snap_tables, snap_notes = snapshot_tables(snapshot, points=points, top=top)
+        tables.update(snap_tables)
+        notes.extend(snap_notes)
     return AnalysisResult(tables, notes)
 
 
@@ -305,6 +315,8 @@ register(
             Option("points", int, 200, "curve points per device (0: every event)"),
             Option("top", int, 20, "rows of the allocation and per-op tables per rank (0: all)"),
             Option("timeline", str, None, "also read a PyTorch export_memory_timeline raw file (.raw.gz / .json)"),
+            Option("snapshot", str, None, "also (or only) read a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle)"),
         ),
+        standalone=("snapshot",),
     )
 )

@@ -6,6 +6,7 @@ import argparse
 
 from ranksight.analyses import REGISTRY, names, run_analysis
 from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run
+from ranksight.errors import UsageError
 from ranksight.report.terminal import print_tables
 
 __all__ = ["COMMAND"]
@@ -16,7 +17,7 @@ def _add(p: argparse.ArgumentParser) -> None:
     for name in names():
         spec = REGISTRY[name]
         sp = sub.add_parser(name, help=spec.help, description=spec.help)
-        add_trace_args(sp)
+        add_trace_args(sp, nargs="*" if spec.standalone else "+")
         add_format_arg(sp)
         for o in spec.options:
             flag = "--" + o.name.replace("_", "-")
@@ -30,7 +31,14 @@ def _add(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     spec = REGISTRY[args.analysis]
-    run = load_run(args, ctx)
+    if not args.traces and spec.standalone:
+        given = [o for o in spec.standalone if getattr(args, o, None) is not None]
+        if not given:
+            flags = " or ".join("--" + o.replace("_", "-") for o in spec.standalone)
+            raise UsageError(f"give TRACES or {flags}")
+        run = None
+    else:
+        run = load_run(args, ctx)
     opts = {o.name: getattr(args, o.name) for o in spec.options}
     opts = {k: v for k, v in opts.items() if v is not None}
     res = run_analysis(args.analysis, run, ranks=args.ranks, **opts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -49,16 +50,28 @@ def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--title", help="report title (default: from the input)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.add_argument("--baseline", metavar="BASE", help="add a comparison with this baseline run (trace file or folder; see `ranksight diff`)")
+    p.add_argument("--snapshot", metavar="FILE", help="add a section on a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle)")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from ranksight.report.html import write_report
-
     out = args.output or default_output(args.traces)
     check_output(out, list(args.traces), args.force)
     run = load_run(args, ctx)
     inputs = [t.path for t in run]
     check_output(out, inputs, args.force)
+    snap = contextlib.nullcontext()
+    if getattr(args, "snapshot", None):
+        from ranksight.report.html.sections_memory_snapshot import use_snapshot
+
+        check_output(out, [args.snapshot], args.force)
+        snap = use_snapshot(args.snapshot)
+    with snap:
+        return _write(args, ctx, run, out, inputs)
+
+
+def _write(args: argparse.Namespace, ctx: Context, run, out: str, inputs: list[str]) -> int:  # noqa: ANN001
+    from ranksight.report.html import write_report
+
     if args.baseline:
         from ranksight.cli.diff import side_label
         from ranksight.report.html.sections_diff import use_baseline
