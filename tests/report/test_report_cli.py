@@ -47,6 +47,16 @@ def test_report_refuses_to_overwrite_input(cli, make_trace):
     assert r.returncode == 2 and "input" in r.stderr
 
 
+def test_report_rank_selection(cli, data, tmp_path):
+    out = tmp_path / "r1.html"
+    r = cli("report", str(data("malicious")), "--rank", "1", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = read_payload(out.read_text(encoding="utf-8"))
+    assert doc["ranks"] == [1]
+    files = next(b for s in doc["sections"] for b in s["blocks"] if b["id"] == "overview-files")
+    assert files["rows"] == 1
+
+
 def test_report_title_and_names_escaped(cli, data, tmp_path):
     out = tmp_path / "m.html"
     r = cli("report", str(data("malicious")), "-o", str(out), "--title", "</script><b>t</b>")

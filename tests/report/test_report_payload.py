@@ -267,3 +267,11 @@ def test_wide_helper_exact():
     assert cats == [0, 1] and bars == {"b": [5.0, 2.0], "a": [2.5, 0.5]}
     cats, bars = wide(df, "rank", "cat", "v", order=["a", "b", "c"])
     assert list(bars) == ["a", "b"]
+
+
+def test_section_needs_name_registered_analyses():
+    """A typo in a section's ``needs`` would hide the section for ever: every name must exist."""
+    from ranksight.analyses import names
+
+    unknown = {(s.slug, n) for s in load_sections() for n in s.needs if n not in names()}
+    assert unknown == set()
