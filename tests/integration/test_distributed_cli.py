@@ -74,3 +74,10 @@ def test_cli_nccl_log_with_traces(cli) -> None:  # noqa: ANN001
 def test_cli_nccl_log_missing_file(cli, tmp_path: Path) -> None:  # noqa: ANN001
     r = cli("nccl-log", str(tmp_path / "absent.log"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_cli_nccl_log_topology_csv(cli) -> None:  # noqa: ANN001
+    logs = DATA / "nccl_logs"
+    r = cli("nccl-log", str(logs / "cluster-gpu-node-a.log"), str(logs / "cluster-gpu-node-b.log"), "--topology", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert "# rings" in r.stdout and "# trees" in r.stdout and "NET/IB/0/GDRDMA" in r.stdout

@@ -13,7 +13,7 @@ from ranksight.report.terminal import print_tables
 __all__ = ["COMMAND", "log_tables"]
 
 
-def log_tables(log, *, all_ops: bool = False) -> tuple[dict[str, pl.DataFrame], list[str]]:  # noqa: ANN001
+def log_tables(log, *, all_ops: bool = False, topology: bool = False) -> tuple[dict[str, pl.DataFrame], list[str]]:  # noqa: ANN001
     """The tables shown for a parsed log: summary, communicators, topology, transports, operations."""
     from ranksight.analyses._nccl_join import logical_operations
 
@@ -51,6 +51,12 @@ def log_tables(log, *, all_ops: bool = False) -> tuple[dict[str, pl.DataFrame], 
         .sort("global_rank")
     )
     tables = {"summary": summary, "ranks": ranks, "communicators": comms, "transports": tr, "operations": op_sum}
+    if topology:
+        cols = ["comm_key", "global_rank", "comm_rank"]
+        tables["rings"] = log.rings.join(key, on=["host", "pid", "comm"], how="left").select(*cols, "channel", "n_channels", "order").sort(cols[:2] + ["channel"])
+        tables["trees"] = log.trees.join(key, on=["host", "pid", "comm"], how="left").select(*cols, "channel", "tree").sort(cols[:2] + ["channel"])
+        tables["connections"] = log.transports.join(key, on=["host", "pid", "comm"], how="left").select(
+            *cols, "channel", "src_rank", "dst_rank", "direction", "via").sort(cols[:2] + ["channel"])
     if all_ops:
         tables["operation_log"] = ops
     notes = list(log.warnings)
@@ -65,6 +71,7 @@ def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILES", help="NCCL_DEBUG log files (plain or .gz) or folders of them")
     p.add_argument("--traces", nargs="+", metavar="TRACES", default=None, help="trace files/folders: join log operations to traced collectives")
     p.add_argument("--operations", action="store_true", help="also list every logical operation")
+    p.add_argument("--topology", action="store_true", help="also list every ring, tree and transport connection")
     add_format_arg(p)
 
 
@@ -72,7 +79,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     from ranksight.io.nccl_log import parse_nccl_logs
 
     log = parse_nccl_logs(args.files)
-    tables, notes = log_tables(log, all_ops=args.operations)
+    tables, notes = log_tables(log, all_ops=args.operations, topology=args.topology)
     if args.traces:
         from ranksight.analyses._nccl_join import join_log_to_traces
 
