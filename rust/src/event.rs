@@ -673,6 +673,10 @@ fn fast_us_ns(t: &[u8]) -> Option<i64> {
         frac *= 10;
         nd += 1;
     }
+    // beyond i64 ns: let the general path reject it
+    if v > (i64::MAX as u64 - frac) / 1000 {
+        return None;
+    }
     Some((v * 1000 + frac) as i64)
 }
 
@@ -721,7 +725,9 @@ pub fn sanitize(span: &[u8]) -> Vec<u8> {
             i += 1;
             continue;
         }
-        if c.is_ascii_alphabetic() || c == b'/' || (c == b'-' && i + 1 < b.len() && b[i + 1].is_ascii_alphabetic()) {
+        // the exponent of a number (1e+300) is not a bare word
+        let in_number = matches!(out.last(), Some(p) if p.is_ascii_digit() || *p == b'.');
+        if !in_number && (c.is_ascii_alphabetic() || c == b'/' || (c == b'-' && i + 1 < b.len() && b[i + 1].is_ascii_alphabetic())) {
             let start = i;
             i += 1;
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'/' || b[i] == b'_') {

@@ -134,13 +134,18 @@ pub fn int_text(text: &[u8]) -> Option<i64> {
     }
     let t = trim_quotes(text)?;
     let t = trim_ascii(t);
+    // hex: digits only after the 0x (from_str_radix would also accept a sign there)
+    let hex = |d: &[u8]| -> Option<u64> {
+        if d.is_empty() || !d.iter().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        u64::from_str_radix(std::str::from_utf8(d).ok()?, 16).ok()
+    };
     if t.len() > 2 && (t[0] == b'0') && (t[1] == b'x' || t[1] == b'X') {
-        let s = std::str::from_utf8(&t[2..]).ok()?;
-        return u64::from_str_radix(s, 16).ok().map(|v| v as i64);
+        return hex(&t[2..]).map(|v| v as i64);
     }
     if t.len() > 3 && t[0] == b'-' && t[1] == b'0' && (t[2] == b'x' || t[2] == b'X') {
-        let s = std::str::from_utf8(&t[3..]).ok()?;
-        return i64::from_str_radix(s, 16).ok().map(|v| -v);
+        return hex(&t[3..]).and_then(|v| i64::try_from(v).ok()).map(|v| -v);
     }
     // integral decimals only
     let d = parse_decimal(t)?;
@@ -234,5 +239,8 @@ mod tests {
         assert_eq!(int_text(b"12.5"), None);
         assert_eq!(int_text(b"4294967295"), Some(4294967295));
         assert_eq!(int_text(b"\"abc\""), None);
+        assert_eq!(int_text(b"\"-0x-1\""), None);
+        assert_eq!(int_text(b"\"0x+1f\""), None);
+        assert_eq!(int_text(b"\"-0x8000000000000000\""), None);
     }
 }
