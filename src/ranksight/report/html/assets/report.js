@@ -46,14 +46,17 @@
     var doc = JSON.parse(document.getElementById("rs-data").textContent);
     var S = doc.strings;
     RS.doc = doc;
+    RS.timings = [["parse", performance.now() - t0]];
     doc.sections.forEach(function (sec) {
       if (!sec.shown) return;
       var host = document.querySelector('section[data-slug="' + sec.slug + '"] .rs-blocks');
       if (!host) return;
+      var ts = performance.now();
       sec.blocks.forEach(function (b) {
         var div = h("div", { "class": "rs-block rs-" + b.type, "data-block": b.id }, host);
         DRAW[b.type](div, b, S);
       });
+      RS.timings.push([sec.slug, performance.now() - ts]);
     });
     var theme = document.getElementById("rs-theme");
     if (theme) theme.addEventListener("click", function () {
