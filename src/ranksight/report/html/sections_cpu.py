@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from ranksight.report.html.sections import Ctx, Skip, section
@@ -154,5 +153,3 @@ def annotations(ctx: Ctx) -> list[dict[str, Any]]:
                     title="Annotations with the most time (all ranks, CPU and GPU side)", horizontal=True, unit="ms", x_label="ms")
     return [chart, ctx.table(t, id="annotations-table", title="Per rank and annotation", units=US, sort=("sum_us", True))]
 
-
-_ = np  # numpy is used by helpers that build histograms

@@ -119,7 +119,6 @@ def bandwidth(ctx: Ctx) -> list[dict[str, Any]]:
 )
 def alpha_beta(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("alpha-beta", "fits")
-    fits = tabs["fits"]
     blocks: list[dict[str, Any]] = []
     res = tabs.get("residuals")
     if res is not None and res.height:
@@ -131,7 +130,6 @@ def alpha_beta(ctx: Ctx) -> list[dict[str, Any]]:
         blocks.append(ctx.line(lines, id="alpha-beta-chart", title="Transfer time vs message size", mode="markers",
                                x_label="message size", x_unit="B", y_label="transfer", y_unit="µs"))
     blocks += _tables(ctx, "alpha-beta", ("fits", "Fits"), ("residuals", "Residuals"))
-    _ = fits
     return blocks
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ranksight.report.html.sections import Ctx, Skip, section
+from ranksight.report.html.sections import Ctx, section
 
 #: diagnose rule → report sections that show its numbers (the first one shown is linked).
 EVIDENCE: dict[str, tuple[str, ...]] = {
@@ -63,5 +63,3 @@ def findings(ctx: Ctx) -> list[dict[str, Any]]:
         ctx.notes.append(f"rules run: {', '.join(rules)}")
     return [{"type": "findings", "id": "findings-list", "items": items}]
 
-
-_ = Skip

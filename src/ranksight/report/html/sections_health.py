@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import polars as pl
-
 from ranksight.report.html.sections import Ctx, section
 
 
@@ -28,5 +26,3 @@ def health(ctx: Ctx) -> list[dict[str, Any]]:
     blocks.append(ctx.table(tabs["checks"], id="health-checks", title="All checks", units={"total_us": "µs", "max_us": "µs"}))
     return blocks
 
-
-_ = pl

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import polars as pl
-
-from ranksight.report.html.sections import Ctx, Skip, section
+from ranksight.report.html.sections import Ctx, section
 
 
 @section(
@@ -58,5 +56,3 @@ def modules(ctx: Ctx) -> list[dict[str, Any]]:
     us = {c: "µs" for c in ("host_total_us", "host_self_us", "device_total_us", "device_self_us")}
     return [chart, ctx.table(t, id="modules-table", title="Modules", units=us, sort=("device_total_us", True))]
 
-
-_ = (pl, Skip)

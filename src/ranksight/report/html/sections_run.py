@@ -114,11 +114,9 @@ def top_kernels(ctx: Ctx) -> list[dict[str, Any]]:
         t.group_by("name").agg(pl.col("total_us").sum().alias("all")).sort(["all", "name"], descending=[True, False]).head(10)
     )
     names = top["name"].to_list()
-    wide = {
-        f"rank {r}": [
-            (t.filter((pl.col("rank") == r) & (pl.col("name") == n))["total_us"].sum() / 1e3) for n in names
-        ]
-        for r in ranks
-    }
-    chart = ctx.bar(names, wide, id="top-kernels-chart", title="Top kernels, time per rank", horizontal=True, unit="ms", x_label="ms")
+    piv = top.select("name").join(
+        t.pivot(on="rank", index="name", values="total_us", aggregate_function="sum"), on="name", how="left", maintain_order="left"
+    ).fill_null(0)
+    bars = {f"rank {r}": (piv[str(r)] / 1e3).to_list() for r in ranks}
+    chart = ctx.bar(names, bars, id="top-kernels-chart", title="Top kernels, time per rank", horizontal=True, unit="ms", x_label="ms")
     return [chart, ctx.table(t, id="top-kernels-table", title="Top kernels per rank", sort=("total_us", True), units={"total_us": "µs", "mean_us": "µs"})]

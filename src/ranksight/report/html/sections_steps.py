@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from ranksight.report.html.sections import Ctx, Skip, rank_labels, section, wide
+from ranksight.report.html.sections import Ctx, rank_labels, section, wide
 
 CATS = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 
