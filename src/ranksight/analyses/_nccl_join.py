@@ -87,8 +87,9 @@ def join_log_to_traces(log: NcclLog, run: Run) -> tuple[pl.DataFrame, list[str]]
     ops = logical_operations(log.operations)
     notes: list[str] = []
     rows = []
+    colls = run.map(rank_collectives)
     for r in run.ranks:
-        tc = rank_collectives(run[r])
+        tc = colls[r]
         mine = ops.filter(pl.col("global_rank") == r)
         if tc.height == 0 or mine.height == 0:
             if mine.height == 0:

@@ -72,7 +72,8 @@ def bubble(
 ) -> AnalysisResult:
     """Bubble per stage and step, its fraction, and the (p − 1)/(m + p − 1) expectation."""
     rs = selected(run, ranks)
-    frames = [rank_bubble(run[r]) for r in rs]
+    out = run.map(rank_bubble, rs)
+    frames = [out[r] for r in rs]
     per = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
     notes: list[str] = []
     if per.height == 0:

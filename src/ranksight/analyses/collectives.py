@@ -40,10 +40,10 @@ def single_rank_note(ranks: Sequence[int]) -> str:
 def comm_data(run: Run, ranks: Sequence[int] | None = None, *, align: bool = True) -> CommData:
     """Per-rank collectives of the selected ranks, matched, aligned, with per-instance metrics."""
     rs = selected(run, ranks)
-    tables = [rank_collectives(run[r]) for r in rs]
-    per_rank = pl.concat(tables, how="vertical_relaxed") if tables else empty_table()
+    tables = run.map(rank_collectives, rs)  # per rank, on the run's engine
+    per_rank = pl.concat([tables[r] for r in rs], how="vertical_relaxed") if tables else empty_table()
     matched = match_instances(per_rank)
-    hosts = {r: run[r].meta.host_name for r in rs}
+    hosts = {r: (tables[r]["host"][0] if tables[r].height else None) for r in rs}
     offsets = estimate_offsets(matched, rs, hosts)
     if not align:
         offsets = offsets.with_columns(pl.lit(0, dtype=pl.Int64).alias("offset_ns"))

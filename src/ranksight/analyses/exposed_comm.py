@@ -70,20 +70,21 @@ def rank_exposed_comm(trace: Trace, waits: pl.DataFrame | None = None) -> tuple[
     return pl.DataFrame(rows, schema=SCHEMA), basis
 
 
+def _rank_exposed(trace: Trace, waits: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:
+    return rank_exposed_comm(trace, waits.filter(pl.col("rank") == trace.rank) if waits is not None else None)
+
+
 def exposed_comm(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = False) -> AnalysisResult:
     """Exposed communication, overlap efficiency and the perfect-overlap step time per rank and step."""
     cd = comm_data(run, ranks, align=not no_align)
     multi = len(cd.ranks) >= 2
-    frames, bases = [], set()
-    for r in cd.ranks:
-        waits = None
-        if multi:
-            off = int(cd.offsets.filter(pl.col("rank") == r)["offset_ns"].item())
-            p = cd.participants.filter((pl.col("rank") == r) & (pl.col("wait_ns") > 0))
-            waits = p.select((pl.col("start_ns") + off).alias("start_ns"), (pl.col("start_ns") + pl.col("wait_ns") + off).alias("end_ns"))
-        df, basis = rank_exposed_comm(run[r], waits)
-        frames.append(df)
-        bases.add(basis)
+    waits = None
+    if multi:  # each rank's waiting intervals, back in its own clock
+        p = cd.participants.filter(pl.col("wait_ns") > 0).join(cd.offsets.select("rank", "offset_ns"), on="rank")
+        waits = p.select("rank", (pl.col("start_ns") + pl.col("offset_ns")).alias("start_ns"), (pl.col("start_ns") + pl.col("wait_ns") + pl.col("offset_ns")).alias("end_ns"))
+    res = run.map(_rank_exposed, cd.ranks, waits=waits)
+    frames = [res[r][0] for r in cd.ranks]
+    bases = {res[r][1] for r in cd.ranks}
     per = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
     summary = per.group_by("rank").agg(
         pl.len().alias("steps"), pl.col("step_us").sum(), pl.col("comm_us").sum(), pl.col("exposed_us").sum(),

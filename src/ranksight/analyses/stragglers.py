@@ -30,27 +30,30 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.analyses._comm_match import apply_offsets
 from ranksight.analyses._comm_segments import WORK_SCHEMA, segment_work, segments
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
 
 if TYPE_CHECKING:
     from ranksight.analyses._comm_match import CommData
     from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
 
-__all__ = ["stragglers", "late_instances", "straggler_ranks"]
+__all__ = ["stragglers", "late_instances", "straggler_ranks", "rank_segments", "rank_segment_work"]
+
+
+def rank_segments(trace: Trace, per_rank: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
+    """The segments of one rank in aligned time (its steps aligned with the same offset)."""
+    r = trace.rank
+    off = int(offsets.filter(pl.col("rank") == r)["offset_ns"].item())
+    st = trace.steps.with_columns((pl.col("start_ns") - off).alias("start_ns"))
+    span = trace.span_ns
+    return segments(per_rank.filter(pl.col("rank") == r), st, (span[0] - off) if span else None)
 
 
 def _segments_all(run: Run, cd: CommData) -> pl.DataFrame:
-    """Segments of every rank in aligned time (steps aligned with the same offsets)."""
-    out = []
-    for r in cd.ranks:
-        t = run[r]
-        st = apply_offsets(t.steps.with_columns(pl.lit(r, dtype=pl.Int32).alias("rank")), cd.offsets, ("start_ns",))
-        span = t.span_ns
-        off = int(cd.offsets.filter(pl.col("rank") == r)["offset_ns"].item())
-        out.append(segments(cd.per_rank.filter(pl.col("rank") == r), st, (span[0] - off) if span else None))
-    return pl.concat(out, how="vertical_relaxed") if out else pl.DataFrame()
+    """Segments of every rank in aligned time."""
+    seg = run.map(rank_segments, cd.ranks, per_rank=cd.per_rank, offsets=cd.offsets)
+    return pl.concat([seg[r] for r in cd.ranks], how="vertical_relaxed") if seg else pl.DataFrame()
 
 
 def late_instances(cd: CommData, seg: pl.DataFrame, min_skew_ns: int) -> pl.DataFrame:
@@ -221,16 +224,19 @@ def stragglers(
     return AnalysisResult({"ranks": rk, "instances": per_inst, "steps": _by_step(late, cd), "wait_by_step": _wait_by_step(cd)}, notes)
 
 
+def rank_segment_work(trace: Trace, seg: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
+    """Segment work of one rank (its segments moved back to its own clock)."""
+    off = int(offsets.filter(pl.col("rank") == trace.rank)["offset_ns"].item())
+    s = seg.filter(pl.col("rank") == trace.rank)
+    s = s.with_columns([(pl.col(c) + off) for c in ("cpu_from_ns", "cpu_to_ns", "gpu_from_ns", "gpu_to_ns")])
+    return segment_work(trace, s)
+
+
 def _work(run: Run, cd: CommData, seg: pl.DataFrame, late: pl.DataFrame) -> pl.DataFrame:
-    """Segment work of every rank for the late instances only (raw times per rank)."""
-    wanted = late["instance"].unique().to_list()
-    out = []
-    for r in cd.ranks:
-        s = seg.filter((pl.col("rank") == r) & pl.col("instance").is_in(wanted))
-        off = int(cd.offsets.filter(pl.col("rank") == r)["offset_ns"].item())
-        s = s.with_columns([(pl.col(c) + off) for c in ("cpu_from_ns", "cpu_to_ns", "gpu_from_ns", "gpu_to_ns")])
-        out.append(segment_work(run[r], s))
-    return pl.concat(out, how="vertical_relaxed") if out else pl.DataFrame(schema=WORK_SCHEMA)
+    """Segment work of every rank for the late instances only."""
+    wanted = seg.filter(pl.col("instance").is_in(late["instance"].unique().implode()))
+    out = run.map(rank_segment_work, cd.ranks, seg=wanted, offsets=cd.offsets)
+    return pl.concat([out[r] for r in cd.ranks], how="vertical_relaxed") if out else pl.DataFrame(schema=WORK_SCHEMA)
 
 
 def _also_late(row: dict[str, object]) -> str:
