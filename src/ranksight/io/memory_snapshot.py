@@ -3,9 +3,11 @@
 
 Safety: the file is a pickle, and unpickling normally runs code. :class:`SafeUnpickler` refuses
 every global (``find_class``) and persistent id, so only the pickle's built-in containers and
-scalars can be built (dict, list, tuple, set, str, bytes, int, float, bool, None); a pickle that
+scalars can be built (dict, list, tuple, str, int, float, bool, None; sets and bytes as protocol 4+
+writes them, which is what ``_dump_snapshot`` uses); a pickle that
 names any callable (``os.system``, ``builtins.eval``, a class) is refused with a
-:class:`~ranksight.errors.TraceFormatError` before anything is called. A snapshot from PyTorch holds
+:class:`~ranksight.errors.TraceFormatError` before anything is called (``copyreg`` extension codes,
+which CPython can resolve without ``find_class``, are refused too). A snapshot from PyTorch holds
 nothing else. gzip-compressed files are accepted (detected from the content); inputs above
 ``max_bytes`` (compressed or not) are refused.
 
@@ -22,10 +24,12 @@ first. Older snapshots keep block frames in ``history[-1].frames``; a bare list 
 
 from __future__ import annotations
 
+import copyreg
 import gzip
 import io
 import os
 import pickle
+import pickletools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,7 @@ import polars as pl
 
 from ranksight.errors import InputTooLargeError, TraceFormatError, TraceNotFoundError
 
-__all__ = ["SafeUnpickler", "safe_load", "MemorySnapshot", "read_snapshot", "FRAME", "BLOCK_STATES"]
+__all__ = ["SafeUnpickler", "RefusedPickle", "safe_load", "MemorySnapshot", "read_snapshot", "FRAME", "BLOCK_STATES"]
 
 #: Refuse snapshot files (after decompression) above this many bytes unless told otherwise.
 DEFAULT_MAX_BYTES = 4 << 30
@@ -45,16 +49,18 @@ FRAME = pl.Struct({"filename": pl.String, "line": pl.Int64, "name": pl.String})
 BLOCK_STATES = ("active_allocated", "active_pending_free", "inactive")
 
 
+class RefusedPickle(pickle.UnpicklingError):
+    """The pickle names a Python object (or a persistent id): refused, nothing was called."""
+
+
 class SafeUnpickler(pickle.Unpickler):
     """An unpickler that builds plain containers and scalars only: every global is refused."""
 
     def find_class(self, module: str, name: str) -> Any:  # noqa: D401
-        raise pickle.UnpicklingError(
-            f"the pickle asks for the Python object {module}.{name}; a memory snapshot holds only plain containers"
-        )
+        raise RefusedPickle(f"the pickle asks for the Python object {module}.{name}; a memory snapshot holds only plain containers")
 
     def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("the pickle uses persistent ids; a memory snapshot holds only plain containers")
+        raise RefusedPickle("the pickle uses persistent ids; a memory snapshot holds only plain containers")
 
 
 def _read_bytes(path: str, max_bytes: int) -> bytes:
@@ -77,17 +83,32 @@ def _read_bytes(path: str, max_bytes: int) -> bytes:
     return data
 
 
+def _refuse_extensions(data: bytes, path: str) -> None:
+    """``EXT1/2/4`` opcodes name objects through ``copyreg``'s extension registry, and CPython
+    serves them from its extension cache without calling ``find_class``. The registry is empty
+    unless some library filled it; then the opcodes are scanned and any extension is refused."""
+    if not copyreg._extension_registry:  # type: ignore[attr-defined]
+        return
+    try:
+        for op, _arg, _pos in pickletools.genops(data):
+            if op.name in ("EXT1", "EXT2", "EXT4"):
+                raise TraceFormatError("refused to unpickle: the pickle uses a copyreg extension code", path=path)
+    except ValueError as err:
+        raise TraceFormatError(f"not a readable pickle: {err}", path=path) from None
+
+
 def safe_load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
     """Unpickle ``path`` with :class:`SafeUnpickler` (no code runs; any global is refused)."""
     p = str(path)
     data = _read_bytes(p, max_bytes)
     if not data:
         raise TraceFormatError("the file is empty", path=p)
+    _refuse_extensions(data, p)
     try:
         return SafeUnpickler(io.BytesIO(data)).load()
-    except pickle.UnpicklingError as err:
+    except RefusedPickle as err:
         raise TraceFormatError(f"refused to unpickle: {err}", path=p) from None
-    except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, MemoryError, RecursionError) as err:
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, MemoryError, RecursionError) as err:
         raise TraceFormatError(f"not a readable pickle: {type(err).__name__}: {err}", path=p) from None
 
 
@@ -146,6 +167,10 @@ def read_snapshot(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Me
         keys = ", ".join(sorted(map(str, obj))[:8]) if isinstance(obj, dict) else type(obj).__name__
         raise TraceFormatError(f"not a memory snapshot: no 'segments' (found {keys or 'nothing'})", path=p)
     seg = _frame(obj["segments"], _SEGMENT_SCHEMA, p, "'segments'")
+    given = pl.Series([s.get("blocks") is not None for s in obj["segments"]], dtype=pl.Boolean)  # one check per segment
+    bad = (given & seg["blocks"].is_null()) | seg["blocks"].list.eval(pl.element().is_null()).list.any().fill_null(False)
+    if seg.height and bad.any():
+        raise TraceFormatError("not a memory snapshot: a segment's 'blocks' has entries of the wrong type (not dicts)", path=p)
     blocks = (
         seg.select("device", pl.col("address").alias("segment_address"), "segment_type", "stream", "blocks")
         .explode("blocks")
