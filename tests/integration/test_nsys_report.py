@@ -192,3 +192,8 @@ def test_step_range_cli(cli, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if ln[:1].isdigit()]
     assert [ln.split(",")[1] for ln in lines] == ["10", "11", "12"]
+
+
+def test_counters_refuse_exports(cli, data, tmp_path: Path) -> None:
+    r = cli("counters", str(data("nsys_ai/tests/fixtures/mock.sqlite")), "-o", str(tmp_path))
+    assert r.returncode == 2 and "not a Kineto JSON trace" in r.stderr and "internal error" not in r.stderr

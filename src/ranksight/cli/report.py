@@ -16,13 +16,13 @@ __all__ = ["COMMAND", "default_output", "check_output"]
 
 def default_output(traces: list[str]) -> str:
     """``<input stem>.report.html`` in the current folder: the folder's name for a folder of rank
-    files, the file name without ``.json[.gz]`` / ``.pt.trace`` for one file, ``ranksight-report``
+    files, the file name without ``.json[.gz]`` / ``.pt.trace`` / ``.sqlite`` for one file, ``ranksight-report``
     otherwise."""
     if len(traces) == 1:
         p = os.path.normpath(traces[0])
         base = os.path.basename(p)
         if not os.path.isdir(p):
-            base = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", base)
+            base = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$|\.sqlite$", "", base)
     else:
         parents = {os.path.dirname(os.path.abspath(t)) for t in traces}
         base = os.path.basename(parents.pop()) if len(parents) == 1 else "ranksight-report"

@@ -65,6 +65,7 @@ def memory_snapshot(ctx: Ctx) -> list[dict[str, Any]]:
     for row in dev.iter_rows(named=True):
         frag = row["fragmentation"]
         blocks.append(ctx.kv([
+            ("device", row["device"]),
             ("reserved (MiB)", row["reserved_bytes"] / 2**20),
             ("allocated (MiB)", row["allocated_bytes"] / 2**20),
             ("peak allocated (MiB)", row["peak_allocated_bytes"] / 2**20),
