@@ -184,19 +184,17 @@ def rank_profile(trace: Trace, *, kernel_templates: bool = True, shapes: bool = 
 
 
 def step_windows(trace: Trace) -> pl.DataFrame:
-    """``rank, step, total_ns`` without the overview analysis: the TensorBoard plugin's device
-    extension in closed form (``end_i = running max of max(host end, GPU end, host start)``,
-    ``start_i = max(host start, end_{i−1})``); steps marked ``incomplete`` are dropped. A trace
-    without ProfilerSteps is one step 0 from its first to its last timed event."""
-    st = trace.steps
-    if st.height == 0:
+    """``rank, step, total_ns`` without the overview analysis: the TensorBoard plugin's
+    device-extended contiguous windows (:func:`ranksight.analyses._gpu.step_windows`), steps marked
+    ``incomplete`` dropped. A trace without ProfilerSteps is one step 0 from its first to its last
+    timed event."""
+    from ranksight.analyses._gpu import step_windows as plugin_windows
+
+    if trace.steps.height == 0:
         span = trace.span_ns
         total = (span[1] - span[0]) if span else 0
         return pl.DataFrame({"rank": [trace.rank], "step": [0], "total_ns": [total]}, schema={"rank": pl.Int32, "step": pl.Int32, "total_ns": pl.Int64})
-    st = st.sort("start_ns").with_columns(
-        pl.max_horizontal("end_ns", pl.col("gpu_end_ns").fill_null(pl.col("end_ns")), "start_ns").cum_max().alias("e")
-    )
-    st = st.with_columns(pl.max_horizontal("start_ns", pl.col("e").shift(1)).alias("s")).filter(~pl.col("incomplete"))
-    return st.select(
-        pl.lit(trace.rank, dtype=pl.Int32).alias("rank"), pl.col("step").cast(pl.Int32), (pl.col("e") - pl.col("s")).alias("total_ns")
+    w = plugin_windows(trace).join(trace.steps.select("step", "incomplete"), on="step", how="left")
+    return w.filter(~pl.col("incomplete").fill_null(False)).select(
+        pl.lit(trace.rank, dtype=pl.Int32).alias("rank"), pl.col("step").cast(pl.Int32), (pl.col("end_ns") - pl.col("start_ns")).alias("total_ns")
     )
