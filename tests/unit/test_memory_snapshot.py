@@ -231,7 +231,7 @@ def test_bare_segment_list_and_no_history(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["train_step.pickle", "oom_2gpu.pickle.gz"])
 def test_fixtures_match_the_simulation(name: str) -> None:
-    expected = json.loads((SNAPS / name.split(".")[0]).with_suffix(".expected.json").read_text())
+    expected = json.loads((SNAPS / name.split(".")[0]).with_suffix(".expected").read_text())
     snap = read_snapshot(SNAPS / name)
     curve = history_curve(snap)
     tabs, notes = snapshot_tables(str(SNAPS / name), points=0, top=0)

@@ -10,8 +10,9 @@ Files (deterministic):
   recorded from the start; the snapshot is taken after ``optimizer.zero_grad()`` of step 2.
 - ``oom_2gpu.pickle.gz``: two GPUs with 1.5 GiB each; the history is a ring buffer of the last
   120 actions per device; device 1 runs out of memory (an ``oom`` action ends its history).
-- ``*.expected.json``: what the simulation knows (levels after every kept action, peaks, final
-  sums), for the tests to compare with; computed here, independently of ranksight.
+- ``*.expected`` (JSON, named so that no trace corpus test picks it up): what the simulation
+  knows (levels after every kept action, peaks, final sums), for the tests to compare with;
+  computed here, independently of ranksight.
 
 Structure followed: ``segments`` (``device, address, total_size, allocated_size, active_size,
 requested_size, stream, segment_type, segment_pool_id, is_expandable, frames, blocks``), blocks
@@ -229,14 +230,14 @@ def main() -> None:
     a = Allocator(0, 80 << 30)
     run_device(a, [2048, 2048, 2048, 512], batch=64, steps=2, empty_cache_after=0)
     (HERE / "train_step.pickle").write_bytes(pickle.dumps(snapshot([a]), protocol=4))
-    (HERE / "train_step.expected.json").write_text(json.dumps([expected(a)], indent=1) + "\n")
+    (HERE / "train_step.expected").write_text(json.dumps([expected(a)], indent=1) + "\n")
 
     d0, d1 = Allocator(0, 1536 * MiB), Allocator(1, 1536 * MiB)
     run_device(d0, [2048, 2048, 1024], batch=32, steps=3)
     run_device(d1, [8192, 8192, 8192], batch=128, steps=3)
     kept = 120
     (HERE / "oom_2gpu.pickle.gz").write_bytes(gzip.compress(pickle.dumps(snapshot([d0, d1], kept), protocol=4), mtime=0))
-    (HERE / "oom_2gpu.expected.json").write_text(json.dumps([expected(d0, kept), expected(d1, kept)], indent=1) + "\n")
+    (HERE / "oom_2gpu.expected").write_text(json.dumps([expected(d0, kept), expected(d1, kept)], indent=1) + "\n")
 
 
 if __name__ == "__main__":
