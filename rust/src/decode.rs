@@ -144,7 +144,10 @@ fn spawn_reader(mut src: Source, opts: &Options) -> std::sync::mpsc::Receiver<Ms
         loop {
             let mut buf = std::mem::take(&mut carry);
             let start_len = buf.len();
-            buf.resize(start_len + chunk, 0);
+            // an item longer than a chunk (one huge event or metadata value) is re-scanned from its
+            // start each round: read at least as much again as is carried, so the rescans add up
+            // to O(n) rather than O(n²/chunk)
+            buf.resize(start_len + chunk.max(start_len), 0);
             let mut filled = start_len;
             let mut eof = false;
             while filled < buf.len() {

@@ -647,10 +647,13 @@ fn fast_us_ns(t: &[u8]) -> Option<i64> {
     let mut i = 0;
     let mut v: u64 = 0;
     while i < t.len() && t[i].is_ascii_digit() {
+        if i == 16 {
+            return None; // more than 16 integer digits: the general path decides
+        }
         v = v * 10 + (t[i] - b'0') as u64;
         i += 1;
     }
-    if i == 0 || i > 16 {
+    if i == 0 {
         return None;
     }
     let mut frac: u64 = 0;
