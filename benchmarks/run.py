@@ -229,15 +229,21 @@ def main() -> None:
     ap.add_argument("--sets", default="100m,1g")
     ap.add_argument("--all", action="store_true", help="also analyses, cached re-run and report")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--append", action="store_true", help="keep the sets already in out/results.json")
     ap.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/hta-venv/bin/python"))
     ap.add_argument("--hta-timeout", type=float, default=900)
     ap.add_argument("--hta-max-gb", type=float, default=17)
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--hta-mode", choices=("load", "all"), default=None,
+                    help="what HTA runs: load only, or load plus its analyses (default: as --all)")
     a = ap.parse_args()
     sets = ["20m"] if a.quick else a.sets.split(",")
     OUT.mkdir(exist_ok=True)
     use_hta = not a.no_hta and hta_available(a.hta_python)
+    out_json = OUT / "results.json"
     results = {"machine": {"cores": os.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1)}, "hta": use_hta, "sets": {}}
+    if a.append and out_json.exists():
+        results["sets"] = json.loads(out_json.read_text()).get("sets", {})
     py = sys.executable
     for name in sets:
         d = make_set(name)
@@ -270,7 +276,7 @@ def main() -> None:
             hdir = d if len(files) > 1 else Path(tempfile.mkdtemp(prefix="hta-"))
             if len(files) == 1:
                 os.symlink(files[0], hdir / files[0].name)
-            mode = "all" if a.all else "load"
+            mode = a.hta_mode or ("all" if a.all else "load")
             row["hta"] = measure([a.hta_python, "-c", HTA_LOAD % repr(HTA_CALLS), str(hdir), mode], a.hta_timeout, a.hta_max_gb * 2**30)
             h, rs = row["hta"], row["ranksight_load"]
             if "load_s" in h and "load_s" in rs:
@@ -280,7 +286,7 @@ def main() -> None:
                 ra = row["ranksight_analyses"]
                 row["load_plus_analyses_speedup_x"] = round((h["load_s"] + h["analyses_s"]) / (ra["load_s"] + ra["analyses_s"]), 1)
         results["sets"][name] = row
-        (OUT / "results.json").write_text(json.dumps(results, indent=1))
+        out_json.write_text(json.dumps(results, indent=1))
     print(table(results))
 
 

@@ -4,7 +4,7 @@ An entry holds the canonical tables as Parquet (``events``, ``spans`` and each s
 ``meta.json`` with the trace's top-level metadata, decoder stats and warnings. It is keyed by
 
 - the file identity: real path, size and modification time,
-- a content fingerprint: BLAKE2b over the size, the first and last MiB and 16 sampled 64 KiB
+- a content fingerprint: BLAKE2b over the size, the first and last 256 KiB and 16 sampled 16 KiB
   blocks (cheap on multi-GB files; a changed file changes size, mtime or sampled bytes),
 - :data:`FORMAT_VERSION`, bumped whenever the model's columns or derivations change.
 
@@ -36,8 +36,8 @@ __all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", 
 #: Bump when the decoded or derived tables change shape or meaning.
 FORMAT_VERSION = 1
 
-_BLOCK = 1 << 20
-_SAMPLE = 64 << 10
+_BLOCK = 256 << 10
+_SAMPLE = 16 << 10
 _SAMPLES = 16
 
 
