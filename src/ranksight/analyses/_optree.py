@@ -184,27 +184,33 @@ def _nest(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     end = nodes["end_ns"].to_numpy()
     n = tid.size
     kept = np.ones(n, dtype=bool)
-    for rnd in range(MAX_CROSSING_ROUNDS + 1):
-        idx = np.flatnonzero(kept)
+    parent = np.full(n, -1, np.int64)
+    depth = np.zeros(n, np.int64)
+    active = np.ones(n, dtype=bool)  # threads whose nesting must be (re)computed
+    rnd = 0
+    while True:  # each round drops at least one node, so this ends
+        idx = np.flatnonzero(kept & active)
         p, d = _parents(tid[idx], start[idx], end[idx])
         has = p >= 0
         pi = idx[np.where(has, p, 0)]
         ok = ~has | ((tid[pi] == tid[idx]) & (start[pi] <= start[idx]) & (end[idx] <= end[pi]) & (end[pi] > start[idx]))
         ok &= has | (d == 1)
+        parent[idx] = np.where(has, pi, -1)
+        depth[idx] = d
         if ok.all():
-            parent = np.full(n, -1, np.int64)
-            parent[idx] = np.where(has, pi, -1)
-            depth = np.zeros(n, np.int64)
-            depth[idx] = d
+            parent[~kept] = -1
+            depth[~kept] = 0
             return parent, depth, kept
         bad = idx[~ok]
-        if rnd == MAX_CROSSING_ROUNDS:
+        if rnd >= MAX_CROSSING_ROUNDS:
             kept[bad] = False
-            continue
-        # the earliest crossing node of each thread is certainly one the plugin drops
-        first = pl.DataFrame({"i": bad, "tid": tid[bad]}).group_by("tid").agg(pl.col("i").min())["i"].to_numpy()
-        kept[first] = False
-    raise AssertionError("unreachable")  # pragma: no cover
+        else:
+            # the earliest crossing node of each thread is certainly one the plugin drops
+            first = pl.DataFrame({"i": bad, "tid": tid[bad]}).group_by("tid").agg(pl.col("i").min())["i"].to_numpy()
+            kept[first] = False
+        # only the threads that lost a node change
+        active = np.isin(tid, np.unique(tid[bad]))
+        rnd += 1
 
 
 def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:
