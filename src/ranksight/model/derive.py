@@ -67,17 +67,16 @@ def derive(events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFram
         kind = pl.Series("kind", [], dtype=KIND_DTYPE)
     ev = ev.with_columns(kind.alias("kind"))
     is_gpu_side = pl.col("kind").is_in(list(GPU_KINDS) + ["sync", "gpu_user_annotation"])
-    ev = ev.with_columns(
-        pl.when(is_gpu_side).then(pl.coalesce("stream", "tid")).otherwise(pl.col("stream")).alias("stream"),
-        pl.when(is_gpu_side & pl.col("device").is_null() & (pl.col("pid") >= 0) & (pl.col("pid") < 1 << 20))
-        .then(pl.col("pid").cast(pl.Int32))
-        .otherwise(pl.col("device"))
-        .alias("device"),
-        pl.when(pl.col("dur_ns").is_not_null()).then(pl.col("ts_ns") + pl.col("dur_ns")).otherwise(pl.col("ts_ns")).alias("end_ns"),
-    )
+    # one column at a time (each one's temporaries are freed before the next), and only when needed
+    if ev.select((is_gpu_side & pl.col("stream").is_null()).any()).item():
+        ev = ev.with_columns(pl.when(is_gpu_side).then(pl.coalesce("stream", "tid")).otherwise(pl.col("stream")).alias("stream"))
+    fill_device = is_gpu_side & pl.col("device").is_null() & (pl.col("pid") >= 0) & (pl.col("pid") < 1 << 20)
+    if ev.select(fill_device.any()).item():
+        ev = ev.with_columns(pl.when(fill_device).then(pl.col("pid").cast(pl.Int32)).otherwise(pl.col("device")).alias("device"))
+    ev = ev.with_columns(pl.coalesce(pl.col("ts_ns") + pl.col("dur_ns"), pl.col("ts_ns")).alias("end_ns"))
     # kernel class, per distinct (kind, name) among GPU rows
     gpu_mask = ev["kind"].is_in(list(GPU_KINDS))
-    kc = pl.Series("kernel_class", [None] * n, dtype=KERNEL_CLASS_DTYPE)
+    kc = pl.Series("kernel_class", [], dtype=KERNEL_CLASS_DTYPE).extend_constant(None, n)
     if gpu_mask.any():
         g = ev.filter(gpu_mask)
         by_name = _map_categorical(g["name"], lambda nm: kernel_class_of_name("kernel", nm or ""), KERNEL_CLASS_DTYPE)
@@ -126,41 +125,43 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
         .select(pl.col("row").alias("launch_row"), "correlation")
         .unique("correlation", keep="first", maintain_order=True)
     )
-    linked = (
-        ev.select("row", "correlation", pl.Series("__gpu", gpu))
-        .join(launches, on="correlation", how="left", maintain_order="left")
-        .select(pl.when(pl.col("__gpu")).then(pl.col("launch_row")).otherwise(None))
-        .to_series()
-        .alias("launch_row")
-    )
-    ev = ev.with_columns(linked)
+    # only GPU rows get a launch: join those, then scatter into a full-length column
+    linked = ev.filter(gpu).select("row", "correlation").join(launches, on="correlation", how="inner")
+    lr = np.full(n, np.iinfo(np.uint32).max, dtype=np.uint32)
+    rows = linked["row"].to_numpy()
+    lr[rows] = linked["launch_row"].to_numpy()
+    lr_s = pl.Series("launch_row", lr)
+    ev = ev.with_columns(pl.when(lr_s != np.iinfo(np.uint32).max).then(lr_s).otherwise(None).alias("launch_row"))
+    del lr, lr_s
     # how many GPU activities each launch owns (graph launches own many)
-    counts = ev.filter(pl.col("launch_row").is_not_null()).group_by("launch_row").len()
     gc = np.zeros(n, dtype=np.int32)
-    if counts.height:
-        gc[counts["launch_row"].to_numpy()] = counts["len"].to_numpy()
+    if linked.height:
+        np.add.at(gc, linked["launch_row"].to_numpy(), 1)
     ev = ev.with_columns(pl.Series("gpu_count", gc).cast(pl.Int32))
     return ev
 
 
-def _step_numbers(ev: pl.DataFrame) -> pl.Series:
-    def num(name: str) -> int | None:
-        if not name or not name.startswith("ProfilerStep"):
-            return None
-        m = STEP_RE.match(name)
-        return int(m.group(1)) if m else None
-
-    by_name = _map_categorical(ev["name"], num, pl.Int64)
-    return ev.select(pl.when(pl.col("kind").is_in(["cpu_op", "user_annotation"])).then(by_name)).to_series()
+def _step_rows(ev: pl.DataFrame) -> pl.DataFrame:
+    """The CPU rows named ``ProfilerStep#N``, with ``__step`` = N (the names are mapped once per
+    distinct value, then only the matching rows are touched)."""
+    names = ev["name"].unique().drop_nulls().cast(pl.String)
+    nums = {}
+    for nm in names.filter(names.str.starts_with("ProfilerStep")).to_list():
+        m = STEP_RE.match(nm)
+        if m:
+            nums[nm] = int(m.group(1))
+    if not nums:
+        return ev.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("__step"))
+    cand = ev.filter(pl.col("name").is_in(list(nums)) & pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+    return cand.with_columns(pl.col("name").cast(pl.String).replace_strict(nums, return_dtype=pl.Int64).alias("__step"))
 
 
 def build_steps(ev: pl.DataFrame) -> pl.DataFrame:
     """One row per ProfilerStep (CPU side), with the span of the GPU work it launched."""
     if ev.height == 0:
         return _empty_steps()
-    nums = _step_numbers(ev)
     st = (
-        ev.with_columns(nums.alias("__step"))
+        _step_rows(ev)
         .filter(pl.col("__step").is_not_null() & pl.col("dur_ns").is_not_null())
         .sort("ts_ns")
         .unique("__step", keep="first", maintain_order=True)
@@ -185,17 +186,21 @@ def _empty_steps() -> pl.DataFrame:
 def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:
     n = ev.height
     steps = build_steps(ev)
-    step = np.full(n, -1, dtype=np.int64)
+    step = np.full(n, -1, dtype=np.int32)
     if steps.height:
-        st = steps.select("start_ns", pl.col("end_ns").alias("__end"), "step").sort("start_ns")
-        cpu = ev.filter(pl.col("kind").is_in(list(CPU_KINDS)) & pl.col("ts_ns").is_not_null()).select("row", "ts_ns").sort("ts_ns")
-        j = cpu.join_asof(st, left_on="ts_ns", right_on="start_ns", strategy="backward")
-        j = j.filter(pl.col("step").is_not_null() & (pl.col("ts_ns") < pl.col("__end")))
-        step[j["row"].to_numpy()] = j["step"].to_numpy()
-        lr = ev["launch_row"]
-        has = lr.is_not_null().to_numpy()
-        if has.any():
-            rows = np.nonzero(has)[0]
-            step[rows] = step[lr.to_numpy()[has].astype(np.int64)]
-    s = pl.Series("step", step).cast(pl.Int32)
+        st = steps.sort("start_ns")
+        starts = st["start_ns"].to_numpy()
+        ends = st["end_ns"].to_numpy()
+        nums = st["step"].to_numpy().astype(np.int32)
+        cpu = ev.select("row", "ts_ns").filter(pl.Series(ev["kind"].is_in(list(CPU_KINDS))) & pl.col("ts_ns").is_not_null())
+        ts = cpu["ts_ns"].to_numpy()
+        k = np.searchsorted(starts, ts, side="right") - 1  # the last step starting at or before ts
+        inside = k >= 0
+        inside[inside] = ts[inside] < ends[k[inside]]
+        step[cpu["row"].to_numpy()[inside]] = nums[k[inside]]
+        del cpu, ts, k, inside
+        g = ev.select("row", "launch_row").filter(pl.col("launch_row").is_not_null())
+        if g.height:
+            step[g["row"].to_numpy()] = step[g["launch_row"].to_numpy()]
+    s = pl.Series("step", step)
     return ev.with_columns(pl.when(s >= 0).then(s).otherwise(None).alias("step"))
