@@ -4,6 +4,7 @@ pub mod columns;
 pub mod decode;
 pub mod event;
 pub mod export;
+pub mod nest;
 pub mod numbers;
 pub mod scan;
 
@@ -11,7 +12,7 @@ use arrow_data::ArrayData;
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyTuple};
 use std::ffi::CString;
 
 create_exception!(_core, DecodeError, PyValueError, "A trace could not be decoded.");
@@ -144,6 +145,33 @@ fn extract_events(py: Python<'_>, path: String, offsets: Vec<u64>, lengths: Vec<
     Ok(v.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect())
 }
 
+fn i64s(b: &[u8], what: &str) -> PyResult<Vec<i64>> {
+    if b.len() % 8 != 0 {
+        return Err(PyValueError::new_err(format!("{what}: length {} is not a multiple of 8", b.len())));
+    }
+    Ok(b.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect())
+}
+
+fn i64_bytes<'py>(py: Python<'py>, v: &[i64]) -> Bound<'py, PyBytes> {
+    let mut out = Vec::with_capacity(v.len() * 8);
+    for x in v {
+        out.extend_from_slice(&x.to_ne_bytes());
+    }
+    PyBytes::new(py, &out)
+}
+
+/// The plugin's operator nesting over int64 buffers `tid`, `start`, `end` (nodes sorted by tid,
+/// start, −end). Returns (parent, depth, kept) as int64, int64 and uint8 buffers.
+#[pyfunction(name = "nest")]
+fn nest_nodes<'py>(py: Python<'py>, tid: &[u8], start: &[u8], end: &[u8]) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let (t, s, e) = (i64s(tid, "tid")?, i64s(start, "start")?, i64s(end, "end")?);
+    if t.len() != s.len() || t.len() != e.len() {
+        return Err(PyValueError::new_err("tid, start and end differ in length"));
+    }
+    let (p, d, k) = py.detach(|| nest::nest(&t, &s, &e));
+    Ok((i64_bytes(py, &p), i64_bytes(py, &d), PyBytes::new(py, &k)))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoded>()?;
@@ -152,6 +180,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_file, m)?)?;
     m.add_function(wrap_pyfunction!(read_header, m)?)?;
     m.add_function(wrap_pyfunction!(extract_events, m)?)?;
+    m.add_function(wrap_pyfunction!(nest_nodes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

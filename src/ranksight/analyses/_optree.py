@@ -13,10 +13,8 @@ Nodes (``type``):
 Nesting, per thread: nodes sorted by (start, −end) form a stack; a node's parent is the innermost
 earlier node still open at its start (``start < parent end``). A node that starts inside its
 would-be parent but ends after it is **dropped** (the plugin's "ranges on the same thread should
-not intersect"), together with nothing else. Computed with an open/close sweep: the depth of a
-node is the number of open nodes at its start, its parent the last earlier open at depth − 1
-(``join_asof`` by depth); crossing nodes are found by checking containment and removed earliest
-first.
+not intersect"), together with nothing else. Computed exactly as the plugin's stack, in one pass
+in the Rust core (``_core.nest``).
 
 Duplicate removal (autograd's ``_remove_dup_nodes``): an ``op`` whose only child is an ``op`` of
 the same name absorbs it: the child's children become its children and the child's runtimes
@@ -43,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from ranksight import _core
 from ranksight.analyses._tensor_cores import tc_eligible_mask, tensor_core_mask
 from ranksight.model.derive import STEP_RE
 from ranksight.model.kinds import LAUNCH_KINDS
@@ -55,15 +54,12 @@ __all__ = [
     "COLLECTIVE_OP_NAMES",
     "is_dataloader_name",
     "operator_mask",
-    "MAX_CROSSING_ROUNDS",
 ]
 
 #: The plugin's ten collective names (torch_tb_profiler/profiler/trace.py).
 COLLECTIVE_OP_NAMES = tuple(f"{lib}:{c}" for lib in ("nccl", "gloo") for c in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter"))
 _DATALOADER_RE = r"^enumerate\(DataLoader\)#.*\.__next__$|^enumerate\(DataPipe\)#"
 _EXCLUDED_OPS = ("DataParallel.forward", "DistributedDataParallel.forward")
-#: After this many removal rounds, every remaining crossing node is dropped at once.
-MAX_CROSSING_ROUNDS = 64
 
 
 def is_dataloader_name(name: pl.Expr) -> pl.Expr:
@@ -143,74 +139,13 @@ def _select_nodes(trace: Trace) -> pl.DataFrame:
 # ---- nesting -----------------------------------------------------------------------------------
 
 
-def _parents(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Parent index (−1 = root) and depth (1 = top level) of each node, for nodes sorted by
-    (tid, start, −end): open/close sweep, parent = last earlier open one level up."""
-    n = tid.size
-    if n == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    k = np.arange(n, dtype=np.int64)
-    zero = end == start
-    # phase at equal (tid, time): closes of non-empty nodes (0), opens of non-empty nodes (1),
-    # then each zero-length node's open and close back to back (2)
-    ev_tid = np.concatenate([tid, tid])
-    ev_t = np.concatenate([start, end])
-    ev_phase = np.concatenate([np.where(zero, 2, 1), np.where(zero, 2, 0)])
-    ev_sub = np.concatenate([np.where(zero, 2 * k, k), np.where(zero, 2 * k + 1, -k)])
-    ev_delta = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
-    ev_node = np.concatenate([k, k])
-    order = np.lexsort((ev_sub, ev_phase, ev_t, ev_tid))
-    depth_after = np.cumsum(ev_delta[order])
-    is_open = order < n
-    pos = np.flatnonzero(is_open)
-    node = ev_node[order][is_open]
-    depth = np.empty(n, np.int64)
-    depth[node] = depth_after[is_open]
-    opens = pl.DataFrame({"pos": pos, "node": node, "depth": depth[node]})
-    left = opens.select("pos", "node", (pl.col("depth") - 1).alias("depth"))
-    right = opens.select("pos", pl.col("node").alias("parent"), "depth")
-    j = left.join_asof(right, on="pos", by="depth", strategy="backward", allow_exact_matches=False, check_sortedness=False)
-    parent = np.full(n, -1, np.int64)
-    jn = j["node"].to_numpy()
-    jp = j["parent"].fill_null(-1).to_numpy()
-    parent[jn] = jp
-    return parent, depth
-
-
 def _nest(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Parent index, depth and kept mask, dropping crossing nodes the way the plugin's stack does."""
-    tid = nodes["tid"].to_numpy()
-    start = nodes["start_ns"].to_numpy()
-    end = nodes["end_ns"].to_numpy()
-    n = tid.size
-    kept = np.ones(n, dtype=bool)
-    parent = np.full(n, -1, np.int64)
-    depth = np.zeros(n, np.int64)
-    active = np.ones(n, dtype=bool)  # threads whose nesting must be (re)computed
-    rnd = 0
-    while True:  # each round drops at least one node, so this ends
-        idx = np.flatnonzero(kept & active)
-        p, d = _parents(tid[idx], start[idx], end[idx])
-        has = p >= 0
-        pi = idx[np.where(has, p, 0)]
-        ok = ~has | ((tid[pi] == tid[idx]) & (start[pi] <= start[idx]) & (end[idx] <= end[pi]) & (end[pi] > start[idx]))
-        ok &= has | (d == 1)
-        parent[idx] = np.where(has, pi, -1)
-        depth[idx] = d
-        if ok.all():
-            parent[~kept] = -1
-            depth[~kept] = 0
-            return parent, depth, kept
-        bad = idx[~ok]
-        if rnd >= MAX_CROSSING_ROUNDS:
-            kept[bad] = False
-        else:
-            # the earliest crossing node of each thread is certainly one the plugin drops
-            first = pl.DataFrame({"i": bad, "tid": tid[bad]}).group_by("tid").agg(pl.col("i").min())["i"].to_numpy()
-            kept[first] = False
-        # only the threads that lost a node change
-        active = np.isin(tid, np.unique(tid[bad]))
-        rnd += 1
+    """Parent index (−1 = root), depth (1 = top level, 0 = dropped) and kept mask: the plugin's
+    stack, in one O(n) pass in the Rust core. ``nodes`` are sorted by (tid, start, −end, row), the
+    plugin's processing order, so each thread is contiguous."""
+    cols = [np.ascontiguousarray(nodes[c].to_numpy(), dtype=np.int64) for c in ("tid", "start_ns", "end_ns")]
+    p, d, k = _core.nest(*(c.tobytes() for c in cols))
+    return np.frombuffer(p, np.int64).copy(), np.frombuffer(d, np.int64).copy(), np.frombuffer(k, np.uint8).astype(bool)
 
 
 def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:

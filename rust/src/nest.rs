@@ -1,0 +1,59 @@
+//! The TensorBoard plugin's operator nesting (`build_tree_relationship`), exactly: per thread,
+//! nodes in (start, −end) order go through a stack; a node that starts inside the top of the stack
+//! but ends after it crosses it and is dropped. One pass, O(n).
+
+/// `tid`, `start`, `end` in the plugin's processing order (sorted by tid, start, −end, then row;
+/// each thread contiguous). Returns (parent index or −1, depth with 1 = top level and 0 = dropped,
+/// kept).
+pub fn nest(tid: &[i64], start: &[i64], end: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<u8>) {
+    let n = tid.len();
+    let mut parent = vec![-1i64; n];
+    let mut depth = vec![0i64; n];
+    let mut kept = vec![1u8; n];
+    let mut stack: Vec<usize> = Vec::new();
+    for i in 0..n {
+        if i == 0 || tid[i] != tid[i - 1] {
+            stack.clear();
+        }
+        loop {
+            match stack.last() {
+                None => {
+                    stack.push(i);
+                    depth[i] = 1;
+                    break;
+                }
+                Some(&top) => {
+                    if start[i] < end[top] {
+                        if end[i] <= end[top] {
+                            parent[i] = top as i64;
+                            stack.push(i);
+                            depth[i] = stack.len() as i64;
+                        } else {
+                            kept[i] = 0;
+                        }
+                        break;
+                    }
+                    stack.pop();
+                }
+            }
+        }
+    }
+    (parent, depth, kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nest;
+
+    #[test]
+    fn crossing_node_is_dropped_and_nesting_kept() {
+        // [0,10) holds [1,5) and [6,9); [8,12) crosses [6,9)'s parent chain; thread 2 restarts
+        let tid = [1, 1, 1, 1, 2];
+        let start = [0, 1, 6, 8, 0];
+        let end = [10, 5, 9, 12, 3];
+        let (p, d, k) = nest(&tid, &start, &end);
+        assert_eq!(p, vec![-1, 0, 0, -1, -1]);
+        assert_eq!(d, vec![1, 2, 2, 0, 1]);
+        assert_eq!(k, vec![1, 1, 1, 0, 1]);
+    }
+}
