@@ -51,6 +51,12 @@ struct Decoded {
     stats: Vec<(&'static str, i64)>,
 }
 
+impl Decoded {
+    fn find(&self, name: &str) -> PyResult<&ArrayData> {
+        self.tables.iter().find(|(n, _)| n == name).map(|(_, d)| d).ok_or_else(|| PyValueError::new_err(format!("no table {name}")))
+    }
+}
+
 #[pymethods]
 impl Decoded {
     /// Names of the tables, in order.
@@ -64,6 +70,24 @@ impl Decoded {
             .find(|(n, _)| n == name)
             .map(|(_, d)| ArrowTable { data: d.clone() })
             .ok_or_else(|| PyValueError::new_err(format!("no table {name}")))
+    }
+    /// Column names of table `name`.
+    fn column_names(&self, name: &str) -> PyResult<Vec<String>> {
+        let d = self.find(name)?;
+        match d.data_type() {
+            arrow_schema::DataType::Struct(fields) => Ok(fields.iter().map(|f| f.name().clone()).collect()),
+            _ => Ok(Vec::new()),
+        }
+    }
+    /// Column `index` of table `name` on its own, so that each column's buffers are freed as soon
+    /// as the importer drops that column (a whole-table export keeps every buffer alive while
+    /// any column lives).
+    fn column(&self, name: &str, index: usize) -> PyResult<ArrowTable> {
+        let d = self.find(name)?;
+        d.child_data()
+            .get(index)
+            .map(|c| ArrowTable { data: c.clone() })
+            .ok_or_else(|| PyValueError::new_err(format!("table {name} has no column {index}")))
     }
     /// Top-level keys other than traceEvents, with their raw JSON text.
     fn meta(&self) -> Vec<(String, String)> {
@@ -105,6 +129,21 @@ fn meta_strings(meta: Vec<(String, Vec<u8>)>) -> Vec<(String, String)> {
     meta.into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned())).collect()
 }
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+extern "C" {
+    fn malloc_trim(pad: usize) -> i32;
+}
+
+/// Hand the memory glibc keeps in its per-thread arenas (the parse threads' freed parts) back to
+/// the system, so that it does not count against the analyses that follow.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; it is safe to call at any time.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
 /// Decode a Kineto trace (`.json` or gzip, detected from the content).
 #[pyfunction]
 #[pyo3(signature = (path, *, max_bytes=0, strict=false, chunk_bytes=32 << 20))]
@@ -120,6 +159,7 @@ fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk
             Decoded { tables, meta: meta_strings(d.meta), id_names, stats }
         })
     });
+    release_free_memory();
     result.map_err(to_py_err)
 }
 
