@@ -32,11 +32,13 @@ pub struct Options {
     pub strict: bool,
     /// stop at the start of traceEvents (header read)
     pub header_only: bool,
+    /// only record each event's byte span (offset, length), without parsing it
+    pub spans_only: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { chunk_bytes: 32 << 20, max_bytes: 0, strict: false, header_only: false }
+        Options { chunk_bytes: 32 << 20, max_bytes: 0, strict: false, header_only: false, spans_only: false }
     }
 }
 
@@ -269,6 +271,11 @@ pub fn decode(path: &str, opts: &Options) -> Result<Decoded, DecodeError> {
     let mut cols = Columns::new();
     let end = loop {
         match rx.recv() {
+            Ok(Msg::Batch { spans, base, .. }) if opts.spans_only => {
+                cols.offset.extend(spans.iter().map(|&(a, _)| base + a as u64));
+                cols.len.extend(spans.iter().map(|&(a, b)| (b - a) as u32));
+                cols.n += spans.len();
+            }
             Ok(Msg::Batch { buf, spans, base, first_index }) => parse_spans(&buf, &spans, base, first_index, &mut cols)?,
             Ok(Msg::End(e)) => break e,
             Ok(Msg::Fail(e)) => return Err(e),

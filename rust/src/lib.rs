@@ -148,7 +148,7 @@ fn release_free_memory() {
 #[pyfunction]
 #[pyo3(signature = (path, *, max_bytes=0, strict=false, chunk_bytes=32 << 20))]
 fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk_bytes: usize) -> PyResult<Decoded> {
-    let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, strict, header_only: false };
+    let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, strict, header_only: false, spans_only: false };
     let result = py.detach(|| {
         decode::decode(&path, &opts).map(|mut d| {
             let events = d.columns.n;
@@ -168,10 +168,23 @@ fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk
 #[pyfunction]
 #[pyo3(signature = (path, *, max_bytes=0))]
 fn read_header(py: Python<'_>, path: String, max_bytes: u64) -> PyResult<(Vec<(String, String)>, bool, bool)> {
-    let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, strict: false, header_only: true };
+    let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, strict: false, header_only: true, spans_only: false };
     let r = py.detach(|| decode::decode(&path, &opts));
     let d = r.map_err(to_py_err)?;
     Ok((meta_strings(d.meta), d.reached_events, d.gzip))
+}
+
+/// Byte offset and length of every event in the (decompressed) JSON text, without parsing the
+/// events: the `spans` table again, for a trace whose spans were not kept. Returns (offsets as
+/// uint64, lengths as uint32) buffers.
+#[pyfunction]
+#[pyo3(signature = (path, *, max_bytes=0))]
+fn scan_spans<'py>(py: Python<'py>, path: String, max_bytes: u64) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let opts = decode::Options { chunk_bytes: 32 << 20, max_bytes, strict: false, header_only: false, spans_only: true };
+    let d = py.detach(|| decode::decode(&path, &opts)).map_err(to_py_err)?;
+    let off: Vec<u8> = d.columns.offset.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    let len: Vec<u8> = d.columns.len.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    Ok((PyBytes::new(py, &off), PyBytes::new(py, &len)))
 }
 
 /// The raw JSON text of events, given their stream offsets and lengths (from the `spans` table).
@@ -221,6 +234,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_header, m)?)?;
     m.add_function(wrap_pyfunction!(extract_events, m)?)?;
     m.add_function(wrap_pyfunction!(nest_nodes, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_spans, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

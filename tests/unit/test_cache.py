@@ -123,3 +123,16 @@ def test_process_pool_map_equals_local(cfg, tmp_path, data):
     assert pooled.engine.name == "process"
     assert pooled.map(gpu_busy) == local.map(gpu_busy)
     assert pl.DataFrame(list(local.map(gpu_busy).values()))["kernels"].to_list() == [1154, 1104]
+
+
+def test_spans_stay_on_disk_after_caching(cfg, trace_file):
+    """A trace that wrote (or read) its cache entry reads its spans from it only when asked."""
+    first = ranksight.load(trace_file, cache=cfg)[0]
+    again = ranksight.load(trace_file, cache=cfg)[0]
+    plain = ranksight.load(trace_file, cache=False)[0]
+    assert callable(first._spans) and callable(again._spans)
+    assert first.spans.equals(plain.spans) and again.spans.equals(plain.spans)
+    # the entry removed meanwhile: the spans are scanned from the trace file instead
+    fresh = ranksight.load(trace_file, cache=CacheConfig(cfg.directory.parent / "other", min_bytes=0))[0]
+    shutil.rmtree(cfg.directory.parent / "other")
+    assert fresh.raw_events([3]) == plain.raw_events([3])

@@ -251,3 +251,37 @@ def test_ns_exact_on_real_trace(data):
     assert row["name"].cast(pl.String)[0] == "autograd::engine::evaluate_function: DivBackward1"
     # a float64 round trip would lose these digits
     assert int(float("1712195495519689.047") * 1000) != 1712195495519689047
+
+
+@pytest.mark.parametrize("name", ["plain.json", "gz.json.gz", "cut.json"])
+def test_scan_spans_equals_the_decoders_spans(tmp_path, data, name):
+    """The spans-only scan gives exactly the decoder's byte spans (plain, gzip, truncated)."""
+    from ranksight.io.kineto import scan_spans
+
+    src = data("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    text = gzip.decompress(Path(src).read_bytes())
+    p = tmp_path / name
+    if name.endswith(".gz"):
+        p.write_bytes(gzip.compress(text))
+    elif name.startswith("cut"):
+        p.write_bytes(text[: len(text) * 2 // 3])
+    else:
+        p.write_bytes(text)
+    d = decode(p)
+    sp = scan_spans(p)
+    assert sp.height == d.events.height > 1000
+    assert sp.equals(d.spans)
+
+
+def test_big_traces_scan_their_spans_again(tmp_path, data, monkeypatch):
+    """Over SPANS_RESIDENT_MAX events a trace keeps no spans in memory; raw events still read."""
+    from ranksight.model import trace as trace_mod
+
+    p = data("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    small = ranksight.load(p, cache=False)[0]
+    monkeypatch.setattr(trace_mod, "SPANS_RESIDENT_MAX", 10)
+    big = ranksight.load(p, cache=False)[0]
+    assert isinstance(small._spans, pl.DataFrame) and callable(big._spans)
+    rows = [0, 17, big.events.height - 1]
+    assert big.raw_events(rows) == small.raw_events(rows)
+    assert big.spans.equals(small.spans)

@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let path = std::env::temp_dir().join(format!("ranksight-fuzz-{}.bin", std::process::id()));
     std::fs::write(&path, &bytes).unwrap();
     let p = path.to_str().unwrap();
-    let opts = Options { chunk_bytes: 4096, max_bytes: CAP, strict: mode & 8 != 0, header_only: mode & 16 != 0 };
+    let opts = Options { chunk_bytes: 4096, max_bytes: CAP, strict: mode & 8 != 0, header_only: mode & 16 != 0, spans_only: mode & 32 != 0 };
     if let Ok(d) = decode(p, &opts) {
         assert!(d.json_bytes <= CAP + 4096 + 1, "cap not honoured: {} bytes", d.json_bytes);
         let cols = &d.columns;

@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from ranksight import _core
 from ranksight.errors import InputTooLargeError, TraceFormatError, TraceNotFoundError
 
-__all__ = ["DecodedTrace", "decode", "read_header", "DEFAULT_MAX_BYTES", "TABLES"]
+__all__ = ["DecodedTrace", "decode", "read_header", "scan_spans", "DEFAULT_MAX_BYTES", "TABLES"]
 
 #: Refuse inputs that decompress to more than this many bytes unless told otherwise.
 DEFAULT_MAX_BYTES = 64 << 30
@@ -169,6 +170,21 @@ def read_header(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tupl
         raise
     meta = {k: _parse_meta_value(v) for k, v in items}
     return meta, bool(reached) or "traceEvents" in meta
+
+
+def scan_spans(path: str | Path) -> pl.DataFrame:
+    """The ``spans`` table (``offset``, ``length`` of each event in the decompressed JSON) again,
+    by scanning the file without parsing the events (for a trace whose spans were not kept)."""
+    p = str(path)
+    try:
+        off, length = _core.scan_spans(p)
+    except _core.DecodeError as err:
+        _raise(p, err)
+        raise
+    return pl.DataFrame({
+        "offset": pl.Series(np.frombuffer(off, dtype=np.uint64)),
+        "length": pl.Series(np.frombuffer(length, dtype=np.uint32)),
+    })
 
 
 def extract_events(path: str, offsets: list[int], lengths: list[int]) -> list[dict[str, Any]]:

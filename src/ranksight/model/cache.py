@@ -22,13 +22,14 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from ranksight.io.kineto import TABLES
+from ranksight.io.kineto import TABLES, scan_spans
 from ranksight.model.trace import LazyTables, Trace
 
 __all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry"]
@@ -149,6 +150,19 @@ def _valid(d: Path, key: str) -> dict[str, Any] | None:
         except OSError:
             return None
     return meta
+
+
+def spans_loader(entry: Path, path: str) -> Callable[[], pl.DataFrame]:
+    """Reads an entry's ``spans`` table when called (traces keep their spans on disk); scans the
+    trace file again if the entry has gone meanwhile."""
+
+    def load() -> pl.DataFrame:
+        try:
+            return pl.read_parquet(entry / "spans.parquet")
+        except Exception:  # noqa: BLE001 - removed or rewritten by another run
+            return scan_spans(path)
+
+    return load
 
 
 def read_entry(cfg: CacheConfig, path: str, key: str, *, rank: int, rank_source: str) -> Trace | None:

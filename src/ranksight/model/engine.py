@@ -62,7 +62,9 @@ class TraceSource:
         t = Trace(d, rank=self.rank, rank_source=self.rank_source)
         if self.cache is not None and self.key is not None:
             try:
-                _cache.write_entry(self.cache, t, self.key)
+                entry = _cache.write_entry(self.cache, t, self.key)
+                if self.nsys is None and not callable(t._spans):
+                    t._spans = _cache.spans_loader(entry, t.path)  # read back when needed, not held
             except OSError as err:  # an unwritable cache never stops the analysis
                 t.warnings.append(f"could not write the cache entry: {err}")
         return t

@@ -8,12 +8,17 @@ from typing import Any
 
 import polars as pl
 
-from ranksight.io.kineto import TABLES, DecodedTrace, extract_events
+from ranksight.io.kineto import TABLES, DecodedTrace, extract_events, scan_spans
 from ranksight.model.derive import build_steps, derive
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.meta import TraceMeta, build_meta
 
-__all__ = ["Trace", "LazyTables"]
+__all__ = ["Trace", "LazyTables", "SPANS_RESIDENT_MAX"]
+
+#: A trace with more events than this does not keep its byte spans (12 bytes per event) in memory:
+#: they are scanned again from the file when needed (``raw_events``, counter rewrites), or read
+#: from the cache entry.
+SPANS_RESIDENT_MAX = 4_000_000
 
 
 class LazyTables(Mapping[str, pl.DataFrame]):
@@ -54,13 +59,17 @@ class Trace:
 
     def __init__(self, decoded: DecodedTrace, *, rank: int, rank_source: str = "user") -> None:
         events = derive(decoded.events, decoded.tables)
+        spans: pl.DataFrame | Callable[[], pl.DataFrame] = decoded.spans
+        if isinstance(spans, pl.DataFrame) and "offset" in spans.columns and spans.height > SPANS_RESIDENT_MAX:
+            path = decoded.path
+            spans = lambda: scan_spans(path)  # noqa: E731
         self._init(
             path=decoded.path,
             rank=rank,
             rank_source=rank_source,
             events=events,
             tables=LazyTables(decoded.tables),
-            spans=decoded.spans,
+            spans=spans,
             raw_meta=decoded.meta,
             id_names=decoded.id_names,
             stats=decoded.stats,
