@@ -225,6 +225,18 @@ fn nest_nodes<'py>(py: Python<'py>, tid: &[u8], start: &[u8], end: &[u8]) -> PyR
     Ok((i64_bytes(py, &p), i64_bytes(py, &d), PyBytes::new(py, &k)))
 }
 
+/// Innermost enclosing span of each item (see `nest::enclosing`); buffers of int64 `key`,
+/// `start`, `end` and uint8 `push`, sorted. Returns an int64 buffer (−1 = none).
+#[pyfunction]
+fn enclosing<'py>(py: Python<'py>, key: &[u8], start: &[u8], end: &[u8], push: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let (k, s, e) = (i64s(key, "key")?, i64s(start, "start")?, i64s(end, "end")?);
+    if k.len() != s.len() || k.len() != e.len() || k.len() != push.len() {
+        return Err(PyValueError::new_err("key, start, end and push differ in length"));
+    }
+    let out = py.detach(|| nest::enclosing(&k, &s, &e, push));
+    Ok(i64_bytes(py, &out))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoded>()?;
@@ -235,6 +247,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(extract_events, m)?)?;
     m.add_function(wrap_pyfunction!(nest_nodes, m)?)?;
     m.add_function(wrap_pyfunction!(scan_spans, m)?)?;
+    m.add_function(wrap_pyfunction!(enclosing, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

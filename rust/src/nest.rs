@@ -57,3 +57,48 @@ mod tests {
         assert_eq!(k, vec![1, 1, 1, 0, 1]);
     }
 }
+
+/// Innermost enclosing span, for spans and instants in one sweep. Items are sorted by (key,
+/// start, instants after spans that start at the same time, −end, index); `push[i]` is 1 for spans
+/// of positive length (the only ones that can enclose anything). For each item: the index of the
+/// last-started span with `start <= item start < end` among the items before it, or −1.
+pub fn enclosing(key: &[i64], start: &[i64], end: &[i64], push: &[u8]) -> Vec<i64> {
+    let n = key.len();
+    let mut out = vec![-1i64; n];
+    let mut stack: Vec<usize> = Vec::new();
+    for i in 0..n {
+        if i == 0 || key[i] != key[i - 1] {
+            stack.clear();
+        }
+        // spans pushed after an enclosing one and already ended sit above it: drop them
+        while let Some(&top) = stack.last() {
+            if end[top] <= start[i] {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        if let Some(&top) = stack.last() {
+            out[i] = top as i64;
+        }
+        if push[i] != 0 {
+            stack.push(i);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod enclosing_tests {
+    use super::enclosing;
+
+    #[test]
+    fn crossing_spans_and_instants() {
+        // A[0,10) B[5,15) crosses A; instant at 12 is inside B only; C[1,3) ended before 12
+        let key = [0, 0, 0, 0, 1];
+        let start = [0, 1, 5, 12, 12];
+        let end = [10, 3, 15, 12, 12];
+        let push = [1, 1, 1, 0, 0];
+        assert_eq!(enclosing(&key, &start, &end, &push), vec![-1, 0, 0, 2, -1]);
+    }
+}

@@ -59,3 +59,28 @@ def test_hand_built():
     assert innermost_enclosing(spans, pts).to_list() == [2, 1, 0, 3, None, 4, None, None]
     # parents: the zero-length span at 50 sits inside span 0
     assert parent_spans(spans).to_list() == [None, 0, 1, 0, None, 0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 60), st.integers(0, 30)), max_size=30),
+       st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100)), max_size=20))
+def test_crossing_spans_follow_the_definition(raw, points):
+    """Any spans, crossing ones included: the innermost enclosing span is the last-started one
+    containing the instant, and a span's parent the innermost one before it in (start, −end, row)."""
+    spans = [(k, s, s + d) for k, s, d in raw]
+    df = pl.DataFrame(spans, schema={"tid": pl.Int64, "ts_ns": pl.Int64, "end_ns": pl.Int64}, orient="row")
+    pts = pl.DataFrame(points, schema={"tid": pl.Int64, "ts_ns": pl.Int64}, orient="row")
+    got = innermost_enclosing(df, pts).to_list() if spans else [None] * len(points)
+    for (tid, t), g in zip(points, got, strict=True):
+        want = brute(spans, tid, t)
+        assert (g is None) == (want is None)
+        assert g is None or spans[g] == spans[want]
+    par = parent_spans(df).to_list() if spans else []
+    order = sorted(range(len(spans)), key=lambda i: (spans[i][0], spans[i][1], -spans[i][2], i))
+    pos = {i: p for p, i in enumerate(order)}
+    for i, (k, s, e) in enumerate(spans):
+        before = [j for j in range(len(spans)) if pos[j] < pos[i] or (e == s and spans[j][1] == s and spans[j][2] > s)]
+        cands = [j for j in before if spans[j][0] == k and spans[j][1] <= s < spans[j][2]]
+        want = max(cands, key=lambda j: (spans[j][1], -spans[j][2], j)) if cands else None
+        assert (par[i] is None) == (want is None), (spans, i)
+        assert par[i] is None or spans[par[i]] == spans[want]
