@@ -132,6 +132,20 @@ fn meta_strings(meta: Vec<(String, Vec<u8>)>) -> Vec<(String, String)> {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 extern "C" {
     fn malloc_trim(pad: usize) -> i32;
+    fn mallopt(param: i32, value: i32) -> i32;
+}
+
+/// glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), after which
+/// column-sized temporaries (numpy arrays, buffers) come from the heap and stay resident after
+/// they are freed. A fixed threshold keeps every block over 128 KiB in its own mapping, returned
+/// to the system on free (1 GB trace: 0.72 GB resident after the op-tree analyses instead of 0.9).
+fn fix_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt(M_MMAP_THRESHOLD) only changes an allocation policy.
+    unsafe {
+        const M_MMAP_THRESHOLD: i32 = -3;
+        mallopt(M_MMAP_THRESHOLD, 128 << 10);
+    }
 }
 
 /// Hand the memory glibc keeps in its per-thread arenas (the parse threads' freed parts) back to
@@ -239,6 +253,9 @@ fn enclosing<'py>(py: Python<'py>, key: &[u8], start: &[u8], end: &[u8], push: &
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        fix_mmap_threshold();
+    }
     m.add_class::<Decoded>()?;
     m.add_class::<ArrowTable>()?;
     m.add("DecodeError", m.py().get_type::<DecodeError>())?;

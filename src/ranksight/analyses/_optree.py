@@ -183,7 +183,7 @@ def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:
 # ---- the tree --------------------------------------------------------------------------------
 
 
-def _absorb(parent: np.ndarray, kept: np.ndarray, names: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _absorb(parent: np.ndarray, kept: np.ndarray, names: np.ndarray, is_op: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Duplicate removal. Returns ``absorbed`` (merged into the parent), ``top`` (the node a chain
     of absorbed nodes merges into), ``has_absorbed_child`` and the effective parent (−1 = root)."""
     n = parent.size
@@ -191,7 +191,7 @@ def _absorb(parent: np.ndarray, kept: np.ndarray, names: np.ndarray, types: np.n
     has_par = (parent >= 0) & kept
     pp = np.where(has_par, parent, 0)
     child_count = np.bincount(pp[has_par], minlength=n)
-    absorbed = has_par & (child_count[pp] == 1) & (types == "op") & (types[pp] == "op") & (names == names[pp])
+    absorbed = has_par & (child_count[pp] == 1) & is_op & is_op[pp] & (names == names[pp])
     top = np.where(absorbed, pp, k)
     while absorbed[top].any():  # one level per round; chains are short
         top = np.where(absorbed[top], pp[top], top)
@@ -245,8 +245,11 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     nodes = nodes.with_columns(pl.Series("kept", kept))
     n = nodes.height
     rows = nodes["row"].to_numpy()
-    types = nodes["type"].to_numpy()
-    absorbed, top, has_absorbed_child, eff_parent = _absorb(parent, kept, nodes["name"].to_numpy(), types)
+    is_op = (nodes["type"] == "op").to_numpy()
+    # names compared by code (no Python string per node)
+    name_codes = nodes["name"].cast(pl.Categorical).to_physical().to_numpy()
+    absorbed, top, has_absorbed_child, eff_parent = _absorb(parent, kept, name_codes, is_op)
+    del name_codes
     live = kept & ~absorbed
     # runtimes: the owner of an absorbed chain's deepest node's runtimes is the chain's top; the
     # runtimes of the other chain members are lost (as in the plugin)
@@ -267,7 +270,6 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     host_self = total - np.bincount(ep[child], weights=total[child], minlength=n).astype(np.int64) - rt_dur
     # bottom-up sums and eligibility, one depth level at a time (children are always deeper)
     dev_total, tc_total = dev_self.copy(), tc_self.copy()
-    is_op = types == "op"
     eligible = tc_eligible_mask(nodes["name"], tensor_core_rules).to_numpy().copy() | (is_op & (tc_self > 0))
     for lvl in np.unique(depth[child])[::-1]:
         at = np.flatnonzero(child & (depth == lvl))
