@@ -42,6 +42,7 @@ import numpy as np
 import polars as pl
 
 from ranksight import _core
+from ranksight.analyses._nesting import innermost_enclosing
 from ranksight.analyses._tensor_cores import tc_eligible_mask, tensor_core_mask
 from ranksight.model.derive import STEP_RE
 from ranksight.model.kinds import LAUNCH_KINDS
@@ -104,32 +105,43 @@ class OpTree:
 # ---- node selection ------------------------------------------------------------------------------
 
 
+NODE_TYPES = pl.Enum(["step", "op", "annotation", "python", "module"])
+
+
 def _select_nodes(trace: Trace) -> pl.DataFrame:
-    ev = trace.events
-    cat = pl.col("cat").cast(pl.String).str.to_lowercase()
-    name = pl.col("name").cast(pl.String)
-    is_step = name.str.contains(STEP_RE.pattern).fill_null(False)
-    kind = pl.col("kind")
+    """Candidate nodes, sorted in the plugin's order; ``name`` stays categorical (strings are made
+    only for the final tree) and ``type`` is a small enum."""
+    ev = trace.events.filter(pl.col("dur_ns").is_not_null() & pl.col("kind").is_in(["cpu_op", "user_annotation", "python_function"]))
+    # string tests once per distinct name / category, then by code
+    names = ev["name"].unique().drop_nulls().cast(pl.String)
+    step_names = names.filter(names.str.contains(STEP_RE.pattern)).to_list()
+    cats = ev["cat"].unique().drop_nulls().cast(pl.String)
+    python_cats = cats.filter(cats.str.to_lowercase() == "python").to_list()
+    name, kind = pl.col("name"), pl.col("kind")
+    is_step = name.is_in(step_names)
     module_rows = pl.Series("row", [], dtype=pl.UInt32)
     opt = trace.table("op")
     if "python_module_id" in opt.columns and opt.height:
         module_rows = opt.filter(pl.col("python_module_id").is_not_null())["row"]
+
+    def lit(v: str) -> pl.Expr:
+        return pl.lit(v, dtype=NODE_TYPES)
+
     typ = (
         pl.when(kind.is_in(["cpu_op", "user_annotation"]) & is_step)
-        .then(pl.lit("step"))
+        .then(lit("step"))
         .when(kind == "cpu_op")
-        .then(pl.lit("op"))
+        .then(lit("op"))
         .when((kind == "user_annotation") & name.is_in(list(COLLECTIVE_OP_NAMES)))
-        .then(pl.lit("annotation"))
-        .when((kind == "python_function") & (cat == "python"))
-        .then(pl.lit("python"))
+        .then(lit("annotation"))
+        .when((kind == "python_function") & pl.col("cat").is_in(python_cats))
+        .then(lit("python"))
         .when((kind == "python_function") & pl.col("row").is_in(module_rows.implode()))
-        .then(pl.lit("module"))
+        .then(lit("module"))
         .otherwise(None)
     )
     return (
-        ev.filter(pl.col("dur_ns").is_not_null() & kind.is_in(["cpu_op", "user_annotation", "python_function"]))
-        .select("row", "tid", name.alias("name"), typ.alias("type"), pl.col("ts_ns").alias("start_ns"), "end_ns", "external_id")
+        ev.select("row", "tid", "name", typ.alias("type"), pl.col("ts_ns").alias("start_ns"), "end_ns", "external_id")
         .filter(pl.col("type").is_not_null())
         .with_columns(pl.max_horizontal("end_ns", "start_ns").alias("end_ns"))
         .sort(["tid", "start_ns", "end_ns", "row"], descending=[False, False, True, False])
@@ -153,31 +165,10 @@ def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:
     (its index in ``nodes``), or −1. Zero-length nodes contain nothing."""
     if q.height == 0 or nodes.height == 0:
         return np.full(q.height, -1, np.int64)
-    nz = nodes.with_row_index("k").filter(pl.col("end_ns") > pl.col("start_ns"))
-    m = nz.height
-    k = nz["k"].to_numpy().astype(np.int64)
-    ev_tid = np.concatenate([nz["tid"].to_numpy(), nz["tid"].to_numpy(), q["tid"].to_numpy()])
-    ev_t = np.concatenate([nz["start_ns"].to_numpy(), nz["end_ns"].to_numpy(), q["t"].to_numpy()])
-    ev_phase = np.concatenate([np.ones(m, np.int64), np.zeros(m, np.int64), np.full(q.height, 2, np.int64)])
-    ev_sub = np.concatenate([np.arange(m), -np.arange(m), np.arange(q.height)])
-    ev_delta = np.concatenate([np.ones(m, np.int64), -np.ones(m, np.int64), np.zeros(q.height, np.int64)])
-    order = np.lexsort((ev_sub, ev_phase, ev_t, ev_tid))
-    depth = np.cumsum(ev_delta[order])
-    src = order
-    is_open = src < m
-    is_q = src >= 2 * m
-    pos = np.arange(src.size)
-    opens = pl.DataFrame({"pos": pos[is_open], "depth": depth[is_open], "owner": k[src[is_open]], "otid": ev_tid[src[is_open]]})
-    qs = pl.DataFrame({"pos": pos[is_q], "depth": depth[is_q], "qi": src[is_q] - 2 * m})
-    j = qs.join_asof(opens, on="pos", by="depth", strategy="backward", check_sortedness=False)
-    out = np.full(q.height, -1, np.int64)
-    qtid = q["tid"].to_numpy()
-    qi = j["qi"].to_numpy()
-    own = j["owner"].fill_null(-1).to_numpy()
-    otid = j["otid"].fill_null(np.iinfo(np.int64).min).to_numpy()
-    own = np.where((j["depth"].to_numpy() > 0) & (otid == qtid[qi]), own, -1)
-    out[qi] = own
-    return out
+    idx = innermost_enclosing(
+        nodes.select("tid", pl.col("start_ns").alias("ts_ns"), "end_ns"), q.select("tid", pl.col("t").alias("ts_ns"))
+    )
+    return idx.cast(pl.Int64).fill_null(-1).to_numpy()
 
 
 # ---- the tree --------------------------------------------------------------------------------
@@ -207,7 +198,7 @@ def _runtime_owners(trace: Trace, nodes: pl.DataFrame) -> pl.DataFrame:
     rts = trace.kind(*LAUNCH_KINDS).filter(pl.col("dur_ns").is_not_null()).select(
         "row", "tid", pl.col("ts_ns").alias("t"), "dur_ns", "external_id"
     )
-    indexed = nodes.with_row_index("k").filter(pl.col("kept"))
+    indexed = nodes.select("row", "tid", "start_ns", "end_ns", "external_id", "kept").with_row_index("k").filter(pl.col("kept"))
     ext_map = (
         indexed.filter(pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
         .sort("row")
@@ -290,7 +281,9 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
         pl.Series("live", live),
     )
     out = out.filter(pl.col("live")).with_columns(
-        pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).cast(pl.UInt32).alias("parent_row")
+        pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).cast(pl.UInt32).alias("parent_row"),
+        pl.col("name").cast(pl.String),
+        pl.col("type").cast(pl.String),
     ).select(
         "row", "tid", "name", "type", "start_ns", "end_ns", "external_id", "parent_row", "depth",
         "host_total_ns", "host_self_ns", "device_self_ns", "device_total_ns", "tc_self_ns", "tc_total_ns", "tc_eligible",

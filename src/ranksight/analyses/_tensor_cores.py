@@ -208,4 +208,6 @@ def tc_eligible_mask(names: pl.Series, ruleset: str = "current") -> pl.Series:
     """Vectorised :func:`tc_eligible_op`."""
     _check(ruleset)
     ok: Iterable[str] = TC_ELIGIBLE_OPS_PLUGIN | (TC_ELIGIBLE_OPS_CURRENT if ruleset == "current" else frozenset())
-    return names.cast(pl.String).is_in(list(ok)).fill_null(False).alias("tc_eligible")
+    if names.dtype != pl.Categorical:
+        names = names.cast(pl.String)
+    return names.is_in(list(ok)).fill_null(False).alias("tc_eligible")
