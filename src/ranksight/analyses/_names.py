@@ -192,3 +192,10 @@ def normalize_series(names: pl.Series, fn: Callable[[str], str]) -> pl.Series:
 
 def _map(fn: Callable[[str], str], values: Iterable[str]) -> list[str]:
     return [fn(v) for v in values]
+
+
+def values_matching(col: pl.Series, pattern: str) -> list[str]:
+    """The distinct values of a (categorical) column that match ``pattern``, tested once per
+    value: ``pl.col(name).is_in(values_matching(...))`` filters without a string per event."""
+    vals = col.unique().drop_nulls().cast(pl.String)
+    return vals.filter(vals.str.contains(pattern)).to_list()

@@ -37,7 +37,8 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.analyses._intervals import intersect, subtract, union
-from ranksight.analyses._optree import COLLECTIVE_OP_NAMES, is_dataloader_name
+from ranksight.analyses._names import values_matching
+from ranksight.analyses._optree import _DATALOADER_RE, COLLECTIVE_OP_NAMES
 from ranksight.analyses._tbsteps import plugin_steps
 from ranksight.model.derive import STEP_RE
 from ranksight.model.kinds import LAUNCH_KINDS
@@ -64,22 +65,27 @@ def _iv(df: pl.DataFrame) -> Intervals:
     return union(df["ts_ns"].to_numpy(), df["end_ns"].to_numpy())
 
 
+#: the event columns the role intervals read (selected before any filter: a filter copies every column)
+_COLS = ("row", "kind", "name", "cat", "ts_ns", "end_ns", "dur_ns", "external_id", "launch_row", "kernel_class")
+
+
 def _comm_host(trace: Trace, plugin_compat: bool) -> pl.DataFrame:
-    host = trace.kind("cpu_op", "user_annotation", "python_function").filter(pl.col("dur_ns").is_not_null())
-    name = pl.col("name").cast(pl.String)
-    named = name.is_in(list(COLLECTIVE_OP_NAMES))
+    ev = trace.events
+    host = ev.select(_COLS).filter(pl.col("kind").is_in(["cpu_op", "user_annotation", "python_function"]) & pl.col("dur_ns").is_not_null())
+    named = pl.col("name").is_in(list(COLLECTIVE_OP_NAMES))
     if plugin_compat:
         return host.filter(named & pl.col("kind").is_in(["cpu_op", "user_annotation"]))
     coll_rows = trace.table("collective")["row"]
+    comm_names = values_matching(host["name"], COMM_HOST_RE)
     return host.filter(
         pl.col("kind").is_in(["cpu_op", "user_annotation"])
-        & (named | name.str.contains(COMM_HOST_RE).fill_null(False) | pl.col("row").is_in(coll_rows.implode()))
+        & (named | pl.col("name").is_in(comm_names) | pl.col("row").is_in(coll_rows.implode()))
     )
 
 
 def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, Intervals]:
     """The merged intervals of each role (before priorities), in ns."""
-    ev = trace.events.filter(pl.col("dur_ns").is_not_null())
+    ev = trace.events.select(_COLS).filter(pl.col("dur_ns").is_not_null())
     comm_host = _comm_host(trace, plugin_compat)
     comm_ids = comm_host["external_id"].drop_nulls().unique().implode()
     kernels = ev.filter(pl.col("kind") == "kernel")
@@ -91,21 +97,30 @@ def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, In
         kernels = kernels.join(launch_ids, on="launch_row", how="left", maintain_order="left")
         is_comm = by_id | pl.col("_lext").is_in(comm_ids).fill_null(False) | (pl.col("kernel_class") == "COMMUNICATION").fill_null(False)
     kernels = kernels.with_columns(is_comm.alias("_comm"))
-    name = pl.col("name")
-    host = ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | (pl.col("cat").cast(pl.String).str.to_lowercase() == "python"))
-    is_step = name.cast(pl.String).str.contains(STEP_RE.pattern).fill_null(False)
-    is_dl = is_dataloader_name(name) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
+    python_cats = [c for c in ev["cat"].unique().drop_nulls().cast(pl.String).to_list() if c.lower() == "python"]
+    host = ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | pl.col("cat").is_in(python_cats)).select(
+        "row", "kind", "name", "ts_ns", "end_ns"
+    )
+    del ev  # the big frame: only the small role tables below are needed
+    is_step = pl.col("name").is_in(values_matching(host["name"], STEP_RE.pattern))
+    dl_names = values_matching(host["name"], _DATALOADER_RE)
+    is_dl = pl.col("name").is_in(dl_names) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
     comm_rows = comm_host["row"].implode()
     runtime_kinds = ["cuda_runtime"] if plugin_compat else list(LAUNCH_KINDS)
+    ev_of = trace.events.select("kind", "ts_ns", "end_ns", "dur_ns")
+
+    def of(*kinds: str) -> Intervals:
+        return _iv(ev_of.filter(pl.col("kind").is_in(list(kinds)) & pl.col("dur_ns").is_not_null()))
+
     roles = {
         "kernel": _iv(kernels.filter(~pl.col("_comm"))),
-        "memcpy": _iv(ev.filter(pl.col("kind") == "memcpy")),
-        "memset": _iv(ev.filter(pl.col("kind") == "memset")),
+        "memcpy": of("memcpy"),
+        "memset": of("memset"),
         "communication": union(
             np.concatenate([kernels.filter(pl.col("_comm"))["ts_ns"].to_numpy(), comm_host["ts_ns"].to_numpy()]),
             np.concatenate([kernels.filter(pl.col("_comm"))["end_ns"].to_numpy(), comm_host["end_ns"].to_numpy()]),
         ),
-        "runtime": _iv(ev.filter(pl.col("kind").is_in(runtime_kinds))),
+        "runtime": of(*runtime_kinds),
         "dataloader": _iv(host.filter(is_dl)),
         "cpu_exec": _iv(host.filter(~is_step & ~is_dl & ~pl.col("row").is_in(comm_rows))),
     }
