@@ -103,10 +103,10 @@ def gz_copy(src: Path) -> Path:
     return dst
 
 
-def measure(cmd: list[str], timeout: float, max_rss: float | None = None) -> dict:
+def measure(cmd: list[str], timeout: float, max_rss: float | None = None, env: dict[str, str] | None = None) -> dict:
     """Run a command; return its JSON result plus wall time and peak RSS of the process tree."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
     peak = 0
     killed = None
     stop = threading.Event()
@@ -184,6 +184,24 @@ for name in {names}:
 print(json.dumps({{"load_s": round(load, 3), "analyses_s": round(time.perf_counter() - t - load, 3), "per_analysis_s": per}}))
 """
 
+RS_EVERY = """
+import json, resource, sys, time, ranksight
+from ranksight.analyses import run_analysis, names
+t = time.perf_counter()
+run = ranksight.load(sys.argv[1], cache=False)
+load = time.perf_counter() - t
+after_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+per = {}
+for name in names():
+    t1 = time.perf_counter()
+    try:
+        run_analysis(name, run)
+        per[name] = round(time.perf_counter() - t1, 3)
+    except ranksight.RanksightError as e:
+        per[name] = "n/a: " + type(e).__name__
+print(json.dumps({"load_s": round(load, 3), "load_peak_rss_mb": round(after_load, 1), "analyses_s": round(time.perf_counter() - t - load, 3), "per_analysis_s": per}))
+"""
+
 RS_REPORT = """
 import json, sys, time, subprocess
 t = time.perf_counter()
@@ -234,6 +252,9 @@ def main() -> None:
     ap.add_argument("--hta-timeout", type=float, default=900)
     ap.add_argument("--hta-max-gb", type=float, default=17)
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--no-hta-over-gb", type=float, default=None, help="skip HTA on sets larger than this (GB of JSON)")
+    ap.add_argument("--every", action="store_true",
+                    help="also load plus every registered analysis, by default and with RANKSIGHT_LOW_MEMORY=1 (memory)")
     ap.add_argument("--hta-mode", choices=("load", "all"), default=None,
                     help="what HTA runs: load only, or load plus its analyses (default: as --all)")
     a = ap.parse_args()
@@ -272,7 +293,10 @@ def main() -> None:
                 row["ranksight_report_first"] = measure([py, "-c", RS_REPORT, target, str(html), "--no-cache"], 3600)
                 row["ranksight_report_cached"] = measure([py, "-c", RS_REPORT, target, str(html), "--cache-dir", cache], 3600)
                 row["ranksight_report_cached_rerun"] = measure([py, "-c", RS_REPORT, target, str(html), "--cache-dir", cache], 3600)
-        if use_hta:
+        if a.every:
+            row["ranksight_every"] = measure([py, "-c", RS_EVERY, target], 3600)
+            row["ranksight_every_low_memory"] = measure([py, "-c", RS_EVERY, target], 3600, env={"RANKSIGHT_LOW_MEMORY": "1"})
+        if use_hta and not (a.no_hta_over_gb and json_mb > a.no_hta_over_gb * 1000):
             hdir = d if len(files) > 1 else Path(tempfile.mkdtemp(prefix="hta-"))
             if len(files) == 1:
                 os.symlink(files[0], hdir / files[0].name)

@@ -30,17 +30,33 @@ def render(res: dict) -> str:
             f"{_v(h, 'load_s') if h else 'not run'} | {_v(h, 'mb_per_s')} | {_v(h, 'peak_rss_mb')} | {r.get('load_speedup_x', '')}× |"
         )
     out.append("\n### Load plus every HTA-equivalent analysis, cached re-run, report\n")
-    out.append("| set | ranksight load + analyses s | peak RSS MB | cached re-run: load s (total s) | HTA load + analyses s | HTA peak RSS MB | speed-up | report s (first, no cache) | report s (cached) | report peak RSS MB |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| set | ranksight load + analyses s | peak RSS MB | cached re-run: load s (total s) | first load ÷ cached load | HTA load + analyses s | HTA peak RSS MB | speed-up | report s (first, no cache) | report s (cached) | report peak RSS MB |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in res["sets"].items():
+        if "ranksight_analyses" not in r:
+            continue
         a, c, h = r.get("ranksight_analyses", {}), r.get("ranksight_cached_rerun", {}), r.get("hta", {})
         rf, rc = r.get("ranksight_report_first", {}), r.get("ranksight_report_cached_rerun", {})
         tot = round(a["load_s"] + a["analyses_s"], 2) if "load_s" in a else _v(a, "x")
         htot = round(h["load_s"] + h["analyses_s"], 2) if "analyses_s" in h else _v(h, "x")
+        first = r.get("ranksight_load", {}).get("load_s")
+        ratio = f"{first / c['load_s']:.1f}×" if first and c.get("load_s") else ""
         out.append(
-            f"| {name} | {tot} | {_v(a, 'peak_rss_mb')} | {_v(c, 'load_s')} ({_v(c, 'wall_s')}) | {htot} | {_v(h, 'peak_rss_mb')} | "
+            f"| {name} | {tot} | {_v(a, 'peak_rss_mb')} | {_v(c, 'load_s')} ({_v(c, 'wall_s')}) | {ratio} | {htot} | {_v(h, 'peak_rss_mb')} | "
             f"{r.get('load_plus_analyses_speedup_x', '')}× | {_v(rf, 'report_s')} | {_v(rc, 'report_s')} | {_v(rc, 'peak_rss_mb')} |"
         )
+    ev = [(n, r) for n, r in res["sets"].items() if "ranksight_every" in r]
+    if ev:
+        out.append("\n### Memory: load plus every registered analysis, one process\n")
+        out.append("| set | JSON MB | mode | load s | peak RSS after load MB | analyses s | peak RSS MB (whole run) | slowest analysis |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for name, r in ev:
+            for mode, key in (("default", "ranksight_every"), ("RANKSIGHT_LOW_MEMORY=1", "ranksight_every_low_memory")):
+                e = r.get(key, {})
+                per = {k: v for k, v in (e.get("per_analysis_s") or {}).items() if isinstance(v, (int, float))}
+                slow = max(per, key=per.get) if per else ""
+                out.append(f"| {name} | {r['json_mb']} | {mode} | {_v(e, 'load_s')} | {_v(e, 'load_peak_rss_mb')} | {_v(e, 'analyses_s')} | "
+                           f"{_v(e, 'peak_rss_mb')} | {slow} {per.get(slow, '')} |")
     out.append("\n### Each HTA-equivalent analysis after loading (s)\n")
     names = []
     for r in res["sets"].values():

@@ -7,11 +7,14 @@
 
 import os as _os
 
-# polars allocates through its own jemalloc, which by default keeps freed pages for 10 s: the
-# transient columns of one derivation then stay resident while the next one allocates, and a
-# 1 GB trace held 1.35 GB after loading instead of 0.96 GB. Return them at once (load ~5 % slower).
-# Takes effect only when polars is imported after ranksight; a value the user set wins.
-_os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+#: ``RANKSIGHT_LOW_MEMORY=1``: trade some speed for a lower peak (docs/scale.md). polars allocates
+#: through its own jemalloc, which keeps freed pages for 0.5–1 s, so the transient columns of one step
+#: stay resident while the next allocates (1 GB trace: 0.71 GB resident after loading instead of
+#: 0.98 GB, load ~15 % slower). Takes effect only if polars is imported after ranksight; a
+#: ``_RJEM_MALLOC_CONF`` the user set wins.
+LOW_MEMORY = _os.environ.get("RANKSIGHT_LOW_MEMORY", "").lower() in ("1", "true", "yes", "on")
+if LOW_MEMORY:
+    _os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 from ranksight._core import __version__ as _core_version
 from ranksight.errors import (
@@ -27,6 +30,11 @@ from ranksight.errors import (
 from ranksight.model import Run, Trace, TraceMeta, load
 
 __version__ = "0.1.0"
+
+if LOW_MEMORY:
+    from ranksight._core import set_mmap_threshold as _set_mmap_threshold
+
+    _set_mmap_threshold(128 << 10)
 
 __all__ = [
     "load",

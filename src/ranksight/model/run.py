@@ -27,6 +27,10 @@ Progress = Callable[[int, int, str], None]
 #: Keep every trace in memory when the inputs together are below this many bytes (file size);
 #: otherwise keep a few and reload the others from the cache when needed.
 RESIDENT_BYTES = 2 << 30
+#: From this file size on, glibc keeps every block over 128 KiB in its own mapping for the rest of
+#: the process (``_core.set_mmap_threshold``): freed column-sized temporaries then leave the
+#: process instead of staying resident (docs/scale.md).
+BIG_FILE_BYTES = 1 << 30
 
 
 class Run:
@@ -195,6 +199,10 @@ def load(
     if not files:
         raise UsageError("no trace selected")
     cfg = _cache_config(cache)
+    if any(os.path.getsize(f.path) >= BIG_FILE_BYTES for f in files):
+        from ranksight import _core
+
+        _core.set_mmap_threshold(128 << 10)
     sources = []
     total_bytes = 0
     for f in files:
