@@ -141,7 +141,7 @@ def test_cli_salvages_and_strict_refuses(tmp_path):
     assert r.rc == 0
     assert json.loads(r.out)["tables"]["files"][0]["events"] == n
     assert f"rank 0: a truncated file: kept {n} complete events, lost {lost} bytes" in r.err
-    # the file is over 4 MiB, so the salvaged decode above went to the decoded-trace cache: the
+    # the file is over 1 MiB, so the salvaged decode above went to the decoded-trace cache: the
     # cache must not let --strict or --max-size through
     r = cli("info", p, "--strict")
     assert r.rc == 2 and r.out == "" and len(r.err.splitlines()) == 1

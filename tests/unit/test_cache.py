@@ -101,7 +101,7 @@ def test_concurrent_writers_never_corrupt(cfg, trace_file):
 
 
 def test_small_files_are_not_cached(tmp_path, trace_file):
-    cfg = CacheConfig(tmp_path / "c2")  # default min_bytes: 4 MiB
+    cfg = CacheConfig(tmp_path / "c2")  # default min_bytes: 1 MiB
     ranksight.load(trace_file, cache=cfg)
     assert not cfg.directory.exists() or not _entries(cfg)
 

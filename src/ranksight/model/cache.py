@@ -56,7 +56,7 @@ class CacheConfig:
     """Where and when to cache. Files smaller than ``min_bytes`` load faster than a cache read."""
 
     directory: Path
-    min_bytes: int = 4 << 20
+    min_bytes: int = 1 << 20
 
     @classmethod
     def default(cls) -> CacheConfig:

@@ -187,7 +187,7 @@ def load(
         Called as ``progress(done, total, path)`` after each file.
     cache
         ``None``/``True``: the default cache directory (:func:`~ranksight.model.cache.default_cache_dir`);
-        a path: that directory; ``False``: no cache. Files under 4 MiB are never cached.
+        a path: that directory; ``False``: no cache. Files under 1 MiB are never cached.
     client, scheduler
         A ``distributed.Client``, or a scheduler address (``tcp://host:port``): decode and per-rank
         work then run on the Dask cluster (the trace files must be readable by its workers).
