@@ -136,3 +136,24 @@ def test_spans_stay_on_disk_after_caching(cfg, trace_file):
     fresh = ranksight.load(trace_file, cache=CacheConfig(cfg.directory.parent / "other", min_bytes=0))[0]
     shutil.rmtree(cfg.directory.parent / "other")
     assert fresh.raw_events([3]) == plain.raw_events([3])
+
+
+def test_lazy_run_decodes_a_single_rank_once(tmp_path, trace_file, monkeypatch):
+    """Over the resident limit and without a cache, the last rank decoded by load() stays: a
+    single huge rank is not decoded a second time by the first analysis."""
+    from ranksight.model import engine as engine_mod
+    from ranksight.model import run as run_mod
+
+    calls = []
+    orig = engine_mod.TraceSource.load
+
+    def counting(self):  # noqa: ANN001, ANN202
+        calls.append(self.rank)
+        return orig(self)
+
+    monkeypatch.setattr(run_mod, "RESIDENT_BYTES", 0)
+    monkeypatch.setattr(engine_mod.TraceSource, "load", counting)
+    run = ranksight.load(trace_file, cache=False)
+    assert run.max_resident is not None  # the lazy path
+    assert run[0].events.height == 4855 and list(run)[0] is run[0]
+    assert calls == [0]

@@ -241,10 +241,11 @@ def load(
             resident.append(s.load())
     run = Run(resident, sources=sources, engine=engine, max_resident=None if not lazy else max(1, jobs or 2))
     if lazy and not isinstance(engine, DaskEngine):
-        # make sure every rank is decoded (and cached) once, holding one at a time
-        for s in sources:
+        # make sure every rank is decoded (and cached) once, holding one at a time; the last one
+        # stays resident (a single huge rank is then not decoded twice when there is no cache)
+        for i, s in enumerate(sources):
             if s not in remote:
-                t = s.load()
+                t = run[s.rank] if i == len(sources) - 1 else s.load()
                 run_warnings.extend(f"rank {t.rank}: {w}" for w in t.warnings)
                 done += 1
                 if progress:
