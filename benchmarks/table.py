@@ -27,7 +27,7 @@ def render(res: dict) -> str:
         out.append(
             f"| {name} | {r['json_mb']} | {_v(rl, 'events', '{:,}')} | {_v(rl, 'load_s')} | {_v(rl, 'mb_per_s')} | "
             f"{_v(rl, 'events_per_s', '{:,}')} | {_v(rl, 'peak_rss_mb')} | {_v(rl, 'core_bytes_per_event')} | {gz} | "
-            f"{_v(h, 'load_s') if h else 'not run'} | {_v(h, 'mb_per_s')} | {_v(h, 'peak_rss_mb')} | {r.get('load_speedup_x', '')}× |"
+            f"{_v(h, 'load_s') if h else 'not run'} | {_v(h, 'mb_per_s')} | {_v(h, 'peak_rss_mb')} | {_v(r, 'load_speedup_x', '{}×')} |"
         )
     out.append("\n### Load plus every HTA-equivalent analysis, cached re-run, report\n")
     out.append("| set | ranksight load + analyses s | peak RSS MB | cached re-run: load s (total s) | first load ÷ cached load | HTA load + analyses s | HTA peak RSS MB | speed-up | report s (first, no cache) | report s (cached) | report peak RSS MB |")
@@ -66,6 +66,8 @@ def render(res: dict) -> str:
     out.append("| set | " + " | ".join(names) + " |")
     out.append("|---|" + "---|" * len(names))
     for name, r in res["sets"].items():
+        if "ranksight_analyses" not in r:
+            continue
         per = r.get("ranksight_analyses", {}).get("per_analysis_s") or {}
         hper = r.get("hta", {}).get("per_analysis_s") or {}
         cells = []
