@@ -192,7 +192,7 @@ def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:
         starts = st["start_ns"].to_numpy()
         ends = st["end_ns"].to_numpy()
         nums = st["step"].to_numpy().astype(np.int32)
-        cpu = ev.select("row", "ts_ns").filter(pl.Series(ev["kind"].is_in(list(CPU_KINDS))) & pl.col("ts_ns").is_not_null())
+        cpu = ev.select("row", "ts_ns", "kind").filter(pl.col("kind").is_in(list(CPU_KINDS)) & pl.col("ts_ns").is_not_null())
         ts = cpu["ts_ns"].to_numpy()
         k = np.searchsorted(starts, ts, side="right") - 1  # the last step starting at or before ts
         inside = k >= 0
