@@ -41,23 +41,6 @@ pub fn nest(tid: &[i64], start: &[i64], end: &[i64]) -> (Vec<i64>, Vec<i64>, Vec
     (parent, depth, kept)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::nest;
-
-    #[test]
-    fn crossing_node_is_dropped_and_nesting_kept() {
-        // [0,10) holds [1,5) and [6,9); [8,12) crosses [6,9)'s parent chain; thread 2 restarts
-        let tid = [1, 1, 1, 1, 2];
-        let start = [0, 1, 6, 8, 0];
-        let end = [10, 5, 9, 12, 3];
-        let (p, d, k) = nest(&tid, &start, &end);
-        assert_eq!(p, vec![-1, 0, 0, -1, -1]);
-        assert_eq!(d, vec![1, 2, 2, 0, 1]);
-        assert_eq!(k, vec![1, 1, 1, 0, 1]);
-    }
-}
-
 /// Innermost enclosing span, for spans and instants in one sweep. Items are sorted by (key,
 /// start, instants after spans that start at the same time, −end, index); `push[i]` is 1 for spans
 /// of positive length (the only ones that can enclose anything). For each item: the index of the
@@ -89,16 +72,23 @@ pub fn enclosing(key: &[i64], start: &[i64], end: &[i64], push: &[u8]) -> Vec<i6
 }
 
 #[cfg(test)]
-mod enclosing_tests {
-    use super::enclosing;
+mod tests {
+    use super::{enclosing, nest};
+
+    #[test]
+    fn crossing_node_is_dropped_and_nesting_kept() {
+        // [0,10) holds [1,5) and [6,9); [8,12) crosses [6,9)'s parent chain; thread 2 restarts
+        let (tid, start, end) = ([1, 1, 1, 1, 2], [0, 1, 6, 8, 0], [10, 5, 9, 12, 3]);
+        let (p, d, k) = nest(&tid, &start, &end);
+        assert_eq!(p, vec![-1, 0, 0, -1, -1]);
+        assert_eq!(d, vec![1, 2, 2, 0, 1]);
+        assert_eq!(k, vec![1, 1, 1, 0, 1]);
+    }
 
     #[test]
     fn crossing_spans_and_instants() {
         // A[0,10) B[5,15) crosses A; instant at 12 is inside B only; C[1,3) ended before 12
-        let key = [0, 0, 0, 0, 1];
-        let start = [0, 1, 5, 12, 12];
-        let end = [10, 3, 15, 12, 12];
-        let push = [1, 1, 1, 0, 0];
+        let (key, start, end, push) = ([0, 0, 0, 0, 1], [0, 1, 5, 12, 12], [10, 3, 15, 12, 12], [1, 1, 1, 0, 0]);
         assert_eq!(enclosing(&key, &start, &end, &push), vec![-1, 0, 0, 2, -1]);
     }
 }

@@ -5,28 +5,19 @@ unions of GPU intervals)."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from ranksight.report.html import read_payload
-from tests.unit.nsys_make import gpid, kernel, make_nsys, nvtx, runtime
+from tests.unit.nsys_make import gpid, kernel, make_nsys, nvtx, runtime, sql
 
 H100 = "nsys_ai/tests/fixtures/h100_2gpu_1s.sqlite"
 NCCL_LIKE = "(lower(s.value) LIKE '%nccl%')"
 
 
 # ---- sums straight from SQLite ------------------------------------------------------------------
-
-
-def _rows(path: Path, q: str, *args) -> list[tuple]:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(q, args).fetchall()
-    finally:
-        con.close()
 
 
 def _union_ns(iv: list[tuple[int, int]]) -> int:
@@ -45,14 +36,14 @@ def _union_ns(iv: list[tuple[int, int]]) -> int:
 def sql_stats(path: Path) -> dict[int, dict[str, float]]:
     """Per CUDA device (one process each in these exports): what nsys stats would sum."""
     out: dict[int, dict[str, float]] = {}
-    devices = [d for (d,) in _rows(path, "SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY 1")]
+    devices = [d for (d,) in sql(path, "SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY 1")]
     for d in devices:
-        k = _rows(path, f"SELECT start, end, {NCCL_LIKE} FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+        k = sql(path, f"SELECT start, end, {NCCL_LIKE} FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
                         "WHERE deviceId = ?", d)
         other = []
         for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
-            if _rows(path, "SELECT count(*) FROM sqlite_master WHERE name = ?", t)[0][0]:
-                other += _rows(path, f"SELECT start, end FROM {t} WHERE deviceId = ?", d)
+            if sql(path, "SELECT count(*) FROM sqlite_master WHERE name = ?", t)[0][0]:
+                other += sql(path, f"SELECT start, end FROM {t} WHERE deviceId = ?", d)
         comp = [(s, e) for s, e, c in k if not c]
         comm = [(s, e) for s, e, c in k if c]
         allw = [(s, e) for s, e, _ in k] + other

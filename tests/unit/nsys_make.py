@@ -39,6 +39,15 @@ STRING_REFS = {"demangledName", "shortName", "mangledName", "nameId", "textId"}
 EPOCH_NS = 1_700_000_000_000_000_000
 
 
+def sql(path: Path, q: str, *args: Any) -> list[tuple]:
+    """Rows of a read-only query on an export (the sums the tests compare with)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(q, args).fetchall()
+    finally:
+        con.close()
+
+
 def gpid(pid: int, vm: int = 1) -> int:
     """nsys ``globalPid`` of an OS pid."""
     return (vm << 48) | (pid << 24)

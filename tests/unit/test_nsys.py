@@ -15,7 +15,7 @@ from ranksight.errors import RanksightWarning, TraceFormatError, UsageError
 from ranksight.io.kineto import decode
 from ranksight.io.nsys import SIDE_SCHEMAS, decode_nsys, rank_units
 from ranksight.model.cache import CacheConfig
-from tests.unit.nsys_make import EPOCH_NS, gpid, kernel, make_nsys, nvtx, runtime
+from tests.unit.nsys_make import EPOCH_NS, gpid, kernel, make_nsys, nvtx, runtime, sql
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 MM = "void gemm_kernel<float>(float const*, float*)"
@@ -287,14 +287,6 @@ def test_mixed_with_kineto(tmp_path: Path, make_trace) -> None:
 
 
 # ---- the real exports -------------------------------------------------------------------------
-
-
-def sql(path: Path, q: str, *args) -> list[tuple]:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(q, args).fetchall()
-    finally:
-        con.close()
 
 
 def test_h100_export_counts_match_sql(data) -> None:
