@@ -42,6 +42,7 @@ import numpy as np
 import polars as pl
 
 from ranksight import _core
+from ranksight.analyses._names import values_matching
 from ranksight.analyses._nesting import innermost_enclosing
 from ranksight.analyses._tensor_cores import tc_eligible_mask, tensor_core_mask
 from ranksight.model.derive import STEP_RE
@@ -113,10 +114,8 @@ def _select_nodes(trace: Trace) -> pl.DataFrame:
     only for the final tree) and ``type`` is a small enum."""
     ev = trace.events.filter(pl.col("dur_ns").is_not_null() & pl.col("kind").is_in(["cpu_op", "user_annotation", "python_function"]))
     # string tests once per distinct name / category, then by code
-    names = ev["name"].unique().drop_nulls().cast(pl.String)
-    step_names = names.filter(names.str.contains(STEP_RE.pattern)).to_list()
-    cats = ev["cat"].unique().drop_nulls().cast(pl.String)
-    python_cats = cats.filter(cats.str.to_lowercase() == "python").to_list()
+    step_names = values_matching(ev["name"], STEP_RE.pattern)
+    python_cats = values_matching(ev["cat"], "(?i)^python$")
     name, kind = pl.col("name"), pl.col("kind")
     is_step = name.is_in(step_names)
     module_rows = pl.Series("row", [], dtype=pl.UInt32)

@@ -97,7 +97,7 @@ def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, In
         kernels = kernels.join(launch_ids, on="launch_row", how="left", maintain_order="left")
         is_comm = by_id | pl.col("_lext").is_in(comm_ids).fill_null(False) | (pl.col("kernel_class") == "COMMUNICATION").fill_null(False)
     kernels = kernels.with_columns(is_comm.alias("_comm"))
-    python_cats = [c for c in ev["cat"].unique().drop_nulls().cast(pl.String).to_list() if c.lower() == "python"]
+    python_cats = values_matching(ev["cat"], "(?i)^python$")
     host = ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | pl.col("cat").is_in(python_cats)).select(
         "row", "kind", "name", "ts_ns", "end_ns"
     )
