@@ -113,18 +113,12 @@ def test_decoder_matches_reference(tmp_path, evs, compact):
     p.write_text(text, encoding="utf-8")
     d = decode(p)
     ref = reference(p)
-    ev = d.events
-    for col in ("ph", "cat", "name"):
-        assert ev[col].cast(pl.String).to_list() == ref[col], col
-    for col in ("pid", "tid"):
-        got = ev[col].to_list()
-        # synthetic ids are numbered per first appearance in both decoders; compare through the names
-        want = ref[col]
-        assert [g if g >= -(1 << 29) else d.id_names[g] for g in got] == [
-            w if w >= -(1 << 29) else next(k for k, v in _names(ref_path=p).items() if v == w) for w in want
-        ], col
-    for col in ("ts_ns", "dur_ns", "correlation", "external_id", "stream"):
-        assert ev[col].to_list() == ref[col], col
+    # flow events (ph s/t/f) are rows of the flow table, every other event a row of events
+    is_flow = [p in ("s", "t", "f") for p in ref["ph"]]
+    assert d.stats["events"] == len(ref["ph"])
+    for ev, sel in ((d.events, [not f for f in is_flow]), (d.tables["flow"].filter(pl.col("ph").is_in(["s", "t", "f"])), is_flow)):
+        _same_events(d, p, ev, {c: [v for v, s in zip(vals, sel) if s] for c, vals in ref.items()},
+                     [i for i, s in enumerate(sel) if s])
     # typed side columns
     k = d.tables["kernel"]
     for row, e in enumerate(evs):
@@ -136,6 +130,22 @@ def test_decoder_matches_reference(tmp_path, evs, compact):
         if dims is not None:
             op = d.tables["op"].filter(pl.col("row") == row)
             assert op["input_dims"].cast(pl.String)[0] == json.dumps(dims, separators=(",", ":"))
+
+
+def _same_events(d, p, ev, ref, rows):  # noqa: ANN001
+    assert ev["row"].to_list() == rows
+    for col in ("ph", "cat", "name"):
+        assert ev[col].cast(pl.String).to_list() == ref[col], col
+    for col in ("pid", "tid"):
+        got = ev[col].to_list()
+        # synthetic ids are numbered per first appearance in both decoders; compare through the names
+        want = ref[col]
+        assert [g if g >= -(1 << 29) else d.id_names[g] for g in got] == [
+            w if w >= -(1 << 29) else next(k for k, v in _names(ref_path=p).items() if v == w) for w in want
+        ], col
+    for col in ("ts_ns", "dur_ns", "correlation", "external_id", "stream"):
+        if col in ev.columns:
+            assert ev[col].to_list() == ref[col], col
 
 
 def _names(ref_path: Path) -> dict[str, int]:

@@ -143,7 +143,7 @@ def _exercise(path: Path) -> None:
         for t in run:
             t.steps  # noqa: B018
             if t.events.height:
-                t.raw_events([0, t.events.height - 1])
+                t.raw_events([t.events["row"][0], t.events["row"][-1]])
 
 
 @settings(

@@ -81,7 +81,7 @@ def test_reference_is_sound():
     text, starts, ends, _ = reference()
     assert len(text) > 15_000_000 and len(starts) > 45_000
     d = decode(TRACE)
-    assert d.events.height == len(starts) and d.warnings == []
+    assert d.stats["events"] == len(starts) and d.warnings == []
 
 
 @pytest.mark.parametrize("cut", offsets())
@@ -91,7 +91,7 @@ def test_plain_cut_keeps_every_complete_event(tmp_path, cut):
     p = tmp_path / "cut.json"
     p.write_bytes(text[:cut])
     d = decode(p)
-    assert d.events.height == n
+    assert d.stats["events"] == n
     assert d.warnings[0] == (
         f"a truncated file: kept {n} complete events, lost {lost} bytes after the last one"
         f" (last complete event at ts {last_ts} ns)"
@@ -108,7 +108,7 @@ def test_gzip_of_a_cut_file_keeps_every_complete_event(tmp_path, cut):
     p = tmp_path / "cut.json.gz"
     p.write_bytes(gzip.compress(text[:cut], compresslevel=1))
     d = decode(p)
-    assert d.events.height == n
+    assert d.stats["events"] == n
     assert f"kept {n} complete events, lost {lost} bytes" in d.warnings[0]
 
 
@@ -122,7 +122,7 @@ def test_cut_gzip_stream_keeps_every_complete_event(tmp_path, frac):
     prefix = zlib.decompressobj(wbits=31).decompress(data[:cut_c])
     n, lost, last_ts = expected(len(prefix))
     d = decode(p)
-    assert d.events.height == n
+    assert d.stats["events"] == n
     assert d.warnings[0] == (
         f"a truncated gzip stream: kept {n} complete events, lost {lost} bytes after the last one"
         f" (last complete event at ts {last_ts} ns)"

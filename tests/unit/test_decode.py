@@ -47,19 +47,27 @@ def test_core_columns_exact(make_trace):
     p = make_trace(EVENTS, **TOP)
     d = decode(p)
     ev = d.events
-    assert ev.height == len(EVENTS)
-    assert ev["ph"].cast(pl.String).to_list() == ["X", "X", "X", "X", "X", "i", "s", "f", "M", "X"]
+    # flow events (ph s/t/f) are not event rows: they live in the flow table
+    assert ev["row"].to_list() == [0, 1, 2, 3, 4, 5, 8, 9]
+    assert d.stats["events"] == len(EVENTS)
+    assert ev["ph"].cast(pl.String).to_list() == ["X", "X", "X", "X", "X", "i", "M", "X"]
     base = 1_000_000_000
     assert ev["ts_ns"].to_list() == [base + 100_000, base + 101_500, base + 102_001, base + 149_000, base + 160_000,
-                                     base + 103_000, base + 102_001, base + 149_000, None, base + 90_000]
-    assert ev["dur_ns"].to_list() == [50_000, 10_250, 3_000, 20_000, 5_000, None, None, None, None, 200_000]
-    assert ev["correlation"].to_list() == [None, None, 55, 55, 56, None, None, None, None, None]
-    assert ev["external_id"].to_list() == [None, 7, 7, None, None, None, None, None, None, None]
-    assert ev["stream"].to_list() == [None, None, None, 7, 7, None, None, None, None, None]
-    assert ev["pid"].to_list()[:9] == [10, 10, 10, 0, 0, 10, 10, 0, 0]
+                                     base + 103_000, None, base + 90_000]
+    assert ev["dur_ns"].to_list() == [50_000, 10_250, 3_000, 20_000, 5_000, None, None, 200_000]
+    assert ev["correlation"].to_list() == [None, None, 55, 55, 56, None, None, None]
+    assert ev["external_id"].to_list() == [None, 7, 7, None, None, None, None, None]
+    assert ev["stream"].to_list() == [None, None, None, 7, 7, None, None, None]
+    assert ev["pid"].to_list()[:7] == [10, 10, 10, 0, 0, 10, 0]
     # string pid/tid become synthetic negative ids, with their names kept
-    spans_pid = ev["pid"][9]
+    spans_pid = ev["pid"][7]
     assert spans_pid < -(1 << 29) and d.id_names[spans_pid] == "Spans"
+    fl = d.tables["flow"]
+    assert fl.columns == ["row", "ph", "cat", "name", "pid", "tid", "ts_ns", "flow_id", "flow_bp"]
+    assert fl.select(pl.all().cast(pl.String)).rows() == [
+        ("6", "s", "ac2g", "ac2g", "10", "11", str(base + 102_001), "55", None),
+        ("7", "f", "ac2g", "ac2g", "0", "7", str(base + 149_000), "55", "e"),
+    ]
     assert d.meta["customKey"] == {"a": [1, 2]}
     assert d.meta["baseTimeNanoseconds"] == base
 
@@ -90,7 +98,7 @@ def test_derived_model(make_trace):
     t = run[2]
     ev = t.events
     assert ev["kind"].cast(pl.String).to_list() == [
-        "user_annotation", "cpu_op", "cuda_runtime", "kernel", "sync", "memory", "flow", "flow", "metadata", "other"]
+        "user_annotation", "cpu_op", "cuda_runtime", "kernel", "sync", "memory", "metadata", "other"]
     assert ev["kernel_class"].cast(pl.String).to_list()[3] == "COMPUTE"
     assert ev["kernel_class"][4] is None  # sync is not GPU work
     assert ev["launch_row"].to_list()[3] == 2
@@ -269,7 +277,7 @@ def test_scan_spans_equals_the_decoders_spans(tmp_path, data, name):
         p.write_bytes(text)
     d = decode(p)
     sp = scan_spans(p)
-    assert sp.height == d.events.height > 1000
+    assert sp.height == d.stats["events"] > d.events.height > 1000
     assert sp.equals(d.spans)
 
 

@@ -55,7 +55,6 @@ def _op_stacks(trace: Trace, launch_rows: np.ndarray) -> pl.DataFrame:
     parent_of[tree["row"].to_numpy()] = tree["parent_row"].fill_null(-1).to_numpy()
     is_op = np.zeros(size, bool)
     is_op[cpu.filter(pl.col("kind") == "cpu_op")["row"].to_numpy()] = True
-    names = ev["name"].cast(pl.String)
     # walk up one level at a time for every launch at once
     levels: list[np.ndarray] = []
     a = parent_of[launch_rows.astype(np.int64)]
@@ -68,7 +67,9 @@ def _op_stacks(trace: Trace, launch_rows: np.ndarray) -> pl.DataFrame:
     anc = np.stack(levels[::-1], axis=1)  # outermost first
     li, lv = np.nonzero((anc >= 0) & is_op[np.maximum(anc, 0)])
     rows = anc[li, lv]
-    flat = pl.DataFrame({"i": li, "lv": lv, "name": names.gather(rows)})
+    flat = pl.DataFrame({"i": li, "lv": lv, "row": rows.astype(np.uint32)}).join(
+        cpu.select("row", pl.col("name").cast(pl.String)), on="row", how="left"
+    )
     stacks = flat.sort(["i", "lv"]).group_by("i", maintain_order=True).agg(pl.col("name").alias("op_stack"))
     out = pl.DataFrame({"i": np.arange(launch_rows.size), "launch_row": launch_rows.astype(np.int64)}).join(stacks, on="i", how="left")
     return out.select("launch_row", pl.col("op_stack").fill_null(pl.lit([], pl.List(pl.String))))

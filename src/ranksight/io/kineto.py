@@ -45,13 +45,46 @@ class DecodedTrace:
     warnings: list[str] = field(default_factory=list)
 
 
+def _column(decoded: Any, name: str, i: int, col: str) -> pl.Series:
+    return pl.from_arrow(pa.array(decoded.column(name, i))).alias(col)  # type: ignore[union-attr,return-value]
+
+
 def _table(decoded: Any, name: str) -> pl.DataFrame:
     """One decoded table, imported column by column without copying (except dictionary columns,
     which polars turns into categoricals): each column's Rust buffers live only as long as it."""
-    cols = []
-    for i, col in enumerate(decoded.column_names(name)):
-        cols.append(pl.from_arrow(pa.array(decoded.column(name, i))).alias(col))  # type: ignore[union-attr]
-    return pl.DataFrame(cols)
+    return pl.DataFrame([_column(decoded, name, i, col) for i, col in enumerate(decoded.column_names(name))])
+
+
+#: Phases of flow events: kept in the ``flow`` table only (a third of the events of a typical
+#: trace, never needed row by row by an analysis).
+FLOW_PHASES = ("s", "t", "f")
+#: Event columns the ``flow`` table carries for each of its rows.
+FLOW_COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts_ns")
+
+
+def _events_and_flows(decoded: Any, flow_args: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The ``events`` table without flow events (``row`` = position in ``traceEvents``), and the
+    ``flow`` table: every flow-phase event and every event with a flow ``id``/``bp``, with
+    :data:`FLOW_COLUMNS`, ``flow_id`` and ``flow_bp``. Columns are imported and filtered one at a
+    time, so the split costs one column of extra memory."""
+    names = list(decoded.column_names("events"))
+    ph = _column(decoded, "events", names.index("ph"), "ph").cast(PHASE_DTYPE)
+    is_flow = ph.is_in(list(FLOW_PHASES)).to_numpy()
+    keep_pos = np.flatnonzero(~is_flow).astype(np.uint32)
+    flow_pos = np.union1d(np.flatnonzero(is_flow), flow_args["row"].to_numpy()).astype(np.uint32)
+    dense = keep_pos.size == ph.len()
+    keep_s, flow_s = pl.Series(keep_pos), pl.Series(flow_pos)
+    ev_cols = [pl.Series("row", keep_pos)]
+    fl_cols = [pl.Series("row", flow_pos)]
+    for i, col in enumerate(names):
+        s = ph if col == "ph" else _column(decoded, "events", i, col)
+        if col in FLOW_COLUMNS:
+            fl_cols.append(s.gather(flow_s))
+        ev_cols.append(s if dense else s.gather(keep_s))
+        del s
+    del ph
+    flows = pl.DataFrame(fl_cols).join(flow_args, on="row", how="left", maintain_order="left")
+    return pl.DataFrame(ev_cols), flows
 
 
 def _parse_meta_value(text: str) -> Any:
@@ -108,11 +141,11 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
             + ")",
             path=p,
         )
-    events = _table(d, "events").with_columns(pl.col("ph").cast(PHASE_DTYPE))
-    spans = _table(d, "spans")
     tables = {name: _table(d, name) for name in TABLES}
+    events, tables["flow"] = _events_and_flows(d, tables["flow"])
+    spans = _table(d, "spans")
     warnings: list[str] = []
-    if not stats["document_complete"] and events.height == 0:
+    if not stats["document_complete"] and stats["events"] == 0:
         raise TraceFormatError(
             f"truncated JSON: the file ends inside the first event ({stats['json_bytes']} bytes, no complete event)",
             path=p,
@@ -123,7 +156,7 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
         lost = stats["lost_bytes"]
         where = "a truncated gzip stream" if stats["truncated_gzip"] else "a truncated file"
         warnings.append(
-            f"{where}: kept {events.height} complete events, lost {lost} bytes after the last one"
+            f"{where}: kept {stats['events']} complete events, lost {lost} bytes after the last one"
             + (f" (last complete event at ts {last_ts} ns)" if last_ts is not None else "")
         )
         if not stats["has_base_time"] and last_ts is not None and last_ts < RELATIVE_TS_LIMIT_NS:

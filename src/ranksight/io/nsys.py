@@ -96,7 +96,8 @@ SIDE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "sync": {"row": pl.UInt32(), "sync_kind": _CAT, "wait_on_stream": pl.Int64(), "wait_on_event_correlation": pl.Int64(),
              "wait_on_event_id": pl.Int64()},
     "meta": {"row": pl.UInt32(), "label": _CAT, "labels": _CAT, "sort_index": pl.Int64()},
-    "flow": {"row": pl.UInt32(), "flow_id": pl.Int64(), "flow_bp": _CAT},
+    "flow": {"row": pl.UInt32(), "ph": PHASE_DTYPE, "cat": _CAT, "name": _CAT, "pid": pl.Int32(), "tid": pl.Int32(),
+             "ts_ns": pl.Int64(), "flow_id": pl.Int64(), "flow_bp": _CAT},
 }
 
 _I64 = pl.Int64()
@@ -254,6 +255,7 @@ def _decode(con: sqlite3.Connection, path: str, unit: NsysUnit, size: int) -> De
         "events_seen": 1, "document_complete": 1, "lost_bytes": 0, "truncated_gzip": 0, "skipped_non_objects": 0,
         "repaired_events": 0, "bad_numbers": 0, "base_time_ns": session or 0, "has_base_time": int(session is not None),
     }
+    events = events.select(pl.int_range(0, events.height, dtype=pl.UInt32).alias("row"), pl.all())
     return DecodedTrace(path=path, events=events, spans=spans, tables=side, meta=meta, id_names={}, stats=stats, warnings=warnings)
 
 

@@ -35,7 +35,7 @@ from ranksight.model.trace import LazyTables, Trace
 __all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry"]
 
 #: Bump when the decoded or derived tables change shape or meaning.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 _BLOCK = 256 << 10
 _SAMPLE = 16 << 10

@@ -45,10 +45,21 @@ def _map_categorical(col: pl.Series, fn: Callable[[str], Any], dtype: pl.DataTyp
     return col.to_physical().replace_strict(codes, vals, default=None, return_dtype=dtype)
 
 
+def _positions(ev: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Positions in ``ev`` of the given ``row`` values (``row`` is sorted; it skips the flow
+    events, which live in the ``flow`` table only). Rows not in ``ev`` map to -1."""
+    all_rows = ev["row"].to_numpy()
+    if all_rows.size == 0 or all_rows[-1] == all_rows.size - 1:  # dense: row == position
+        return rows.astype(np.int64)
+    pos = np.searchsorted(all_rows, rows)
+    pos[pos >= all_rows.size] = 0
+    return np.where(all_rows[pos] == rows, pos, -1)
+
+
 def derive(events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """Add the derived columns to a decoded events table."""
+    """Add the derived columns to a decoded events table (which may already have ``row``)."""
     n = events.height
-    ev = events.with_columns(pl.int_range(0, n, dtype=pl.UInt32).alias("row"))
+    ev = events if "row" in events.columns else events.with_columns(pl.int_range(0, n, dtype=pl.UInt32).alias("row"))
     if n:
         base = _map_categorical(ev["cat"], lambda c: kind_of_category(c or "", "X", ""), KIND_DTYPE)
         ph = pl.col("ph")
@@ -84,12 +95,13 @@ def derive(events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFram
             pl.when(pl.col("kind") == "kernel").then(by_name).otherwise(pl.lit("MEMORY", dtype=KERNEL_CLASS_DTYPE))
         ).to_series()
         arr = np.full(n, -1, dtype=np.int8)
-        arr[g["row"].to_numpy()] = cls.to_physical().fill_null(-1).cast(pl.Int8).to_numpy()
+        arr[np.flatnonzero(gpu_mask.to_numpy())] = cls.to_physical().fill_null(-1).cast(pl.Int8).to_numpy()
         coll = tables.get("collective")
         if coll is not None and coll.height:
-            rows = coll["row"].to_numpy()
-            is_k = (ev["kind"] == "kernel").to_numpy()[rows]
-            arr[rows[is_k]] = KERNEL_CLASSES.index("COMMUNICATION")  # collective args on the kernel row
+            pos = _positions(ev, coll["row"].to_numpy())
+            pos = pos[pos >= 0]
+            is_k = (ev["kind"] == "kernel").to_numpy()[pos]
+            arr[pos[is_k]] = KERNEL_CLASSES.index("COMMUNICATION")  # collective args on the kernel row
         kc = pl.Series("kernel_class", arr).replace_strict(
             dict(enumerate(KERNEL_CLASSES)), default=None, return_dtype=KERNEL_CLASS_DTYPE
         )
@@ -107,7 +119,7 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
     launch_kind = ev["kind"].is_in(list(LAUNCH_KINDS))
     # ac2g fallback: only for GPU or runtime rows without a correlation arg
     if flow is not None and flow.height and ((gpu | launch_kind) & corr.is_null()).any():
-        fl = flow.join(ev.select("row", "ph", "cat", "pid", "tid", "ts_ns"), on="row").filter(
+        fl = flow.filter(
             pl.col("cat").cast(pl.String).str.to_lowercase().is_in(["ac2g", "async", "async_cpu_to_gpu"]) & pl.col("flow_id").is_not_null()
         )
         fill = []
@@ -118,7 +130,7 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
         f = pl.concat(fill)
         if f.height:
             c = corr.to_numpy().astype(np.float64) if corr.null_count() else corr.to_numpy().astype(np.float64)
-            c[f["row"].to_numpy()] = f["__fid"].to_numpy().astype(np.float64)
+            c[_positions(ev, f["row"].to_numpy())] = f["__fid"].to_numpy().astype(np.float64)
             ev = ev.with_columns(pl.Series("correlation", c).fill_nan(None).cast(pl.Int64))
     launches = (
         ev.filter(launch_kind & pl.col("correlation").is_not_null())
@@ -128,15 +140,14 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
     # only GPU rows get a launch: join those, then scatter into a full-length column
     linked = ev.filter(gpu).select("row", "correlation").join(launches, on="correlation", how="inner")
     lr = np.full(n, np.iinfo(np.uint32).max, dtype=np.uint32)
-    rows = linked["row"].to_numpy()
-    lr[rows] = linked["launch_row"].to_numpy()
+    lr[_positions(ev, linked["row"].to_numpy())] = linked["launch_row"].to_numpy()
     lr_s = pl.Series("launch_row", lr)
     ev = ev.with_columns(pl.when(lr_s != np.iinfo(np.uint32).max).then(lr_s).otherwise(None).alias("launch_row"))
     del lr, lr_s
     # how many GPU activities each launch owns (graph launches own many)
     gc = np.zeros(n, dtype=np.int32)
     if linked.height:
-        np.add.at(gc, linked["launch_row"].to_numpy(), 1)
+        np.add.at(gc, _positions(ev, linked["launch_row"].to_numpy()), 1)
     ev = ev.with_columns(pl.Series("gpu_count", gc).cast(pl.Int32))
     return ev
 
@@ -197,10 +208,10 @@ def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:
         k = np.searchsorted(starts, ts, side="right") - 1  # the last step starting at or before ts
         inside = k >= 0
         inside[inside] = ts[inside] < ends[k[inside]]
-        step[cpu["row"].to_numpy()[inside]] = nums[k[inside]]
+        step[_positions(ev, cpu["row"].to_numpy()[inside])] = nums[k[inside]]
         del cpu, ts, k, inside
         g = ev.select("row", "launch_row").filter(pl.col("launch_row").is_not_null())
         if g.height:
-            step[g["row"].to_numpy()] = step[g["launch_row"].to_numpy()]
+            step[_positions(ev, g["row"].to_numpy())] = step[_positions(ev, g["launch_row"].to_numpy())]
     s = pl.Series("step", step)
     return ev.with_columns(pl.when(s >= 0).then(s).otherwise(None).alias("step"))

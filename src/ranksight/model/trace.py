@@ -145,7 +145,7 @@ class Trace:
         )
 
     def __repr__(self) -> str:
-        return f"Trace(rank={self.rank}, events={self.events.height}, path={self.path!r})"
+        return f"Trace(rank={self.rank}, events={self.stats.get('events', self.events.height)}, path={self.path!r})"
 
     # ---- views -------------------------------------------------------------------------------
 
