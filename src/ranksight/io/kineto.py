@@ -69,18 +69,21 @@ def _events_and_flows(decoded: Any, flow_args: pl.DataFrame) -> tuple[pl.DataFra
     time, so the split costs one column of extra memory."""
     names = list(decoded.column_names("events"))
     ph = _column(decoded, "events", names.index("ph"), "ph").cast(PHASE_DTYPE)
-    is_flow = ph.is_in(list(FLOW_PHASES)).to_numpy()
-    keep_pos = np.flatnonzero(~is_flow).astype(np.uint32)
-    flow_pos = np.union1d(np.flatnonzero(is_flow), flow_args["row"].to_numpy()).astype(np.uint32)
-    dense = keep_pos.size == ph.len()
-    keep_s, flow_s = pl.Series(keep_pos), pl.Series(flow_pos)
-    ev_cols = [pl.Series("row", keep_pos)]
-    fl_cols = [pl.Series("row", flow_pos)]
+    is_flow = ph.is_in(list(FLOW_PHASES))
+    in_flow = is_flow.to_numpy()  # a copy: the flow table's rows
+    in_flow[flow_args["row"].to_numpy()] = True
+    in_flow_s = pl.Series(in_flow)
+    keep = ~is_flow
+    dense = not is_flow.any()
+    all_rows = pl.int_range(0, ph.len(), dtype=pl.UInt32, eager=True).alias("row")
+    ev_cols = [all_rows if dense else all_rows.filter(keep)]
+    fl_cols = [all_rows.filter(in_flow_s)]
+    del all_rows
     for i, col in enumerate(names):
         s = ph if col == "ph" else _column(decoded, "events", i, col)
         if col in FLOW_COLUMNS:
-            fl_cols.append(s.gather(flow_s))
-        ev_cols.append(s if dense else s.gather(keep_s))
+            fl_cols.append(s.filter(in_flow_s))
+        ev_cols.append(s if dense else s.filter(keep))
         del s
     del ph
     flows = pl.DataFrame(fl_cols).join(flow_args, on="row", how="left", maintain_order="left")
