@@ -247,6 +247,21 @@ fn nest_nodes<'py>(py: Python<'py>, tid: &[u8], start: &[u8], end: &[u8]) -> PyR
     Ok((i64_bytes(py, &p), i64_bytes(py, &d), PyBytes::new(py, &k)))
 }
 
+/// HTA's call stack over int64 buffers `thread`, `ts`, `end`, `row` (events of positive
+/// duration, any order; see `nest::call_stack`). Returns (parent index, depth) as int64 buffers.
+#[pyfunction]
+fn call_stack<'py>(py: Python<'py>, thread: &[u8], ts: &[u8], end: &[u8], row: &[u8]) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let (t, s, e, r) = (i64s(thread, "thread")?, i64s(ts, "ts")?, i64s(end, "end")?, i64s(row, "row")?);
+    if t.len() != s.len() || t.len() != e.len() || t.len() != r.len() {
+        return Err(PyValueError::new_err("thread, ts, end and row differ in length"));
+    }
+    if t.len() > u32::MAX as usize {
+        return Err(PyValueError::new_err("more than 2^32 events"));
+    }
+    let (p, d) = py.detach(|| nest::call_stack(&t, &s, &e, &r));
+    Ok((i64_bytes(py, &p), i64_bytes(py, &d)))
+}
+
 /// Innermost enclosing span of each item (see `nest::enclosing`); buffers of int64 `key`,
 /// `start`, `end` and uint8 `push`, sorted. Returns an int64 buffer (−1 = none).
 #[pyfunction]
@@ -270,6 +285,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nest_nodes, m)?)?;
     m.add_function(wrap_pyfunction!(scan_spans, m)?)?;
     m.add_function(wrap_pyfunction!(enclosing, m)?)?;
+    m.add_function(wrap_pyfunction!(call_stack, m)?)?;
     m.add_function(wrap_pyfunction!(set_mmap_threshold, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -71,9 +71,70 @@ pub fn enclosing(key: &[i64], start: &[i64], end: &[i64], push: &[u8]) -> Vec<i6
     out
 }
 
+/// HTA's call stack (`ranksight.analyses._stacks`): events of positive duration give an open
+/// marker at `ts` and a close marker at `end`; markers are ordered by (thread, time, closes before
+/// opens, then opens longest first and by row, closes shortest first and by descending row). In
+/// that order the stack size before an open is the event's depth (0 = top level) and its parent
+/// is the last event opened before it on its thread at depth − 1. The two marker lists are sorted
+/// separately and merged, so memory is two index arrays, not 2n markers with five sort keys.
+/// Returns (parent index or −1, depth) per event.
+pub fn call_stack(thread: &[i64], ts: &[i64], end: &[i64], row: &[i64]) -> (Vec<i64>, Vec<i64>) {
+    let n = thread.len();
+    let dur = |i: usize| end[i] - ts[i];
+    let mut opens: Vec<u32> = (0..n as u32).collect();
+    let mut closes: Vec<u32> = opens.clone();
+    opens.sort_unstable_by_key(|&i| {
+        let i = i as usize;
+        (thread[i], ts[i], -dur(i), row[i])
+    });
+    closes.sort_unstable_by_key(|&i| {
+        let i = i as usize;
+        (thread[i], end[i], dur(i), -row[i])
+    });
+    let mut parent = vec![-1i64; n];
+    let mut depth = vec![0i64; n];
+    let mut last_open: Vec<i64> = Vec::new();
+    let mut size: i64 = 0;
+    let (mut o, mut c) = (0usize, 0usize);
+    while o < n {
+        let i = opens[o] as usize;
+        if c < n {
+            let j = closes[c] as usize;
+            if (thread[j], end[j]) <= (thread[i], ts[i]) {
+                size -= 1;
+                c += 1;
+                continue;
+            }
+        }
+        let d = size.max(0);
+        depth[i] = d;
+        if d > 0 {
+            parent[i] = last_open[(d - 1) as usize];
+        }
+        if last_open.len() <= d as usize {
+            last_open.resize(d as usize + 1, -1);
+        }
+        last_open[d as usize] = i as i64;
+        size += 1;
+        o += 1;
+    }
+    (parent, depth)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{enclosing, nest};
+    use super::{call_stack, enclosing, nest};
+
+    #[test]
+    fn call_stack_nests_by_markers() {
+        // thread 1: A[0,10) holds B[2,5) and C[5,8) (C opens after B closes at 5); D[8,12)
+        // crosses A: opened at depth 1 (A still open), so its parent is A; thread 2 restarts
+        let thread = [1, 1, 1, 1, 2];
+        let (ts, end, row) = ([0, 2, 5, 8, 0], [10, 5, 8, 12, 4], [0, 1, 2, 3, 4]);
+        let (p, d) = call_stack(&thread, &ts, &end, &row);
+        assert_eq!(p, vec![-1, 0, 0, 0, -1]);
+        assert_eq!(d, vec![0, 1, 1, 1, 0]);
+    }
 
     #[test]
     fn crossing_node_is_dropped_and_nesting_kept() {
