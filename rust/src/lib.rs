@@ -262,15 +262,19 @@ fn call_stack<'py>(py: Python<'py>, thread: &[u8], ts: &[u8], end: &[u8], row: &
     Ok((i64_bytes(py, &p), i64_bytes(py, &d)))
 }
 
-/// Innermost enclosing span of each item (see `nest::enclosing`); buffers of int64 `key`,
-/// `start`, `end` and uint8 `push`, sorted. Returns an int64 buffer (−1 = none).
+/// Innermost enclosing span of each item (see `nest::enclosing`): buffers of int64 `key`,
+/// `start`, `end` and uint8 `is_point`, in any order. Returns an int64 buffer of item indices
+/// (−1 = none).
 #[pyfunction]
-fn enclosing<'py>(py: Python<'py>, key: &[u8], start: &[u8], end: &[u8], push: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+fn enclosing<'py>(py: Python<'py>, key: &[u8], start: &[u8], end: &[u8], is_point: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
     let (k, s, e) = (i64s(key, "key")?, i64s(start, "start")?, i64s(end, "end")?);
-    if k.len() != s.len() || k.len() != e.len() || k.len() != push.len() {
-        return Err(PyValueError::new_err("key, start, end and push differ in length"));
+    if k.len() != s.len() || k.len() != e.len() || k.len() != is_point.len() {
+        return Err(PyValueError::new_err("key, start, end and is_point differ in length"));
     }
-    let out = py.detach(|| nest::enclosing(&k, &s, &e, push));
+    if k.len() > u32::MAX as usize {
+        return Err(PyValueError::new_err("more than 2^32 items"));
+    }
+    let out = py.detach(|| nest::enclosing(&k, &s, &e, is_point));
     Ok(i64_bytes(py, &out))
 }
 

@@ -41,18 +41,27 @@ pub fn nest(tid: &[i64], start: &[i64], end: &[i64]) -> (Vec<i64>, Vec<i64>, Vec
     (parent, depth, kept)
 }
 
-/// Innermost enclosing span, for spans and instants in one sweep. Items are sorted by (key,
-/// start, instants after spans that start at the same time, −end, index); `push[i]` is 1 for spans
-/// of positive length (the only ones that can enclose anything). For each item: the index of the
-/// last-started span with `start <= item start < end` among the items before it, or −1.
-pub fn enclosing(key: &[i64], start: &[i64], end: &[i64], push: &[u8]) -> Vec<i64> {
+/// Innermost enclosing span, for spans and instants in one sweep. Items (any order) are sorted by
+/// (key, start, spans before instants that start at the same time, −end, index); spans of
+/// positive length are the only ones that can enclose anything. For each item: the index of the
+/// last-started span with `start <= item start < end` among the items before it in that order,
+/// or −1. Sorting an index array here keeps the memory at 4 bytes per item besides the inputs.
+pub fn enclosing(key: &[i64], start: &[i64], end: &[i64], is_point: &[u8]) -> Vec<i64> {
     let n = key.len();
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_unstable_by_key(|&i| {
+        let i = i as usize;
+        (key[i], start[i], is_point[i], std::cmp::Reverse(end[i]), i)
+    });
     let mut out = vec![-1i64; n];
     let mut stack: Vec<usize> = Vec::new();
-    for i in 0..n {
-        if i == 0 || key[i] != key[i - 1] {
+    let mut prev: Option<usize> = None;
+    for &i in &order {
+        let i = i as usize;
+        if prev.is_none_or(|p| key[p] != key[i]) {
             stack.clear();
         }
+        prev = Some(i);
         // spans pushed after an enclosing one and already ended sit above it: drop them
         while let Some(&top) = stack.last() {
             if end[top] <= start[i] {
@@ -64,7 +73,7 @@ pub fn enclosing(key: &[i64], start: &[i64], end: &[i64], push: &[u8]) -> Vec<i6
         if let Some(&top) = stack.last() {
             out[i] = top as i64;
         }
-        if push[i] != 0 {
+        if is_point[i] == 0 && end[i] > start[i] {
             stack.push(i);
         }
     }
@@ -149,7 +158,18 @@ mod tests {
     #[test]
     fn crossing_spans_and_instants() {
         // A[0,10) B[5,15) crosses A; instant at 12 is inside B only; C[1,3) ended before 12
-        let (key, start, end, push) = ([0, 0, 0, 0, 1], [0, 1, 5, 12, 12], [10, 3, 15, 12, 12], [1, 1, 1, 0, 0]);
-        assert_eq!(enclosing(&key, &start, &end, &push), vec![-1, 0, 0, 2, -1]);
+        let (key, start, end, point) = ([0, 0, 0, 0, 1], [0, 1, 5, 12, 12], [10, 3, 15, 12, 12], [0, 0, 0, 1, 1]);
+        assert_eq!(enclosing(&key, &start, &end, &point), vec![-1, 0, 0, 2, -1]);
+        // the same items in another order give the same answers (by original index)
+        let perm = [4usize, 2, 0, 3, 1];
+        let pick = |v: &[i64]| perm.iter().map(|&i| v[i]).collect::<Vec<i64>>();
+        let point2: Vec<u8> = perm.iter().map(|&i| point[i]).collect();
+        let got = enclosing(&pick(&key), &pick(&start), &pick(&end), &point2);
+        let back: Vec<i64> = got.iter().map(|&j| if j < 0 { -1 } else { perm[j as usize] as i64 }).collect();
+        let mut want = vec![0i64; 5];
+        for (pos, &i) in perm.iter().enumerate() {
+            want[pos] = [-1, 0, 0, 2, -1][i];
+        }
+        assert_eq!(back, want);
     }
 }

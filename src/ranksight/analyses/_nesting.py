@@ -32,16 +32,10 @@ def _codes(col: pl.Series) -> np.ndarray:
 
 
 def _sweep(key: np.ndarray, start: np.ndarray, end: np.ndarray, is_point: np.ndarray) -> np.ndarray:
-    """Innermost enclosing span (its index in the inputs, −1 none) of every item."""
-    n = key.size
-    idx = np.arange(n, dtype=np.int64)
-    order = np.lexsort((idx, -end, is_point.astype(np.int8), start, key))
-    push = (~is_point & (end > start))[order].astype(np.uint8)
-    k, s, e = (np.ascontiguousarray(a[order], dtype=np.int64) for a in (key, start, end))
-    res = np.frombuffer(_core.enclosing(k.tobytes(), s.tobytes(), e.tobytes(), push.tobytes()), dtype=np.int64)
-    out = np.full(n, -1, dtype=np.int64)
-    out[order] = np.where(res >= 0, order[np.maximum(res, 0)], -1)
-    return out
+    """Innermost enclosing span (its index in the inputs, −1 none) of every item: sorted and swept
+    in the Rust core (an index sort: no sorted copies of the columns)."""
+    k, s, e = (np.ascontiguousarray(a, dtype=np.int64).tobytes() for a in (key, start, end))
+    return np.frombuffer(_core.enclosing(k, s, e, is_point.astype(np.uint8).tobytes()), dtype=np.int64).copy()
 
 
 def _as_index(v: np.ndarray) -> pl.Series:
