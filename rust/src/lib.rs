@@ -42,18 +42,41 @@ impl ArrowTable {
     }
 }
 
+/// One decoded table: its column names and the columns not yet handed to Python.
+struct Table {
+    name: String,
+    columns: Vec<String>,
+    data: std::sync::Mutex<Vec<Option<ArrayData>>>,
+}
+
 /// The result of decoding one trace file.
 #[pyclass(module = "ranksight._core")]
 struct Decoded {
-    tables: Vec<(String, ArrayData)>,
+    tables: Vec<Table>,
     meta: Vec<(String, String)>,
     id_names: Vec<(i64, String)>,
     stats: Vec<(&'static str, i64)>,
 }
 
 impl Decoded {
-    fn find(&self, name: &str) -> PyResult<&ArrayData> {
-        self.tables.iter().find(|(n, _)| n == name).map(|(_, d)| d).ok_or_else(|| PyValueError::new_err(format!("no table {name}")))
+    fn new(tables: Vec<(String, ArrayData)>, meta: Vec<(String, String)>, id_names: Vec<(i64, String)>, stats: Vec<(&'static str, i64)>) -> Self {
+        let tables = tables
+            .into_iter()
+            .map(|(name, d)| {
+                let columns = match d.data_type() {
+                    arrow_schema::DataType::Struct(fields) => fields.iter().map(|f| f.name().clone()).collect(),
+                    _ => Vec::new(),
+                };
+                // the struct is dropped here: each child is then the only owner of its buffers
+                let data = d.child_data().iter().cloned().map(Some).collect();
+                Table { name, columns, data: std::sync::Mutex::new(data) }
+            })
+            .collect();
+        Decoded { tables, meta, id_names, stats }
+    }
+
+    fn find(&self, name: &str) -> PyResult<&Table> {
+        self.tables.iter().find(|t| t.name == name).ok_or_else(|| PyValueError::new_err(format!("no table {name}")))
     }
 }
 
@@ -61,33 +84,26 @@ impl Decoded {
 impl Decoded {
     /// Names of the tables, in order.
     fn table_names(&self) -> Vec<String> {
-        self.tables.iter().map(|(n, _)| n.clone()).collect()
-    }
-    /// The table `name` as an Arrow-exportable object.
-    fn table(&self, name: &str) -> PyResult<ArrowTable> {
-        self.tables
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, d)| ArrowTable { data: d.clone() })
-            .ok_or_else(|| PyValueError::new_err(format!("no table {name}")))
+        self.tables.iter().map(|t| t.name.clone()).collect()
     }
     /// Column names of table `name`.
     fn column_names(&self, name: &str) -> PyResult<Vec<String>> {
-        let d = self.find(name)?;
-        match d.data_type() {
-            arrow_schema::DataType::Struct(fields) => Ok(fields.iter().map(|f| f.name().clone()).collect()),
-            _ => Ok(Vec::new()),
-        }
+        Ok(self.find(name)?.columns.clone())
     }
-    /// Column `index` of table `name` on its own, so that each column's buffers are freed as soon
-    /// as the importer drops that column (a whole-table export keeps every buffer alive while
-    /// any column lives).
+    /// Column `index` of table `name`, handed over: the decoder keeps no reference to it, so its
+    /// buffers are freed as soon as the importer drops that column (the import of a big trace
+    /// then never holds the decoded columns and their imported copies at once). A column can be
+    /// taken once.
     fn column(&self, name: &str, index: usize) -> PyResult<ArrowTable> {
-        let d = self.find(name)?;
-        d.child_data()
-            .get(index)
-            .map(|c| ArrowTable { data: c.clone() })
-            .ok_or_else(|| PyValueError::new_err(format!("table {name} has no column {index}")))
+        let t = self.find(name)?;
+        let mut cols = t.data.lock().map_err(|_| PyValueError::new_err("decoder state poisoned"))?;
+        match cols.get_mut(index) {
+            None => Err(PyValueError::new_err(format!("table {name} has no column {index}"))),
+            Some(slot) => slot
+                .take()
+                .map(|data| ArrowTable { data })
+                .ok_or_else(|| PyValueError::new_err(format!("column {index} of table {name} was already taken"))),
+        }
     }
     /// Top-level keys other than traceEvents, with their raw JSON text.
     fn meta(&self) -> Vec<(String, String)> {
@@ -178,7 +194,7 @@ fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk
             let stats = stats_of(&d, nstrings, events);
             let cols = std::mem::replace(&mut d.columns, event::Columns::new());
             let (tables, id_names, _) = export::tables(cols);
-            Decoded { tables, meta: meta_strings(d.meta), id_names, stats }
+            Decoded::new(tables, meta_strings(d.meta), id_names, stats)
         })
     });
     release_free_memory();
