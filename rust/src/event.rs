@@ -451,18 +451,59 @@ fn dim_of(t: &[u8], k: usize) -> Option<i32> {
     int_text(item).and_then(|v| i32::try_from(v).ok())
 }
 
+/// The flow table's columns: every flow event (`ph` `s`, `t`, `f`, which are not rows of the
+/// event columns) and every other event with an `id` or `bp`.
+pub struct Flows {
+    pub rows: Vec<u32>,
+    pub ph: Vec<u8>,
+    pub cat: Vec<u32>,
+    pub name: Vec<u32>,
+    pub pid: Vec<i32>,
+    pub tid: Vec<i32>,
+    /// (position, local string code) of pids/tids that were strings
+    pub pid_str: Vec<(u32, u32)>,
+    pub tid_str: Vec<(u32, u32)>,
+    pub ts: Col,
+    pub id: Col,
+    pub bp: Col,
+}
+
+impl Flows {
+    fn new() -> Self {
+        Flows {
+            rows: Vec::new(),
+            ph: Vec::new(),
+            cat: Vec::new(),
+            name: Vec::new(),
+            pid: Vec::new(),
+            tid: Vec::new(),
+            pid_str: Vec::new(),
+            tid_str: Vec::new(),
+            ts: Col::new(Ty::I64),
+            id: Col::new(Ty::I64),
+            bp: Col::new(Ty::Str),
+        }
+    }
+}
+
+/// Phase codes of flow events (`s`, `t`, `f` in `PHASES`).
+const FLOW_PHASES: [u8; 3] = [9, 10, 11];
+
 /// Columns of a run of consecutive events, with local string codes.
 pub struct Part {
     pub strings: Interner,
     /// raw JSON text of arg values → code of their compact form (most repeat)
     raw_json: rustc_hash::FxHashMap<Box<[u8]>, u32>,
+    /// every event counted (flow events included)
     pub n: usize,
+    /// event index (position in traceEvents, local) of each row of the event columns
+    pub rows: Vec<u32>,
     pub ph: Vec<u8>,
     pub cat: Vec<u32>,
     pub name: Vec<u32>,
-    pub pid: Vec<i64>,
-    pub tid: Vec<i64>,
-    /// (row, local string code) of pids/tids that were strings
+    pub pid: Vec<i32>,
+    pub tid: Vec<i32>,
+    /// (position, local string code) of pids/tids that were strings
     pub pid_str: Vec<(u32, u32)>,
     pub tid_str: Vec<(u32, u32)>,
     pub ts: Col,
@@ -474,9 +515,7 @@ pub struct Part {
     pub offset: Vec<u64>,
     pub len: Vec<u32>,
     pub tables: Vec<(Vec<u32>, Vec<Col>)>,
-    pub flow_rows: Vec<u32>,
-    pub flow_id: Col,
-    pub flow_bp: Col,
+    pub flows: Flows,
     pub repaired: usize,
     pub error: Option<(usize, String)>,
     pub bad_numbers: usize,
@@ -488,6 +527,7 @@ impl Part {
             strings: Interner::default(),
             raw_json: Default::default(),
             n: 0,
+            rows: Vec::new(),
             ph: Vec::new(),
             cat: Vec::new(),
             name: Vec::new(),
@@ -504,9 +544,7 @@ impl Part {
             offset: Vec::new(),
             len: Vec::new(),
             tables: TABLES.iter().map(|t| (Vec::new(), t.cols.iter().map(|c| Col::new(c.ty)).collect())).collect(),
-            flow_rows: Vec::new(),
-            flow_id: Col::new(Ty::I64),
-            flow_bp: Col::new(Ty::Str),
+            flows: Flows::new(),
             repaired: 0,
             error: None,
             bad_numbers: 0,
@@ -515,6 +553,7 @@ impl Part {
 
     fn with_capacity(n: usize) -> Self {
         let mut p = Part::new();
+        p.rows.reserve(n);
         p.ph.reserve(n);
         p.cat.reserve(n);
         p.name.reserve(n);
@@ -525,28 +564,24 @@ impl Part {
         p
     }
 
-    fn id_value(&mut self, raw: Option<&[u8]>, row: u32, is_pid: bool) -> i64 {
-        let Some(raw) = raw else { return 0 };
+    /// A pid/tid as i32, or (0, local string code) for ids that are strings or outside the
+    /// plain range (they get a synthetic id when the part is appended).
+    fn id_value(&mut self, raw: Option<&[u8]>) -> (i32, Option<u32>) {
+        let Some(raw) = raw else { return (0, None) };
         if let Some(v) = int_text(raw) {
             // ids are stored as i32: ids outside the plain range keep their text (a synthetic id)
             if (-(1i64 << 29)..=i32::MAX as i64).contains(&v) {
-                return v;
+                return (v as i32, None);
             }
         }
         let s = str_of(raw);
         // 2021 traces: "stream 7"
         if let Some(rest) = s.strip_prefix("stream ") {
-            if let Ok(v) = rest.trim().parse::<i64>() {
-                return v;
+            if let Ok(v) = rest.trim().parse::<i32>() {
+                return (v, None);
             }
         }
-        let code = self.strings.intern(&s);
-        if is_pid {
-            self.pid_str.push((row, code));
-        } else {
-            self.tid_str.push((row, code));
-        }
-        0
+        (0, Some(self.strings.intern(&s)))
     }
 
     fn add_event(&mut self, ev: &Fields, offset: u64, len: u32) {
@@ -554,39 +589,65 @@ impl Part {
         self.n += 1;
         self.offset.push(offset);
         self.len.push(len);
-        self.ph.push(ev.ph.map(phase_of).unwrap_or(PHASE_UNKNOWN));
+        let ph = ev.ph.map(phase_of).unwrap_or(PHASE_UNKNOWN);
         let cat = ev.cat.map(str_of).unwrap_or(Cow::Borrowed(""));
-        let c = self.strings.intern(&cat);
-        self.cat.push(c);
+        let cat = self.strings.intern(&cat);
         let name = ev.name.map(str_of).unwrap_or(Cow::Borrowed(""));
-        let c = self.strings.intern(&name);
-        self.name.push(c);
-        let pid = self.id_value(ev.pid, row, true);
-        self.pid.push(pid);
-        let tid = self.id_value(ev.tid, row, false);
-        self.tid.push(tid);
+        let name = self.strings.intern(&name);
+        let (pid, pid_s) = self.id_value(ev.pid);
+        let (tid, tid_s) = self.id_value(ev.tid);
         let ts = ev.ts.and_then(num_ns);
         if ts.is_none() && ev.ts.is_some_and(|t| t != b"null") {
             self.bad_numbers += 1;
         }
-        self.ts.push_i64(ts);
         let dur = ev.dur.and_then(num_ns);
         if dur.is_none() && ev.dur.is_some_and(|t| t != b"null") {
             self.bad_numbers += 1;
         }
-        self.dur.push_i64(dur);
-        if ev.id.is_some() || ev.bp.is_some() {
-            self.flow_rows.push(row);
-            self.flow_id.push_i64(ev.id.and_then(int_text));
+        let is_flow = FLOW_PHASES.contains(&ph);
+        if is_flow || ev.id.is_some() || ev.bp.is_some() {
+            let f = &mut self.flows;
+            if let Some(c) = pid_s {
+                f.pid_str.push((f.pid.len() as u32, c));
+            }
+            if let Some(c) = tid_s {
+                f.tid_str.push((f.tid.len() as u32, c));
+            }
+            f.rows.push(row);
+            f.ph.push(ph);
+            f.cat.push(cat);
+            f.name.push(name);
+            f.pid.push(pid);
+            f.tid.push(tid);
+            f.ts.push_i64(ts);
+            f.id.push_i64(ev.id.and_then(int_text));
             let bp = ev.bp.map(|r| self.strings.intern(&str_of(r)));
-            self.flow_bp.push_str(bp);
+            self.flows.bp.push_str(bp);
         }
         let a = &ev.args;
-        self.correlation.push_i64(a[K_CORRELATION].and_then(int_text));
-        let ext = a[K_EXTERNAL_ID].or(a[K_EXTERNAL_ID_OLD]);
-        self.external_id.push_i64(ext.and_then(int_text));
-        self.stream.push_i64(a[K_STREAM].and_then(int_text));
-        self.device.push_i32(a[K_DEVICE].and_then(int_text).and_then(|v| i32::try_from(v).ok()));
+        // flow events are rows of the flow table only (their typed args, if any, still go to
+        // the side tables, keyed by row)
+        if !is_flow {
+            if let Some(c) = pid_s {
+                self.pid_str.push((self.pid.len() as u32, c));
+            }
+            if let Some(c) = tid_s {
+                self.tid_str.push((self.tid.len() as u32, c));
+            }
+            self.rows.push(row);
+            self.ph.push(ph);
+            self.cat.push(cat);
+            self.name.push(name);
+            self.pid.push(pid);
+            self.tid.push(tid);
+            self.ts.push_i64(ts);
+            self.dur.push_i64(dur);
+            self.correlation.push_i64(a[K_CORRELATION].and_then(int_text));
+            let ext = a[K_EXTERNAL_ID].or(a[K_EXTERNAL_ID_OLD]);
+            self.external_id.push_i64(ext.and_then(int_text));
+            self.stream.push_i64(a[K_STREAM].and_then(int_text));
+            self.device.push_i32(a[K_DEVICE].and_then(int_text).and_then(|v| i32::try_from(v).ok()));
+        }
         if ev.present == 0 {
             return;
         }
@@ -787,11 +848,12 @@ pub fn parse_part(buf: &[u8], spans: &[(usize, usize)], base: u64) -> Part {
 pub struct Columns {
     pub strings: Interner,
     pub n: usize,
+    pub rows: Vec<u32>,
     pub ph: Vec<u8>,
     pub cat: Vec<u32>,
     pub name: Vec<u32>,
-    pub pid: Vec<i64>,
-    pub tid: Vec<i64>,
+    pub pid: Vec<i32>,
+    pub tid: Vec<i32>,
     pub ts: Col,
     pub dur: Col,
     pub correlation: Col,
@@ -801,9 +863,7 @@ pub struct Columns {
     pub offset: Vec<u64>,
     pub len: Vec<u32>,
     pub tables: Vec<(Vec<u32>, Vec<Col>)>,
-    pub flow_rows: Vec<u32>,
-    pub flow_id: Col,
-    pub flow_bp: Col,
+    pub flows: Flows,
     /// synthetic id -> original string, for pids/tids that were strings
     pub id_names: Vec<(i64, String)>,
     id_codes: rustc_hash::FxHashMap<u32, i64>,
@@ -820,6 +880,7 @@ impl Columns {
         Columns {
             strings: Interner::default(),
             n: 0,
+            rows: p.rows,
             ph: p.ph,
             cat: p.cat,
             name: p.name,
@@ -834,9 +895,7 @@ impl Columns {
             offset: p.offset,
             len: p.len,
             tables: p.tables,
-            flow_rows: p.flow_rows,
-            flow_id: p.flow_id,
-            flow_bp: p.flow_bp,
+            flows: p.flows,
             id_names: Vec::new(),
             id_codes: Default::default(),
             repaired: 0,
@@ -844,19 +903,20 @@ impl Columns {
         }
     }
 
-    fn synth_id(&mut self, global_code: u32) -> i64 {
+    fn synth_id(&mut self, global_code: u32) -> i32 {
         if let Some(&v) = self.id_codes.get(&global_code) {
-            return v;
+            return v as i32;
         }
-        let v = SYNTH_BASE - self.id_codes.len() as i64;
+        let v = (SYNTH_BASE - self.id_codes.len() as i64).max(i32::MIN as i64);
         self.id_codes.insert(global_code, v);
         self.id_names.push((v, self.strings.strings()[global_code as usize].to_string()));
-        v
+        v as i32
     }
 
     pub fn append(&mut self, part: &Part) {
         let remap: Vec<u32> = part.strings.strings().iter().map(|s| self.strings.intern(s)).collect();
         let base = self.n as u32;
+        self.rows.extend(part.rows.iter().map(|&r| r + base));
         self.ph.extend_from_slice(&part.ph);
         self.cat.extend(part.cat.iter().map(|&c| remap[c as usize]));
         self.name.extend(part.name.iter().map(|&c| remap[c as usize]));
@@ -870,6 +930,25 @@ impl Columns {
         for &(r, c) in &part.tid_str {
             let v = self.synth_id(remap[c as usize]);
             self.tid[p0 + r as usize] = v;
+        }
+        let (f, pf) = (&mut self.flows, &part.flows);
+        let f0 = f.pid.len();
+        f.rows.extend(pf.rows.iter().map(|&r| r + base));
+        f.ph.extend_from_slice(&pf.ph);
+        f.cat.extend(pf.cat.iter().map(|&c| remap[c as usize]));
+        f.name.extend(pf.name.iter().map(|&c| remap[c as usize]));
+        f.pid.extend_from_slice(&pf.pid);
+        f.tid.extend_from_slice(&pf.tid);
+        f.ts.extend_from(&pf.ts, &remap);
+        f.id.extend_from(&pf.id, &remap);
+        f.bp.extend_from(&pf.bp, &remap);
+        for &(r, c) in &pf.pid_str {
+            let v = self.synth_id(remap[c as usize]);
+            self.flows.pid[f0 + r as usize] = v;
+        }
+        for &(r, c) in &pf.tid_str {
+            let v = self.synth_id(remap[c as usize]);
+            self.flows.tid[f0 + r as usize] = v;
         }
         self.ts.extend_from(&part.ts, &remap);
         self.dur.extend_from(&part.dur, &remap);
@@ -885,9 +964,6 @@ impl Columns {
                 a.extend_from(b, &remap);
             }
         }
-        self.flow_rows.extend(part.flow_rows.iter().map(|&r| r + base));
-        self.flow_id.extend_from(&part.flow_id, &remap);
-        self.flow_bp.extend_from(&part.flow_bp, &remap);
         self.repaired += part.repaired;
         self.bad_numbers += part.bad_numbers;
         self.n += part.n;
@@ -895,10 +971,12 @@ impl Columns {
 
     /// Add `base_ns` to every timestamp (baseTimeNanoseconds).
     pub fn shift_time(&mut self, base_ns: i64) {
-        if let Vals::I64(v) = &mut self.ts.vals {
-            for (x, ok) in v.iter_mut().zip(self.ts.valid.iter()) {
-                if *ok {
-                    *x = x.saturating_add(base_ns);
+        for col in [&mut self.ts, &mut self.flows.ts] {
+            if let Vals::I64(v) = &mut col.vals {
+                for (x, ok) in v.iter_mut().zip(col.valid.iter()) {
+                    if *ok {
+                        *x = x.saturating_add(base_ns);
+                    }
                 }
             }
         }

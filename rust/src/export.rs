@@ -69,6 +69,7 @@ pub fn tables(cols: Columns) -> (Vec<(String, ArrayData)>, Vec<(i64, String)>, u
     let Columns {
         strings,
         n: _,
+        rows,
         ph,
         cat,
         name,
@@ -83,9 +84,7 @@ pub fn tables(cols: Columns) -> (Vec<(String, ArrayData)>, Vec<(i64, String)>, u
         offset,
         len,
         tables,
-        flow_rows,
-        flow_id,
-        flow_bp,
+        flows,
         id_names,
         ..
     } = cols;
@@ -93,16 +92,17 @@ pub fn tables(cols: Columns) -> (Vec<(String, ArrayData)>, Vec<(i64, String)>, u
     let s = strings.strings();
     let nstrings = strings.len();
     let mut out = Vec::new();
-    let phases: ArrayRef = Arc::new(StringArray::from(PHASES.to_vec()));
-    let ph_arr: ArrayRef = Arc::new(
-        DictionaryArray::<UInt8Type>::try_new(UInt8Array::new(ScalarBuffer::from(ph), None), phases).expect("phases"),
-    );
+    let phases = |ph: Vec<u8>| -> ArrayRef {
+        let names: ArrayRef = Arc::new(StringArray::from(PHASES.to_vec()));
+        Arc::new(DictionaryArray::<UInt8Type>::try_new(UInt8Array::new(ScalarBuffer::from(ph), None), names).expect("phases"))
+    };
     let core = batch(vec![
-        ("ph", ph_arr),
+        ("row", Arc::new(UInt32Array::new(ScalarBuffer::from(rows), None))),
+        ("ph", phases(ph)),
         ("cat", dict_column(cat, None, s)),
         ("name", dict_column(name, None, s)),
-        ("pid", Arc::new(Int32Array::new(ScalarBuffer::from(pid.into_iter().map(|v| v as i32).collect::<Vec<i32>>()), None))),
-        ("tid", Arc::new(Int32Array::new(ScalarBuffer::from(tid.into_iter().map(|v| v as i32).collect::<Vec<i32>>()), None))),
+        ("pid", Arc::new(Int32Array::new(ScalarBuffer::from(pid), None))),
+        ("tid", Arc::new(Int32Array::new(ScalarBuffer::from(tid), None))),
         ("ts_ns", col_array(ts, s)),
         ("dur_ns", col_array(dur, s)),
         ("correlation", col_array(correlation, s)),
@@ -128,9 +128,15 @@ pub fn tables(cols: Columns) -> (Vec<(String, ArrayData)>, Vec<(i64, String)>, u
     out.push((
         "flow".to_string(),
         batch(vec![
-            ("row", Arc::new(UInt32Array::new(ScalarBuffer::from(flow_rows), None))),
-            ("flow_id", col_array(flow_id, s)),
-            ("flow_bp", col_array(flow_bp, s)),
+            ("row", Arc::new(UInt32Array::new(ScalarBuffer::from(flows.rows), None))),
+            ("ph", phases(flows.ph)),
+            ("cat", dict_column(flows.cat, None, s)),
+            ("name", dict_column(flows.name, None, s)),
+            ("pid", Arc::new(Int32Array::new(ScalarBuffer::from(flows.pid), None))),
+            ("tid", Arc::new(Int32Array::new(ScalarBuffer::from(flows.tid), None))),
+            ("ts_ns", col_array(flows.ts, s)),
+            ("flow_id", col_array(flows.id, s)),
+            ("flow_bp", col_array(flows.bp, s)),
         ]),
     ));
     (out, id_names, nstrings)

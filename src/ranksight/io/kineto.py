@@ -55,39 +55,9 @@ def _table(decoded: Any, name: str) -> pl.DataFrame:
     return pl.DataFrame([_column(decoded, name, i, col) for i, col in enumerate(decoded.column_names(name))])
 
 
-#: Phases of flow events: kept in the ``flow`` table only (a third of the events of a typical
-#: trace, never needed row by row by an analysis).
+#: Phases of flow events: the decoder puts them in the ``flow`` table only (a third of the events
+#: of a typical trace, never needed row by row by an analysis); ``events.row`` skips them.
 FLOW_PHASES = ("s", "t", "f")
-#: Event columns the ``flow`` table carries for each of its rows.
-FLOW_COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts_ns")
-
-
-def _events_and_flows(decoded: Any, flow_args: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The ``events`` table without flow events (``row`` = position in ``traceEvents``), and the
-    ``flow`` table: every flow-phase event and every event with a flow ``id``/``bp``, with
-    :data:`FLOW_COLUMNS`, ``flow_id`` and ``flow_bp``. Columns are imported and filtered one at a
-    time, so the split costs one column of extra memory."""
-    names = list(decoded.column_names("events"))
-    ph = _column(decoded, "events", names.index("ph"), "ph").cast(PHASE_DTYPE)
-    is_flow = ph.is_in(list(FLOW_PHASES))
-    in_flow = is_flow.to_numpy()  # a copy: the flow table's rows
-    in_flow[flow_args["row"].to_numpy()] = True
-    in_flow_s = pl.Series(in_flow)
-    keep = ~is_flow
-    dense = not is_flow.any()
-    all_rows = pl.int_range(0, ph.len(), dtype=pl.UInt32, eager=True).alias("row")
-    ev_cols = [all_rows if dense else all_rows.filter(keep)]
-    fl_cols = [all_rows.filter(in_flow_s)]
-    del all_rows
-    for i, col in enumerate(names):
-        s = ph if col == "ph" else _column(decoded, "events", i, col)
-        if col in FLOW_COLUMNS:
-            fl_cols.append(s.filter(in_flow_s))
-        ev_cols.append(s if dense else s.filter(keep))
-        del s
-    del ph
-    flows = pl.DataFrame(fl_cols).join(flow_args, on="row", how="left", maintain_order="left")
-    return pl.DataFrame(ev_cols), flows
 
 
 def _parse_meta_value(text: str) -> Any:
@@ -144,8 +114,9 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
             + ")",
             path=p,
         )
+    events = _table(d, "events").with_columns(pl.col("ph").cast(PHASE_DTYPE))
     tables = {name: _table(d, name) for name in TABLES}
-    events, tables["flow"] = _events_and_flows(d, tables["flow"])
+    tables["flow"] = tables["flow"].with_columns(pl.col("ph").cast(PHASE_DTYPE))
     spans = _table(d, "spans")
     warnings: list[str] = []
     if not stats["document_complete"] and stats["events"] == 0:
