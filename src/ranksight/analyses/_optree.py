@@ -46,7 +46,7 @@ from ranksight.analyses._names import values_matching
 from ranksight.analyses._nesting import innermost_enclosing
 from ranksight.analyses._tensor_cores import tc_eligible_mask, tensor_core_mask
 from ranksight.model.derive import STEP_RE
-from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.trace import Trace
 
 __all__ = [
@@ -112,7 +112,9 @@ NODE_TYPES = pl.Enum(["step", "op", "annotation", "python", "module"])
 def _select_nodes(trace: Trace) -> pl.DataFrame:
     """Candidate nodes, sorted in the plugin's order; ``name`` stays categorical (strings are made
     only for the final tree) and ``type`` is a small enum."""
-    ev = trace.events.filter(pl.col("dur_ns").is_not_null() & pl.col("kind").is_in(["cpu_op", "user_annotation", "python_function"]))
+    ev = trace.kind("cpu_op", "user_annotation", "python_function",
+                    columns=["row", "tid", "name", "cat", "kind", "ts_ns", "dur_ns", "end_ns", "external_id"]
+                    ).filter(pl.col("dur_ns").is_not_null())
     # string tests once per distinct name / category, then by code
     step_names = values_matching(ev["name"], STEP_RE.pattern)
     python_cats = values_matching(ev["cat"], "(?i)^python$")
@@ -194,7 +196,7 @@ def _absorb(parent: np.ndarray, kept: np.ndarray, names: np.ndarray, is_op: np.n
 def _runtime_owners(trace: Trace, nodes: pl.DataFrame) -> pl.DataFrame:
     """Runtime/driver calls with the index of their node (−1 = none) before duplicate removal:
     by ``External id`` (0 = none), else by time nesting on their thread."""
-    rts = trace.kind(*LAUNCH_KINDS).filter(pl.col("dur_ns").is_not_null()).select(
+    rts = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns", "dur_ns", "external_id"]).filter(pl.col("dur_ns").is_not_null()).select(
         "row", "tid", pl.col("ts_ns").alias("t"), "dur_ns", "external_id"
     )
     indexed = nodes.select("row", "tid", "start_ns", "end_ns", "external_id", "kept").with_row_index("k").filter(pl.col("kept"))
@@ -217,7 +219,9 @@ def _runtime_owners(trace: Trace, nodes: pl.DataFrame) -> pl.DataFrame:
 def _device_per_runtime(trace: Trace, tensor_core_rules: str) -> pl.DataFrame:
     """Per launching call (``row``): Σ duration of its GPU work (``dev``) and of its Tensor Core
     kernels (``tcd``)."""
-    gpu = trace.gpu_events.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
+    gpu = trace.kind(*GPU_KINDS, columns=["launch_row", "dur_ns", "name", "kind"]).filter(
+        pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null()
+    )
     tc = tensor_core_mask(gpu["name"], tensor_core_rules) & (gpu["kind"] == "kernel")
     return (
         gpu.select(pl.col("launch_row").alias("row"), "dur_ns", tc.alias("tc"))
@@ -309,5 +313,5 @@ def kernel_owner_names(trace: Trace, tree: OpTree) -> pl.DataFrame:
     (null when the launch has no node)."""
     names = tree.nodes.select(pl.col("row").alias("owner_row"), pl.col("name").alias("op"))
     rt = tree.runtimes.join(names, on="owner_row", how="left").select(pl.col("row").alias("launch_row"), "op")
-    return trace.gpu_events.select("row", "launch_row").join(rt, on="launch_row", how="left", maintain_order="left").select("row", "op")
+    return trace.kind(*GPU_KINDS, columns=["row", "launch_row"]).join(rt, on="launch_row", how="left", maintain_order="left").select("row", "op")
 

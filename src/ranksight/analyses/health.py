@@ -220,7 +220,9 @@ def _stream_overlap(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
 
 
 def _cpu_nesting(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
-    c = _timed(t.kind(*NESTING_KINDS)).filter(pl.col("dur_ns") >= 0).select("pid", "tid", "ts_ns", "end_ns", "kind", "name")
+    c = _timed(t.kind(*NESTING_KINDS, columns=["pid", "tid", "ts_ns", "dur_ns", "end_ns", "kind", "name"])).filter(
+        pl.col("dur_ns") >= 0
+    ).select("pid", "tid", "ts_ns", "end_ns", "kind", "name")
     if c.height == 0:
         return [_row(rank, check, "ok", detail="no CPU ranges") for check in ("cpu_nesting", "cpu_nesting_python", "cpu_nesting_noise")]
     o = crossings(c).filter(pl.col("cross") > 0)
@@ -256,9 +258,11 @@ def _durations(t: Trace, rank: int) -> list[dict[str, Any]]:
     out.append(_row(rank, "zero_length_kernels", "info" if zero.height else "ok", zero.height,
                     detail=("kernels with dur = 0: " + _names(zero)) if zero.height else "none"))
     gpu = _timed(t.gpu_events)
-    cpu = _timed(t.kind(*NESTING_KINDS))
-    if cpu.height and gpu.height:
-        span = int(cpu["end_ns"].max() - cpu["ts_ns"].min())  # type: ignore[operator]
+    cpu_lo, cpu_hi = t.events.lazy().filter(
+        pl.col("kind").is_in(list(NESTING_KINDS)) & pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null()
+    ).select(pl.col("ts_ns").min(), pl.col("end_ns").max()).collect().row(0)
+    if cpu_lo is not None and gpu.height:
+        span = int(cpu_hi - cpu_lo)
         long = gpu.filter(pl.col("dur_ns") > span)
         out.append(_row(rank, "longer_than_trace", "warning" if long.height else "ok", long.height,
                         int(long["dur_ns"].sum()) if long.height else None, int(long["dur_ns"].max()) if long.height else None,  # type: ignore[arg-type]
@@ -332,14 +336,15 @@ def _steps(t: Trace, rank: int) -> list[dict[str, Any]]:
                         "leave it out of per-step averages"))
     else:
         out.append(_row(rank, "incomplete_last_step", "ok", detail=f"step #{last['step']} looks complete"))
-    ev = t.events
-    cpu = ev.filter(pl.col("kind").is_in(list(NESTING_KINDS)) & pl.col("ts_ns").is_not_null())
-    gpu = t.gpu_events
-    cpu_out = int(cpu["step"].is_null().sum())
-    gpu_out = int(gpu["step"].is_null().sum())
+    cpu_out, cpu_n = t.events.lazy().filter(pl.col("kind").is_in(list(NESTING_KINDS)) & pl.col("ts_ns").is_not_null()).select(
+        pl.col("step").is_null().sum(), pl.len()
+    ).collect().row(0)
+    gpu_out, gpu_n = t.events.lazy().filter(pl.col("kind").is_in(list(GPU_KINDS))).select(
+        pl.col("step").is_null().sum(), pl.len()
+    ).collect().row(0)
     n = cpu_out + gpu_out
     out.append(_row(rank, "outside_steps", "info" if n else "ok", n,
-                    detail=f"{cpu_out} of {cpu.height} CPU events and {gpu_out} of {gpu.height} GPU events outside every step"))
+                    detail=f"{cpu_out} of {cpu_n} CPU events and {gpu_out} of {gpu_n} GPU events outside every step"))
     return out
 
 
@@ -350,7 +355,7 @@ def trace_health(trace: Trace, *, noise_us: float = 5.0) -> pl.DataFrame:
     rows: list[dict[str, Any]] = []
     rows += _meta_checks(trace, rank)
     n_gpu = trace.gpu_events.height
-    n_cpu = trace.kind(*NESTING_KINDS).height
+    n_cpu = trace.events.lazy().filter(pl.col("kind").is_in(list(NESTING_KINDS))).select(pl.len()).collect().item()
     rows.append(_row(rank, "no_gpu_events", "info" if not n_gpu else "ok", n_gpu,
                      detail="no kernels, memcpys or memsets (CPU-only trace?)" if not n_gpu else f"{n_gpu} GPU events"))
     rows.append(_row(rank, "no_cpu_events", "warning" if not n_cpu else "ok", n_cpu,
@@ -366,10 +371,10 @@ def trace_health(trace: Trace, *, noise_us: float = 5.0) -> pl.DataFrame:
 
 
 def _span(t: Trace) -> tuple[int, int] | None:
-    ev = _timed(t.events.filter(pl.col("kind").is_in([*NESTING_KINDS, *GPU_KINDS])))
-    if ev.height == 0:
-        return None
-    return int(ev["ts_ns"].min()), int(ev["end_ns"].max())  # type: ignore[arg-type]
+    lo, hi = t.events.lazy().filter(
+        pl.col("kind").is_in([*NESTING_KINDS, *GPU_KINDS]) & pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null()
+    ).select(pl.col("ts_ns").min(), pl.col("end_ns").max()).collect().row(0)
+    return None if lo is None else (int(lo), int(hi))
 
 
 def run_health(traces: Sequence[Trace]) -> pl.DataFrame:

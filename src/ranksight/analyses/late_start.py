@@ -44,17 +44,27 @@ _METRIC_SCHEMA = {"rank": pl.Int32, "step": pl.Int32, "stream": pl.Int64, "kerne
 _COUNT_SCHEMA = {"rank": pl.Int32, "late_steps": pl.Int64, "straggler": pl.Boolean}
 
 
-def _events(run: Run, rs: Sequence[int], steps: Sequence[int] | None) -> pl.DataFrame:
-    parts = []
+def _events(run: Run, rs: Sequence[int], steps: Sequence[int] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Over every rank's events in steps (``gpu_user_annotation`` excepted): the steps seen, first
+    start and last end (``span``), and the GPU work (``gpu``, where the candidate kernels are),
+    without copying the other events."""
+    spans, gpu = [], []
     for r in rs:
-        ev = run[r].events.filter(pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null() & (pl.col("kind") != "gpu_user_annotation"))
+        ev = run[r].events.lazy().filter(
+            pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null() & (pl.col("kind") != "gpu_user_annotation")
+        )
         if steps is not None:
             ev = ev.filter(pl.col("step").is_in(list(steps)))
-        parts.append(ev.select(
+        spans.append(ev.select(pl.col("step").unique().implode().alias("steps"), pl.col("ts_ns").min().alias("t_min"),
+                               pl.col("end_ns").max().alias("t_max"), pl.len().alias("n")))
+        gpu.append(ev.filter(pl.col("kind").is_in(list(GPU_KINDS))).select(
             pl.lit(r, pl.Int32).alias("rank"), "row", "kind", "kernel_class", pl.col("name").cast(pl.String), "stream",
             "ts_ns", "dur_ns", "end_ns", "step",
         ))
-    return pl.concat(parts) if parts else pl.DataFrame()
+    if not rs:
+        return pl.DataFrame(), pl.DataFrame()
+    span = pl.concat(pl.collect_all(spans)).filter(pl.col("n") > 0)
+    return span, pl.concat(pl.collect_all(gpu))
 
 
 def late_start_metric(
@@ -62,14 +72,15 @@ def late_start_metric(
 ) -> tuple[pl.DataFrame, dict[str, object]]:
     """Steps 1–4: the candidate kernel's normalized start per (rank, step), plus run facts."""
     rs = selected(run, ranks)
-    ev = _events(run, rs, steps)
+    span, ev = _events(run, rs, steps)
     facts: dict[str, object] = {"ranks": len(rs)}
-    if ev.height == 0:
+    if span.height == 0:
         return pl.DataFrame(schema=_METRIC_SCHEMA), facts
-    n_steps = ev["step"].n_unique()
-    t_min = int(ev["ts_ns"].min())  # type: ignore[arg-type]
-    mean_step = (int(ev["end_ns"].max()) - t_min) / n_steps  # type: ignore[arg-type]
-    facts.update(steps=sorted(ev["step"].unique().to_list()), mean_step_us=mean_step / 1e3)
+    step_ids = span["steps"].explode().unique().drop_nulls()
+    n_steps = step_ids.len()
+    t_min = int(span["t_min"].min())  # type: ignore[arg-type]
+    mean_step = (int(span["t_max"].max()) - t_min) / n_steps  # type: ignore[arg-type]
+    facts.update(steps=sorted(step_ids.to_list()), mean_step_us=mean_step / 1e3)
     if hta_names:
         comm = ev.filter((pl.col("kind").is_in(list(GPU_KINDS))) & pl.col("name").str.starts_with("ncclKernel")
                          & (pl.col("stream") > 0) & (pl.col("step") > 0))

@@ -78,7 +78,7 @@ def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
     bw = cand.filter(pl.col("name").str.contains(r"_convolution_backward$") & pl.col("concrete_inputs").is_null())
     if bw.height == 0:
         return cand
-    kids = trace.kind("cpu_op").filter(
+    kids = trace.kind("cpu_op", columns=["tid", "ts_ns", "end_ns", "dur_ns", "name"]).filter(
         pl.col("name").cast(pl.String).str.contains(r"convolution_backward_(input|weight)$") & pl.col("dur_ns").is_not_null()
     ).select("tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
     if kids.height == 0:
@@ -97,9 +97,11 @@ def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
 def counted_ops(trace: Trace) -> pl.DataFrame:
     """Counted ops of one trace: ``row, tid, ts_ns, end_ns, step, name, flops, dtype, phase,
     estimated`` (see module doc)."""
-    ops = trace.kind("cpu_op").filter(pl.col("dur_ns").is_not_null())
-    names = ops["name"].cast(pl.String)
-    ops = ops.filter(names.is_in(list(FORMULAS)))
+    ops = trace.kind("cpu_op", columns=["row", "tid", "ts_ns", "end_ns", "dur_ns", "step", "name"]).filter(
+        pl.col("dur_ns").is_not_null()
+    )
+    distinct = ops["name"].unique().drop_nulls().cast(pl.String)  # strings per distinct name, not per op
+    ops = ops.filter(pl.col("name").is_in(distinct.filter(distinct.is_in(list(FORMULAS))).to_list()))
     if ops.height == 0:
         return _empty_counted()
     ops = trace.with_args(ops.select("row", "tid", "ts_ns", "end_ns", "step", pl.col("name").cast(pl.String)), "op").select(
@@ -125,7 +127,7 @@ def _empty_counted() -> pl.DataFrame:
 
 def _phase(trace: Trace, outer: pl.DataFrame) -> pl.DataFrame:
     name = pl.col("name").cast(pl.String)
-    nodes = trace.kind("cpu_op").filter(
+    nodes = trace.kind("cpu_op", columns=["tid", "ts_ns", "end_ns", "dur_ns", "name"]).filter(
         (name.str.starts_with(_EVAL) | name.str.contains(_NODE.pattern)) & pl.col("dur_ns").is_not_null()
     ).select("tid", "ts_ns", "end_ns", name.str.strip_prefix(_EVAL).alias("node"))
     idx = innermost_enclosing(nodes, outer.select("tid", "ts_ns"))
@@ -233,7 +235,7 @@ def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> 
         return pl.DataFrame()
     g = trace.gpu_events.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
     dev = g.group_by("launch_row").agg(pl.col("dur_ns").sum().alias("gpu_ns"))
-    la = trace.kind(*LAUNCH_KINDS).select("row", "tid", "ts_ns").join(dev, left_on="row", right_on="launch_row", how="inner")
+    la = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns"]).join(dev, left_on="row", right_on="launch_row", how="inner")
     idx = innermost_enclosing(c.select("tid", "ts_ns", "end_ns"), la.select("tid", "ts_ns"))
     per_op = la.with_columns(idx.alias("__i")).drop_nulls("__i").group_by("__i").agg(pl.col("gpu_ns").sum())
     cc = c.with_row_index("__i").join(per_op, on="__i", how="left")
@@ -260,7 +262,7 @@ def _notes(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None, label:
     if c.height and c["estimated"].any():
         notes.append(f"rank {trace.rank}: some convolution FLOPs are estimated (no stride/padding recorded: stride 1 assumed)")
     counted = set(c["name"].unique().to_list()) if c.height else set()
-    names = trace.kind("cpu_op")["name"].cast(pl.String)
+    names = trace.kind("cpu_op", columns=["name"])["name"].cast(pl.String)
     other = names.filter(names.str.contains(_LIKELY_MATMUL.pattern) & ~names.is_in(list(FORMULAS)) & ~names.str.contains("backward_weight$|Backward|^autograd::"))
     vc = other.value_counts(sort=True).head(5)
     if vc.height:

@@ -119,10 +119,10 @@ def queue_summary(series: pl.DataFrame) -> pl.DataFrame:
 
 def trace_duration_ns(trace: Trace) -> int:
     """Last start minus first start over the rank's timed events (HTA's ``get_trace_duration``)."""
-    ev = trace.events.filter(pl.col("dur_ns").is_not_null())
-    if ev.height == 0:
-        return 0
-    return int(ev["ts_ns"].max() - ev["ts_ns"].min())  # type: ignore[operator]
+    lo, hi = trace.events.lazy().filter(pl.col("dur_ns").is_not_null()).select(
+        pl.col("ts_ns").min().alias("lo"), pl.col("ts_ns").max().alias("hi")
+    ).collect().row(0)
+    return 0 if lo is None else int(hi - lo)
 
 
 def blocked_on_full_queue(series: pl.DataFrame, durations_ns: dict[int, int], max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM) -> pl.DataFrame:
