@@ -236,19 +236,28 @@ fn extract_events(py: Python<'_>, path: String, offsets: Vec<u64>, lengths: Vec<
     Ok(v.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect())
 }
 
-fn i64s(b: &[u8], what: &str) -> PyResult<Vec<i64>> {
+/// An int64 buffer (native byte order) read in place when it is 8-byte aligned (Python bytes
+/// objects are), copied otherwise: multi-million-element inputs are not duplicated.
+fn i64s<'a>(b: &'a [u8], what: &str) -> PyResult<std::borrow::Cow<'a, [i64]>> {
     if b.len() % 8 != 0 {
         return Err(PyValueError::new_err(format!("{what}: length {} is not a multiple of 8", b.len())));
     }
-    Ok(b.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect())
+    // SAFETY: every bit pattern is a valid i64, and align_to only reinterprets the aligned middle
+    let (pre, mid, post) = unsafe { b.align_to::<i64>() };
+    if pre.is_empty() && post.is_empty() {
+        return Ok(std::borrow::Cow::Borrowed(mid));
+    }
+    Ok(std::borrow::Cow::Owned(b.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect()))
 }
 
-fn i64_bytes<'py>(py: Python<'py>, v: &[i64]) -> Bound<'py, PyBytes> {
-    let mut out = Vec::with_capacity(v.len() * 8);
-    for x in v {
-        out.extend_from_slice(&x.to_ne_bytes());
-    }
-    PyBytes::new(py, &out)
+/// An int64 result as a bytes object, written in place.
+fn i64_bytes<'py>(py: Python<'py>, v: &[i64]) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, v.len() * 8, |buf| {
+        for (c, x) in buf.chunks_exact_mut(8).zip(v) {
+            c.copy_from_slice(&x.to_ne_bytes());
+        }
+        Ok(())
+    })
 }
 
 /// The plugin's operator nesting over int64 buffers `tid`, `start`, `end` (nodes sorted by tid,
@@ -260,7 +269,7 @@ fn nest_nodes<'py>(py: Python<'py>, tid: &[u8], start: &[u8], end: &[u8]) -> PyR
         return Err(PyValueError::new_err("tid, start and end differ in length"));
     }
     let (p, d, k) = py.detach(|| nest::nest(&t, &s, &e));
-    Ok((i64_bytes(py, &p), i64_bytes(py, &d), PyBytes::new(py, &k)))
+    Ok((i64_bytes(py, &p)?, i64_bytes(py, &d)?, PyBytes::new(py, &k)))
 }
 
 /// HTA's call stack over int64 buffers `thread`, `ts`, `end`, `row` (events of positive
@@ -275,7 +284,7 @@ fn call_stack<'py>(py: Python<'py>, thread: &[u8], ts: &[u8], end: &[u8], row: &
         return Err(PyValueError::new_err("more than 2^32 events"));
     }
     let (p, d) = py.detach(|| nest::call_stack(&t, &s, &e, &r));
-    Ok((i64_bytes(py, &p), i64_bytes(py, &d)))
+    Ok((i64_bytes(py, &p)?, i64_bytes(py, &d)?))
 }
 
 /// Innermost enclosing span of each item (see `nest::enclosing`): buffers of int64 `key`,
@@ -291,7 +300,7 @@ fn enclosing<'py>(py: Python<'py>, key: &[u8], start: &[u8], end: &[u8], is_poin
         return Err(PyValueError::new_err("more than 2^32 items"));
     }
     let out = py.detach(|| nest::enclosing(&k, &s, &e, is_point));
-    Ok(i64_bytes(py, &out))
+    i64_bytes(py, &out)
 }
 
 #[pymodule]

@@ -158,7 +158,7 @@ def _nest(nodes: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     plugin's processing order, so each thread is contiguous."""
     cols = [np.ascontiguousarray(nodes[c].to_numpy(), dtype=np.int64) for c in ("tid", "start_ns", "end_ns")]
     p, d, k = _core.nest(*(c.tobytes() for c in cols))
-    return np.frombuffer(p, np.int64).copy(), np.frombuffer(d, np.int64).copy(), np.frombuffer(k, np.uint8).astype(bool)
+    return np.frombuffer(p, np.int64), np.frombuffer(d, np.int64), np.frombuffer(k, np.uint8).astype(bool)
 
 
 def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:
