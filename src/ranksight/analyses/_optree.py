@@ -271,19 +271,24 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
         np.add.at(dev_total, tgt, dev_total[at])
         np.add.at(tc_total, tgt, tc_total[at])
         eligible[tgt[eligible[at] & is_op[tgt]]] = True
-    out = nodes.with_columns(
-        pl.Series("parent_row", np.where(eff_parent >= 0, rows[np.maximum(eff_parent, 0)], -1)),
-        pl.Series("depth", depth),
-        pl.Series("host_total_ns", total),
-        pl.Series("host_self_ns", host_self),
-        pl.Series("device_self_ns", dev_self),
-        pl.Series("device_total_ns", dev_total),
-        pl.Series("tc_self_ns", tc_self),
-        pl.Series("tc_total_ns", tc_total),
-        pl.Series("tc_eligible", eligible),
-        pl.Series("live", live),
+    # the output holds live nodes only: each array is cut to them before it becomes a column, and
+    # the full-length arrays are freed first (a multi-million-node tree is built once)
+    keep = np.flatnonzero(live)
+    parent_row = np.where(eff_parent >= 0, rows[np.maximum(eff_parent, 0)], -1)[keep]
+    cols = {
+        "depth": depth, "host_total_ns": total, "host_self_ns": host_self, "device_self_ns": dev_self,
+        "device_total_ns": dev_total, "tc_self_ns": tc_self, "tc_total_ns": tc_total, "tc_eligible": eligible,
+    }
+    cols = {k: v[keep] for k, v in cols.items()}
+    del depth, total, host_self, dev_self, dev_total, tc_self, tc_total, eligible, ep, child, eff_parent, top, has_absorbed_child
+    del rt_dur, owned, oi, o, parent
+    out = nodes.select("row", "tid", "name", "type", "start_ns", "end_ns", "external_id").filter(pl.Series(live))
+    out = out.with_columns(
+        pl.Series("parent_row", parent_row),
+        *[pl.Series(k, v) for k, v in cols.items()],
     )
-    out = out.filter(pl.col("live")).with_columns(
+    del cols, parent_row
+    out = out.with_columns(
         pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).cast(pl.UInt32).alias("parent_row"),
         pl.col("name").cast(pl.String),
         pl.col("type").cast(pl.String),

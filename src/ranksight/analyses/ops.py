@@ -41,10 +41,12 @@ __all__ = ["op_instances", "op_table", "ops"]
 GROUPS = ("name", "shape")
 
 
-def op_instances(trace: Trace, *, tensor_core_rules: str = "current") -> pl.DataFrame:
-    """One row per operator call of one rank with its tree statistics and ``input_dims``."""
-    tree = build_op_tree(trace, tensor_core_rules=tensor_core_rules)
-    o = tree.operators()
+def op_instances(trace: Trace, *, tensor_core_rules: str = "current", input_dims: bool = True) -> pl.DataFrame:
+    """One row per operator call of one rank with its tree statistics and (unless told otherwise)
+    ``input_dims``."""
+    o = build_op_tree(trace, tensor_core_rules=tensor_core_rules).operators()  # the whole tree is freed here
+    if not input_dims:
+        return o
     dims = trace.table("op")
     if "input_dims" in dims.columns and dims.height:
         o = o.join(dims.select("row", pl.col("input_dims").cast(pl.String)), on="row", how="left", maintain_order="left")
@@ -57,7 +59,7 @@ def op_table(trace: Trace, *, group_by: str = "name", tensor_core_rules: str = "
     """The operator table of one rank (module doc)."""
     if group_by not in GROUPS:
         raise UsageError(f"--group-by must be one of {', '.join(GROUPS)}")
-    o = op_instances(trace, tensor_core_rules=tensor_core_rules)
+    o = op_instances(trace, tensor_core_rules=tensor_core_rules, input_dims=group_by == "shape")
     keys = ["name"] if group_by == "name" else ["name", "input_dims"]
     us = lambda c: (pl.col(c).sum() / 1e3)  # noqa: E731
     g = o.group_by(keys).agg(
@@ -88,7 +90,7 @@ def ops(run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "name",
     rs = selected(run, ranks)
     tables = list(run.map(op_table, rs, group_by=group_by, tensor_core_rules=tensor_core_rules).values())
     table = pl.concat(tables, how="vertical_relaxed")
-    if table.height == 0 and all(run[r].kind("cpu_op").height == 0 for r in rs):
+    if table.height == 0 and all(run[r].kind("cpu_op", columns=["row"]).height == 0 for r in rs):
         raise MissingDataError("ops needs host operator events (cpu_op); these traces have none")
     notes = []
     if table.height and table["device_total_us"].sum() == 0:
