@@ -183,10 +183,13 @@ def crossings(df: pl.DataFrame) -> pl.DataFrame:
     past its parent (the innermost range on its thread enclosing its start, found by
     :func:`~ranksight.analyses._nesting.parent_spans`), 0 when it nests; and ``cross_python``:
     the range or its parent is a Python frame."""
-    c = df.with_row_index("__i").with_columns(pl.struct("pid", "tid").rank("dense").alias("__thread"))
+    c = df.with_columns(pl.struct("pid", "tid").rank("dense").alias("__thread"))
     c = c.with_columns(parent_spans(c, key="__thread").alias("__par"))
-    par = c.select(pl.col("__i").alias("__par"), pl.col("end_ns").alias("__pend"), (pl.col("kind") == "python_function").alias("__ppy"))
-    c = c.join(par, on="__par", how="left", maintain_order="left")
+    # the parent's end and kind by position (a gather, not a join over every range)
+    c = c.with_columns(
+        pl.col("end_ns").gather(pl.col("__par")).alias("__pend"),
+        (pl.col("kind") == "python_function").gather(pl.col("__par")).alias("__ppy"),
+    )
     return c.with_columns(
         pl.when(pl.col("__pend").is_not_null() & (pl.col("end_ns") > pl.col("__pend")))
         .then(pl.col("end_ns") - pl.col("__pend")).otherwise(0).alias("cross"),
