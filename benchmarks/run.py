@@ -167,11 +167,12 @@ RS_LOAD = """
 import json, sys, time, polars as pl, ranksight
 t = time.perf_counter()
 run = ranksight.load(sys.argv[1], cache={cache})
-n = 0; core = 0
+n = 0; rows = 0; core = 0
 for tr in run:
-    n += tr.events.height
+    n += tr.stats.get("events", tr.events.height)  # every element of traceEvents (flow events included)
+    rows += tr.events.height  # rows of the events table (flow events are in the flow table)
     core += tr.events.select(["ph","cat","name","pid","tid","ts_ns","dur_ns","correlation","external_id","stream","device"]).estimated_size()
-print(json.dumps({{"load_s": round(time.perf_counter() - t, 3), "events": n, "core_bytes_per_event": round(core / max(n, 1), 1)}}))
+print(json.dumps({{"load_s": round(time.perf_counter() - t, 3), "events": n, "event_rows": rows, "core_bytes_per_event": round(core / max(rows, 1), 1)}}))
 """
 
 RS_ANALYSES = """
@@ -266,6 +267,8 @@ def main() -> None:
     ap.add_argument("--no-hta-over-gb", type=float, default=None, help="skip HTA on sets larger than this (GB of JSON)")
     ap.add_argument("--every", action="store_true",
                     help="also load plus every registered analysis, by default and with RANKSIGHT_LOW_MEMORY=1 (memory)")
+    ap.add_argument("--only-every", action="store_true",
+                    help="re-measure only the memory rows (--every) of sets already in out/results.json (keeps the rest)")
     ap.add_argument("--hta-mode", choices=("load", "all"), default=None,
                     help="what HTA runs: load only, or load plus its analyses (default: as --all)")
     a = ap.parse_args()
@@ -285,6 +288,13 @@ def main() -> None:
         row: dict = {"ranks": len(files), "json_mb": round(json_mb, 1)}
         print(f"== {name}: {len(files)} rank(s), {json_mb:.0f} MB", file=sys.stderr)
         warm_page_cache(files)
+        if a.only_every:
+            row = results["sets"].get(name, row)
+            row["ranksight_every"] = measure([py, "-c", RS_EVERY, target], 3600)
+            row["ranksight_every_low_memory"] = measure([py, "-c", RS_EVERY, target], 3600, env={"RANKSIGHT_LOW_MEMORY": "1"})
+            results["sets"][name] = row
+            out_json.write_text(json.dumps(results, indent=1))
+            continue
         if a.only_load:
             row = results["sets"].get(name, row)
             r = measure([py, "-c", RS_LOAD.format(cache="False"), target], 3600)

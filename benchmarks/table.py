@@ -39,7 +39,9 @@ def render(res: dict) -> str:
         rf, rc = r.get("ranksight_report_first", {}), r.get("ranksight_report_cached_rerun", {})
         tot = round(a["load_s"] + a["analyses_s"], 2) if "load_s" in a else _v(a, "x")
         htot = round(h["load_s"] + h["analyses_s"], 2) if "analyses_s" in h else _v(h, "x")
-        first = r.get("ranksight_load", {}).get("load_s")
+        # the first (no-cache) load of the run that measured the cached re-run (a later --only-load
+        # re-measures the load row alone)
+        first = r.get("cache_run_first_load_s") or r.get("ranksight_load", {}).get("load_s")
         ratio = f"{first / c['load_s']:.1f}×" if first and c.get("load_s") else ""
         out.append(
             f"| {name} | {tot} | {_v(a, 'peak_rss_mb')} | {_v(c, 'load_s')} ({_v(c, 'wall_s')}) | {ratio} | {htot} | {_v(h, 'peak_rss_mb')} | "
