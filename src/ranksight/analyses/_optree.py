@@ -71,21 +71,18 @@ def is_dataloader_name(name: pl.Expr) -> pl.Expr:
 
 def operator_mask(nodes: pl.DataFrame) -> pl.Expr:
     """The plugin's operator set (``is_operator_node``): ``op`` nodes that are not DataLoader or
-    Optimizer nodes and not ``DataParallel.forward`` / ``DistributedDataParallel.forward``."""
-    name = pl.col("name")
-    return (
-        (pl.col("type") == "op")
-        & ~is_dataloader_name(name)
-        & ~name.str.starts_with("Optimizer.")
-        & ~name.is_in(list(_EXCLUDED_OPS))
-    )
+    Optimizer nodes and not ``DataParallel.forward`` / ``DistributedDataParallel.forward``. Names
+    are tested once per distinct value (``name`` may be categorical or a string)."""
+    names = nodes["name"]
+    excluded = values_matching(names, _DATALOADER_RE) + values_matching(names, r"^Optimizer\.") + list(_EXCLUDED_OPS)
+    return (pl.col("type") == "op") & ~pl.col("name").is_in(excluded)
 
 
 @dataclass
 class OpTree:
     """The tree of one rank.
 
-    ``nodes``: one row per kept, non-absorbed node: ``row, tid, name, type, start_ns, end_ns,
+    ``nodes``: one row per kept, non-absorbed node: ``row, tid, name`` (categorical), ``type, start_ns, end_ns,
     external_id, parent_row`` (null = thread root), ``depth``, ``host_total_ns, host_self_ns,
     device_self_ns, device_total_ns, tc_self_ns, tc_total_ns, tc_eligible``.
     ``runtimes``: ``row`` of each runtime/driver event and ``owner_row`` (null = no node).
@@ -112,12 +109,14 @@ NODE_TYPES = pl.Enum(["step", "op", "annotation", "python", "module"])
 def _select_nodes(trace: Trace) -> pl.DataFrame:
     """Candidate nodes, sorted in the plugin's order; ``name`` stays categorical (strings are made
     only for the final tree) and ``type`` is a small enum."""
-    ev = trace.kind("cpu_op", "user_annotation", "python_function",
-                    columns=["row", "tid", "name", "cat", "kind", "ts_ns", "dur_ns", "end_ns", "external_id"]
-                    ).filter(pl.col("dur_ns").is_not_null())
+    # one lazy query from the events table: only the nodes' columns of the nodes' rows are copied
+    ev = trace.events.lazy().filter(
+        pl.col("kind").is_in(["cpu_op", "user_annotation", "python_function"]) & pl.col("dur_ns").is_not_null()
+    )
     # string tests once per distinct name / category, then by code
-    step_names = values_matching(ev["name"], STEP_RE.pattern)
-    python_cats = values_matching(ev["cat"], "(?i)^python$")
+    distinct = pl.collect_all([ev.select(pl.col("name").unique()), ev.select(pl.col("cat").unique())])
+    step_names = values_matching(distinct[0]["name"], STEP_RE.pattern)
+    python_cats = values_matching(distinct[1]["cat"], "(?i)^python$")
     name, kind = pl.col("name"), pl.col("kind")
     is_step = name.is_in(step_names)
     module_rows = pl.Series("row", [], dtype=pl.UInt32)
@@ -146,6 +145,7 @@ def _select_nodes(trace: Trace) -> pl.DataFrame:
         .filter(pl.col("type").is_not_null())
         .with_columns(pl.max_horizontal("end_ns", "start_ns").alias("end_ns"))
         .sort(["tid", "start_ns", "end_ns", "row"], descending=[False, False, True, False])
+        .collect()
     )
 
 
@@ -199,17 +199,21 @@ def _runtime_owners(trace: Trace, nodes: pl.DataFrame) -> pl.DataFrame:
     rts = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns", "dur_ns", "external_id"]).filter(pl.col("dur_ns").is_not_null()).select(
         "row", "tid", pl.col("ts_ns").alias("t"), "dur_ns", "external_id"
     )
-    indexed = nodes.select("row", "tid", "start_ns", "end_ns", "external_id", "kept").with_row_index("k").filter(pl.col("kept"))
     ext_map = (
-        indexed.filter(pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
+        nodes.lazy().with_row_index("k")
+        .filter(pl.col("kept") & pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
+        .select("external_id", "row", "k")
         .sort("row")
         .unique("external_id", keep="first", maintain_order=True)
         .select("external_id", pl.col("k").alias("ext_k"))
+        .collect()
     )
     rts = rts.join(ext_map, on="external_id", how="left", maintain_order="left").with_row_index("i")
+    del ext_map
     owner = rts["ext_k"].fill_null(-1).to_numpy().astype(np.int64)
     need = rts.filter(pl.col("ext_k").is_null() & (pl.col("external_id").is_null() | (pl.col("external_id") != 0)))
     if need.height:
+        indexed = nodes.select("row", "tid", "start_ns", "end_ns", "external_id", "kept").with_row_index("k").filter(pl.col("kept"))
         kept_idx = indexed["k"].to_numpy().astype(np.int64)
         local = _point_owner(indexed.drop("k"), need.select("tid", "t"))
         owner[need["i"].to_numpy()] = np.where(local >= 0, kept_idx[np.maximum(local, 0)], -1)
@@ -243,7 +247,7 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     # names compared by code (no Python string per node)
     name_codes = nodes["name"].cast(pl.Categorical).to_physical().to_numpy()
     absorbed, top, has_absorbed_child, eff_parent = _absorb(parent, kept, name_codes, is_op)
-    del name_codes
+    del name_codes, parent
     live = kept & ~absorbed
     # runtimes: the owner of an absorbed chain's deepest node's runtimes is the chain's top; the
     # runtimes of the other chain members are lost (as in the plugin)
@@ -262,6 +266,7 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     child = live & (eff_parent >= 0)
     ep = np.where(child, eff_parent, 0)
     host_self = total - np.bincount(ep[child], weights=total[child], minlength=n).astype(np.int64) - rt_dur
+    del rt_dur, owned, oi, o
     # bottom-up sums and eligibility, one depth level at a time (children are always deeper)
     dev_total, tc_total = dev_self.copy(), tc_self.copy()
     eligible = tc_eligible_mask(nodes["name"], tensor_core_rules).to_numpy().copy() | (is_op & (tc_self > 0))
@@ -281,7 +286,6 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     }
     cols = {k: v[keep] for k, v in cols.items()}
     del depth, total, host_self, dev_self, dev_total, tc_self, tc_total, eligible, ep, child, eff_parent, top, has_absorbed_child
-    del rt_dur, owned, oi, o, parent
     out = nodes.select("row", "tid", "name", "type", "start_ns", "end_ns", "external_id").filter(pl.Series(live))
     out = out.with_columns(
         pl.Series("parent_row", parent_row),
@@ -290,7 +294,6 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     del cols, parent_row
     out = out.with_columns(
         pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).cast(pl.UInt32).alias("parent_row"),
-        pl.col("name").cast(pl.String),
         pl.col("type").cast(pl.String),
     ).select(
         "row", "tid", "name", "type", "start_ns", "end_ns", "external_id", "parent_row", "depth",
@@ -305,7 +308,7 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
 
 def _empty_tree(trace: Trace) -> OpTree:
     nodes = pl.DataFrame(schema={
-        "row": pl.UInt32, "tid": pl.Int64, "name": pl.String, "type": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
+        "row": pl.UInt32, "tid": pl.Int64, "name": pl.Categorical, "type": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
         "external_id": pl.Int64, "parent_row": pl.UInt32, "depth": pl.Int64, "host_total_ns": pl.Int64, "host_self_ns": pl.Int64,
         "device_self_ns": pl.Int64, "device_total_ns": pl.Int64, "tc_self_ns": pl.Int64, "tc_total_ns": pl.Int64, "tc_eligible": pl.Boolean,
     })  # fmt: skip
@@ -318,5 +321,7 @@ def kernel_owner_names(trace: Trace, tree: OpTree) -> pl.DataFrame:
     (null when the launch has no node)."""
     names = tree.nodes.select(pl.col("row").alias("owner_row"), pl.col("name").alias("op"))
     rt = tree.runtimes.join(names, on="owner_row", how="left").select(pl.col("row").alias("launch_row"), "op")
-    return trace.kind(*GPU_KINDS, columns=["row", "launch_row"]).join(rt, on="launch_row", how="left", maintain_order="left").select("row", "op")
+    return trace.kind(*GPU_KINDS, columns=["row", "launch_row"]).join(rt, on="launch_row", how="left", maintain_order="left").select(
+        "row", pl.col("op").cast(pl.String)
+    )
 

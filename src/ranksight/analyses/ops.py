@@ -79,6 +79,7 @@ def op_table(trace: Trace, *, group_by: str = "name", tensor_core_rules: str = "
         pl.when(pl.col("_dt") > 0).then(100 * pl.col("_tct") / pl.col("_dt")).otherwise(0.0).alias("tc_total_pct"),
         pl.lit(trace.rank, dtype=pl.Int32).alias("rank"),
     )
+    g = g.with_columns(pl.col("name").cast(pl.String))
     cols = ["rank", *keys, "calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us", "tc_eligible", "tc_self_pct", "tc_total_pct"]
     return g.sort(["device_self_us", "host_self_us", *keys], descending=[True, True, *([False] * len(keys))]).select(cols)
 
