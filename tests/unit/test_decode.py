@@ -293,3 +293,22 @@ def test_big_traces_scan_their_spans_again(tmp_path, data, monkeypatch):
     rows = [0, 17, big.events.height - 1]
     assert big.raw_events(rows) == small.raw_events(rows)
     assert big.spans.equals(small.spans)
+
+
+def test_launch_linked_through_ac2g_flows_without_correlation(make_trace):
+    """Events without a correlation arg (some old and third-party traces) are linked by their ac2g
+    flow pair, which lives in the flow table: the kernel finds its launch and the launch's step."""
+    evs = [
+        {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 9, "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 9, "pid": 0, "tid": 7, "ts": 150, "bp": "e"},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 150, "dur": 20},
+    ]
+    t = ranksight.load(make_trace(evs))[0]
+    ev = t.events
+    assert ev["row"].to_list() == [0, 1, 4]
+    k = ev.filter(pl.col("kind") == "kernel").row(0, named=True)
+    assert (k["launch_row"], k["correlation"], k["step"]) == (1, 9, 4)
+    assert ev.filter(pl.col("row") == 1)["gpu_count"].item() == 1
+    assert t.table("flow")["row"].to_list() == [2, 3]

@@ -55,11 +55,6 @@ def _table(decoded: Any, name: str) -> pl.DataFrame:
     return pl.DataFrame([_column(decoded, name, i, col) for i, col in enumerate(decoded.column_names(name))])
 
 
-#: Phases of flow events: the decoder puts them in the ``flow`` table only (a third of the events
-#: of a typical trace, never needed row by row by an analysis); ``events.row`` skips them.
-FLOW_PHASES = ("s", "t", "f")
-
-
 def _parse_meta_value(text: str) -> Any:
     """A top-level value as Python data; the raw text when it is not JSON or nests too deeply."""
     try:
