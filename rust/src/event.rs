@@ -451,26 +451,25 @@ fn dim_of(t: &[u8], k: usize) -> Option<i32> {
     int_text(item).and_then(|v| i32::try_from(v).ok())
 }
 
-/// The flow table's columns: every flow event (`ph` `s`, `t`, `f`, which are not rows of the
-/// event columns) and every other event with an `id` or `bp`.
-pub struct Flows {
+/// The columns every row of the event table and of the flow table has.
+pub struct Head {
+    /// event index (position in traceEvents) of each row
     pub rows: Vec<u32>,
     pub ph: Vec<u8>,
     pub cat: Vec<u32>,
     pub name: Vec<u32>,
     pub pid: Vec<i32>,
     pub tid: Vec<i32>,
-    /// (position, local string code) of pids/tids that were strings
+    /// (position, local string code) of pids/tids that were strings (in a part; they get their
+    /// synthetic ids when the part is appended)
     pub pid_str: Vec<(u32, u32)>,
     pub tid_str: Vec<(u32, u32)>,
     pub ts: Col,
-    pub id: Col,
-    pub bp: Col,
 }
 
-impl Flows {
+impl Head {
     fn new() -> Self {
-        Flows {
+        Head {
             rows: Vec::new(),
             ph: Vec::new(),
             cat: Vec::new(),
@@ -480,9 +479,74 @@ impl Flows {
             pid_str: Vec::new(),
             tid_str: Vec::new(),
             ts: Col::new(Ty::I64),
-            id: Col::new(Ty::I64),
-            bp: Col::new(Ty::Str),
         }
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.rows.reserve(n);
+        self.ph.reserve(n);
+        self.cat.reserve(n);
+        self.name.reserve(n);
+        self.pid.reserve(n);
+        self.tid.reserve(n);
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(&mut self, row: u32, ph: u8, cat: u32, name: u32, pid: (i32, Option<u32>), tid: (i32, Option<u32>), ts: Option<i64>) {
+        if let Some(c) = pid.1 {
+            self.pid_str.push((self.pid.len() as u32, c));
+        }
+        if let Some(c) = tid.1 {
+            self.tid_str.push((self.tid.len() as u32, c));
+        }
+        self.rows.push(row);
+        self.ph.push(ph);
+        self.cat.push(cat);
+        self.name.push(name);
+        self.pid.push(pid.0);
+        self.tid.push(tid.0);
+        self.ts.push_i64(ts);
+    }
+
+    /// Append a part's rows: rows shifted by `base`, strings through `remap`, string ids through
+    /// `synth` (global string code → synthetic id).
+    fn extend(&mut self, src: &Head, base: u32, remap: &[u32], mut synth: impl FnMut(u32) -> i32) {
+        let p0 = self.pid.len();
+        self.rows.extend(src.rows.iter().map(|&r| r + base));
+        self.ph.extend_from_slice(&src.ph);
+        self.cat.extend(src.cat.iter().map(|&c| remap[c as usize]));
+        self.name.extend(src.name.iter().map(|&c| remap[c as usize]));
+        self.pid.extend_from_slice(&src.pid);
+        self.tid.extend_from_slice(&src.tid);
+        self.ts.extend_from(&src.ts, remap);
+        for &(r, c) in &src.pid_str {
+            self.pid[p0 + r as usize] = synth(remap[c as usize]);
+        }
+        for &(r, c) in &src.tid_str {
+            self.tid[p0 + r as usize] = synth(remap[c as usize]);
+        }
+    }
+}
+
+/// The flow table's columns: every flow event (`ph` `s`, `t`, `f`, which are not rows of the
+/// event columns) and every other event with an `id` or `bp`.
+pub struct Flows {
+    pub head: Head,
+    pub id: Col,
+    pub bp: Col,
+}
+
+impl Flows {
+    fn new() -> Self {
+        Flows { head: Head::new(), id: Col::new(Ty::I64), bp: Col::new(Ty::Str) }
     }
 }
 
@@ -496,17 +560,8 @@ pub struct Part {
     raw_json: rustc_hash::FxHashMap<Box<[u8]>, u32>,
     /// every event counted (flow events included)
     pub n: usize,
-    /// event index (position in traceEvents, local) of each row of the event columns
-    pub rows: Vec<u32>,
-    pub ph: Vec<u8>,
-    pub cat: Vec<u32>,
-    pub name: Vec<u32>,
-    pub pid: Vec<i32>,
-    pub tid: Vec<i32>,
-    /// (position, local string code) of pids/tids that were strings
-    pub pid_str: Vec<(u32, u32)>,
-    pub tid_str: Vec<(u32, u32)>,
-    pub ts: Col,
+    /// rows of the event columns (local event indices)
+    pub head: Head,
     pub dur: Col,
     pub correlation: Col,
     pub external_id: Col,
@@ -527,15 +582,7 @@ impl Part {
             strings: Interner::default(),
             raw_json: Default::default(),
             n: 0,
-            rows: Vec::new(),
-            ph: Vec::new(),
-            cat: Vec::new(),
-            name: Vec::new(),
-            pid: Vec::new(),
-            tid: Vec::new(),
-            pid_str: Vec::new(),
-            tid_str: Vec::new(),
-            ts: Col::new(Ty::I64),
+            head: Head::new(),
             dur: Col::new(Ty::I64),
             correlation: Col::new(Ty::I64),
             external_id: Col::new(Ty::I64),
@@ -553,12 +600,7 @@ impl Part {
 
     fn with_capacity(n: usize) -> Self {
         let mut p = Part::new();
-        p.rows.reserve(n);
-        p.ph.reserve(n);
-        p.cat.reserve(n);
-        p.name.reserve(n);
-        p.pid.reserve(n);
-        p.tid.reserve(n);
+        p.head.reserve(n);
         p.offset.reserve(n);
         p.len.reserve(n);
         p
@@ -594,8 +636,8 @@ impl Part {
         let cat = self.strings.intern(&cat);
         let name = ev.name.map(str_of).unwrap_or(Cow::Borrowed(""));
         let name = self.strings.intern(&name);
-        let (pid, pid_s) = self.id_value(ev.pid);
-        let (tid, tid_s) = self.id_value(ev.tid);
+        let pid = self.id_value(ev.pid);
+        let tid = self.id_value(ev.tid);
         let ts = ev.ts.and_then(num_ns);
         if ts.is_none() && ev.ts.is_some_and(|t| t != b"null") {
             self.bad_numbers += 1;
@@ -606,21 +648,8 @@ impl Part {
         }
         let is_flow = FLOW_PHASES.contains(&ph);
         if is_flow || ev.id.is_some() || ev.bp.is_some() {
-            let f = &mut self.flows;
-            if let Some(c) = pid_s {
-                f.pid_str.push((f.pid.len() as u32, c));
-            }
-            if let Some(c) = tid_s {
-                f.tid_str.push((f.tid.len() as u32, c));
-            }
-            f.rows.push(row);
-            f.ph.push(ph);
-            f.cat.push(cat);
-            f.name.push(name);
-            f.pid.push(pid);
-            f.tid.push(tid);
-            f.ts.push_i64(ts);
-            f.id.push_i64(ev.id.and_then(int_text));
+            self.flows.head.push(row, ph, cat, name, pid, tid, ts);
+            self.flows.id.push_i64(ev.id.and_then(int_text));
             let bp = ev.bp.map(|r| self.strings.intern(&str_of(r)));
             self.flows.bp.push_str(bp);
         }
@@ -628,19 +657,7 @@ impl Part {
         // flow events are rows of the flow table only (their typed args, if any, still go to
         // the side tables, keyed by row)
         if !is_flow {
-            if let Some(c) = pid_s {
-                self.pid_str.push((self.pid.len() as u32, c));
-            }
-            if let Some(c) = tid_s {
-                self.tid_str.push((self.tid.len() as u32, c));
-            }
-            self.rows.push(row);
-            self.ph.push(ph);
-            self.cat.push(cat);
-            self.name.push(name);
-            self.pid.push(pid);
-            self.tid.push(tid);
-            self.ts.push_i64(ts);
+            self.head.push(row, ph, cat, name, pid, tid, ts);
             self.dur.push_i64(dur);
             self.correlation.push_i64(a[K_CORRELATION].and_then(int_text));
             let ext = a[K_EXTERNAL_ID].or(a[K_EXTERNAL_ID_OLD]);
@@ -848,13 +865,7 @@ pub fn parse_part(buf: &[u8], spans: &[(usize, usize)], base: u64) -> Part {
 pub struct Columns {
     pub strings: Interner,
     pub n: usize,
-    pub rows: Vec<u32>,
-    pub ph: Vec<u8>,
-    pub cat: Vec<u32>,
-    pub name: Vec<u32>,
-    pub pid: Vec<i32>,
-    pub tid: Vec<i32>,
-    pub ts: Col,
+    pub head: Head,
     pub dur: Col,
     pub correlation: Col,
     pub external_id: Col,
@@ -880,13 +891,7 @@ impl Columns {
         Columns {
             strings: Interner::default(),
             n: 0,
-            rows: p.rows,
-            ph: p.ph,
-            cat: p.cat,
-            name: p.name,
-            pid: p.pid,
-            tid: p.tid,
-            ts: p.ts,
+            head: p.head,
             dur: p.dur,
             correlation: p.correlation,
             external_id: p.external_id,
@@ -903,54 +908,22 @@ impl Columns {
         }
     }
 
-    fn synth_id(&mut self, global_code: u32) -> i32 {
-        if let Some(&v) = self.id_codes.get(&global_code) {
-            return v as i32;
-        }
-        let v = (SYNTH_BASE - self.id_codes.len() as i64).max(i32::MIN as i64);
-        self.id_codes.insert(global_code, v);
-        self.id_names.push((v, self.strings.strings()[global_code as usize].to_string()));
-        v as i32
-    }
-
     pub fn append(&mut self, part: &Part) {
         let remap: Vec<u32> = part.strings.strings().iter().map(|s| self.strings.intern(s)).collect();
         let base = self.n as u32;
-        self.rows.extend(part.rows.iter().map(|&r| r + base));
-        self.ph.extend_from_slice(&part.ph);
-        self.cat.extend(part.cat.iter().map(|&c| remap[c as usize]));
-        self.name.extend(part.name.iter().map(|&c| remap[c as usize]));
-        let p0 = self.pid.len();
-        self.pid.extend_from_slice(&part.pid);
-        self.tid.extend_from_slice(&part.tid);
-        for &(r, c) in &part.pid_str {
-            let v = self.synth_id(remap[c as usize]);
-            self.pid[p0 + r as usize] = v;
-        }
-        for &(r, c) in &part.tid_str {
-            let v = self.synth_id(remap[c as usize]);
-            self.tid[p0 + r as usize] = v;
-        }
-        let (f, pf) = (&mut self.flows, &part.flows);
-        let f0 = f.pid.len();
-        f.rows.extend(pf.rows.iter().map(|&r| r + base));
-        f.ph.extend_from_slice(&pf.ph);
-        f.cat.extend(pf.cat.iter().map(|&c| remap[c as usize]));
-        f.name.extend(pf.name.iter().map(|&c| remap[c as usize]));
-        f.pid.extend_from_slice(&pf.pid);
-        f.tid.extend_from_slice(&pf.tid);
-        f.ts.extend_from(&pf.ts, &remap);
-        f.id.extend_from(&pf.id, &remap);
-        f.bp.extend_from(&pf.bp, &remap);
-        for &(r, c) in &pf.pid_str {
-            let v = self.synth_id(remap[c as usize]);
-            self.flows.pid[f0 + r as usize] = v;
-        }
-        for &(r, c) in &pf.tid_str {
-            let v = self.synth_id(remap[c as usize]);
-            self.flows.tid[f0 + r as usize] = v;
-        }
-        self.ts.extend_from(&part.ts, &remap);
+        let (codes, names, strings) = (&mut self.id_codes, &mut self.id_names, &self.strings);
+        let mut synth = |code: u32| -> i32 {
+            let v = *codes.entry(code).or_insert_with(|| {
+                let v = (SYNTH_BASE - names.len() as i64).max(i32::MIN as i64);
+                names.push((v, strings.strings()[code as usize].to_string()));
+                v
+            });
+            v as i32
+        };
+        self.head.extend(&part.head, base, &remap, &mut synth);
+        self.flows.head.extend(&part.flows.head, base, &remap, &mut synth);
+        self.flows.id.extend_from(&part.flows.id, &remap);
+        self.flows.bp.extend_from(&part.flows.bp, &remap);
         self.dur.extend_from(&part.dur, &remap);
         self.correlation.extend_from(&part.correlation, &remap);
         self.external_id.extend_from(&part.external_id, &remap);
@@ -971,7 +944,7 @@ impl Columns {
 
     /// Add `base_ns` to every timestamp (baseTimeNanoseconds).
     pub fn shift_time(&mut self, base_ns: i64) {
-        for col in [&mut self.ts, &mut self.flows.ts] {
+        for col in [&mut self.head.ts, &mut self.flows.head.ts] {
             if let Vals::I64(v) = &mut col.vals {
                 for (x, ok) in v.iter_mut().zip(col.valid.iter()) {
                     if *ok {
@@ -992,11 +965,11 @@ mod tests {
         let p = parse_part(buf, &[(0, buf.len())], 100);
         assert!(p.error.is_none());
         assert_eq!(p.n, 1);
-        assert_eq!(p.tid[0], 7);
-        if let Vals::I64(v) = &p.ts.vals {
+        assert_eq!(p.head.tid[0], 7);
+        if let Vals::I64(v) = &p.head.ts.vals {
             assert_eq!(v[0], 689047);
         }
-        assert_eq!(p.strings.strings()[p.name[0] as usize].as_ref(), "k\"1");
+        assert_eq!(p.strings.strings()[p.head.name[0] as usize].as_ref(), "k\"1");
         assert_eq!(p.tables[0].0, vec![0]);
         assert_eq!(p.offset[0], 100);
         let op = &p.tables[2].1[0];
@@ -1010,6 +983,6 @@ mod tests {
         let p = parse_part(buf, &[(0, buf.len())], 0);
         assert!(p.error.is_none());
         assert_eq!(p.repaired, 1);
-        assert_eq!(p.strings.strings()[p.name[0] as usize].as_ref(), "a\u{1}b");
+        assert_eq!(p.strings.strings()[p.head.name[0] as usize].as_ref(), "a\u{1}b");
     }
 }

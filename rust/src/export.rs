@@ -2,7 +2,7 @@
 //! Arrow C data interface (PyCapsule protocol, `__arrow_c_array__`).
 
 use crate::columns::{Col, Interner, Vals, PHASES, TABLES};
-use crate::event::Columns;
+use crate::event::{Columns, Head};
 use arrow_array::types::{UInt32Type, UInt8Type};
 use arrow_array::{
     Array, ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, StringArray, StructArray, UInt32Array,
@@ -69,13 +69,7 @@ pub fn tables(cols: Columns) -> (Vec<(String, ArrayData)>, Vec<(i64, String)>, u
     let Columns {
         strings,
         n: _,
-        rows,
-        ph,
-        cat,
-        name,
-        pid,
-        tid,
-        ts,
+        head,
         dur,
         correlation,
         external_id,
@@ -96,21 +90,27 @@ pub fn tables(cols: Columns) -> (Vec<(String, ArrayData)>, Vec<(i64, String)>, u
         let names: ArrayRef = Arc::new(StringArray::from(PHASES.to_vec()));
         Arc::new(DictionaryArray::<UInt8Type>::try_new(UInt8Array::new(ScalarBuffer::from(ph), None), names).expect("phases"))
     };
-    let core = batch(vec![
-        ("row", Arc::new(UInt32Array::new(ScalarBuffer::from(rows), None))),
-        ("ph", phases(ph)),
-        ("cat", dict_column(cat, None, s)),
-        ("name", dict_column(name, None, s)),
-        ("pid", Arc::new(Int32Array::new(ScalarBuffer::from(pid), None))),
-        ("tid", Arc::new(Int32Array::new(ScalarBuffer::from(tid), None))),
-        ("ts_ns", col_array(ts, s)),
+    // the columns events and flows share: row, ph, cat, name, pid, tid, ts_ns
+    let head_columns = |h: Head| -> Vec<(&str, ArrayRef)> {
+        vec![
+            ("row", Arc::new(UInt32Array::new(ScalarBuffer::from(h.rows), None))),
+            ("ph", phases(h.ph)),
+            ("cat", dict_column(h.cat, None, s)),
+            ("name", dict_column(h.name, None, s)),
+            ("pid", Arc::new(Int32Array::new(ScalarBuffer::from(h.pid), None))),
+            ("tid", Arc::new(Int32Array::new(ScalarBuffer::from(h.tid), None))),
+            ("ts_ns", col_array(h.ts, s)),
+        ]
+    };
+    let mut core = head_columns(head);
+    core.extend([
         ("dur_ns", col_array(dur, s)),
         ("correlation", col_array(correlation, s)),
         ("external_id", col_array(external_id, s)),
         ("stream", col_array(stream, s)),
         ("device", col_array(device, s)),
     ]);
-    out.push(("events".to_string(), core));
+    out.push(("events".to_string(), batch(core)));
     out.push((
         "spans".to_string(),
         batch(vec![
@@ -125,19 +125,8 @@ pub fn tables(cols: Columns) -> (Vec<(String, ArrayData)>, Vec<(i64, String)>, u
         }
         out.push((spec.name.to_string(), batch(v)));
     }
-    out.push((
-        "flow".to_string(),
-        batch(vec![
-            ("row", Arc::new(UInt32Array::new(ScalarBuffer::from(flows.rows), None))),
-            ("ph", phases(flows.ph)),
-            ("cat", dict_column(flows.cat, None, s)),
-            ("name", dict_column(flows.name, None, s)),
-            ("pid", Arc::new(Int32Array::new(ScalarBuffer::from(flows.pid), None))),
-            ("tid", Arc::new(Int32Array::new(ScalarBuffer::from(flows.tid), None))),
-            ("ts_ns", col_array(flows.ts, s)),
-            ("flow_id", col_array(flows.id, s)),
-            ("flow_bp", col_array(flows.bp, s)),
-        ]),
-    ));
+    let mut flow = head_columns(flows.head);
+    flow.extend([("flow_id", col_array(flows.id, s)), ("flow_bp", col_array(flows.bp, s))]);
+    out.push(("flow".to_string(), batch(flow)));
     (out, id_names, nstrings)
 }

@@ -75,13 +75,14 @@ fn run(doc: &[u8], chunk: usize, parse: bool) -> Outcome {
                 }
             }
             // flow events are rows of the flow table only; every event has a span
-            let rows = part.rows.len();
-            assert!(rows <= part.n && rows + part.flows.rows.len() >= part.n);
-            assert_eq!(part.ph.len(), rows);
-            assert_eq!(part.name.len(), rows);
-            assert_eq!(part.pid.len(), rows);
-            assert_eq!(part.ts.len(), rows);
-            assert_eq!(part.flows.ts.len(), part.flows.rows.len());
+            let (h, f) = (&part.head, &part.flows.head);
+            let rows = h.len();
+            assert!(rows <= part.n && rows + f.len() >= part.n);
+            assert_eq!(h.ph.len(), rows);
+            assert_eq!(h.name.len(), rows);
+            assert_eq!(h.pid.len(), rows);
+            assert_eq!(h.ts.len(), rows);
+            assert_eq!(f.ts.len(), f.len());
             assert_eq!(part.offset.len(), part.n);
             out.rows += part.n;
         }
