@@ -54,7 +54,6 @@ __all__ = [
     "build_op_tree",
     "kernel_owner_names",
     "COLLECTIVE_OP_NAMES",
-    "is_dataloader_name",
     "operator_mask",
 ]
 
@@ -62,11 +61,6 @@ __all__ = [
 COLLECTIVE_OP_NAMES = tuple(f"{lib}:{c}" for lib in ("nccl", "gloo") for c in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter"))
 _DATALOADER_RE = r"^enumerate\(DataLoader\)#.*\.__next__$|^enumerate\(DataPipe\)#"
 _EXCLUDED_OPS = ("DataParallel.forward", "DistributedDataParallel.forward")
-
-
-def is_dataloader_name(name: pl.Expr) -> pl.Expr:
-    """``enumerate(DataLoader)#….__next__`` or ``enumerate(DataPipe)#…`` (the plugin's DataLoader)."""
-    return name.cast(pl.String).str.contains(_DATALOADER_RE).fill_null(False)
 
 
 def operator_mask(nodes: pl.DataFrame) -> pl.Expr:

@@ -130,6 +130,14 @@ def _timed(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.filter(pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null())
 
 
+def _bounds(t: Trace, kinds: Sequence[str]) -> tuple[int, int] | None:
+    """First start and last end over the timed events of some kinds (no events copied)."""
+    lo, hi = t.events.lazy().filter(
+        pl.col("kind").is_in(list(kinds)) & pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null()
+    ).select(pl.col("ts_ns").min(), pl.col("end_ns").max()).collect().row(0)
+    return None if lo is None else (int(lo), int(hi))
+
+
 # ---- per-check functions (each vectorised over one trace's events) ----------------------------
 
 
@@ -261,11 +269,9 @@ def _durations(t: Trace, rank: int) -> list[dict[str, Any]]:
     out.append(_row(rank, "zero_length_kernels", "info" if zero.height else "ok", zero.height,
                     detail=("kernels with dur = 0: " + _names(zero)) if zero.height else "none"))
     gpu = _timed(t.gpu_events)
-    cpu_lo, cpu_hi = t.events.lazy().filter(
-        pl.col("kind").is_in(list(NESTING_KINDS)) & pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null()
-    ).select(pl.col("ts_ns").min(), pl.col("end_ns").max()).collect().row(0)
-    if cpu_lo is not None and gpu.height:
-        span = int(cpu_hi - cpu_lo)
+    cpu = _bounds(t, NESTING_KINDS)
+    if cpu is not None and gpu.height:
+        span = cpu[1] - cpu[0]
         long = gpu.filter(pl.col("dur_ns") > span)
         out.append(_row(rank, "longer_than_trace", "warning" if long.height else "ok", long.height,
                         int(long["dur_ns"].sum()) if long.height else None, int(long["dur_ns"].max()) if long.height else None,  # type: ignore[arg-type]
@@ -358,7 +364,7 @@ def trace_health(trace: Trace, *, noise_us: float = 5.0) -> pl.DataFrame:
     rows: list[dict[str, Any]] = []
     rows += _meta_checks(trace, rank)
     n_gpu = trace.gpu_events.height
-    n_cpu = trace.events.lazy().filter(pl.col("kind").is_in(list(NESTING_KINDS))).select(pl.len()).collect().item()
+    n_cpu = trace.kind(*NESTING_KINDS, columns=["row"]).height
     rows.append(_row(rank, "no_gpu_events", "info" if not n_gpu else "ok", n_gpu,
                      detail="no kernels, memcpys or memsets (CPU-only trace?)" if not n_gpu else f"{n_gpu} GPU events"))
     rows.append(_row(rank, "no_cpu_events", "warning" if not n_cpu else "ok", n_cpu,
@@ -374,10 +380,7 @@ def trace_health(trace: Trace, *, noise_us: float = 5.0) -> pl.DataFrame:
 
 
 def _span(t: Trace) -> tuple[int, int] | None:
-    lo, hi = t.events.lazy().filter(
-        pl.col("kind").is_in([*NESTING_KINDS, *GPU_KINDS]) & pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null()
-    ).select(pl.col("ts_ns").min(), pl.col("end_ns").max()).collect().row(0)
-    return None if lo is None else (int(lo), int(hi))
+    return _bounds(t, [*NESTING_KINDS, *GPU_KINDS])
 
 
 def run_health(traces: Sequence[Trace]) -> pl.DataFrame:
