@@ -38,6 +38,8 @@ IMBALANCE = 0.10
 
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 SYNC_API_RE = re.compile(r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize$|^(cuda|hip)Memcpy(2D|3D)?$|^cuCtxSynchronize$|^cuStreamSynchronize$")
+#: Runtime calls that show an ``aten::item`` around them read a GPU value (copy, then wait).
+HOST_WAIT_API_RE = re.compile(SYNC_API_RE.pattern + r"|^(cuda|hip)Memcpy\w*$|^cuMemcpy\w*$")
 DTOH_RE = re.compile(r"DtoH|Device -> (Pageable|Pinned)")
 
 
@@ -226,19 +228,30 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
 
 
 def _syncs(ctx: Context, rank: int) -> pl.DataFrame:
+    """Synchronising events inside steps: sync API calls, and ``aten::item`` /
+    ``_local_scalar_dense`` on a GPU value, i.e. with a copy or sync API call running inside it on
+    the same thread (``.item()`` on a CPU tensor, such as an optimizer's step counter, waits for
+    nothing). ``outer`` marks the events no other kept event on the thread encloses."""
     t = ctx.run[rank]
     n = pl.col("name").cast(pl.String)
     ev = t.events.filter(
         pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null()
-        & (((pl.col("kind") == "cpu_op") & n.is_in(list(SYNC_OPS))) | (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(SYNC_API_RE.pattern)))
-    )
-    return ev.select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name"))
+        & (((pl.col("kind") == "cpu_op") & n.is_in(list(SYNC_OPS))) | (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(HOST_WAIT_API_RE.pattern)))
+    ).select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name")).sort("ts_ns")
+    api = ev.filter(~pl.col("name").is_in(list(SYNC_OPS))).select("tid", pl.col("ts_ns").alias("__api_ts"))
+    ops = ev.filter(pl.col("name").is_in(list(SYNC_OPS))).join_asof(
+        api, left_on="ts_ns", right_on="__api_ts", by="tid", strategy="forward", check_sortedness=False,
+    ).filter(pl.col("__api_ts") <= pl.col("end_ns")).drop("__api_ts")
+    kept = pl.concat([ops, ev.filter(pl.col("name").str.contains(SYNC_API_RE.pattern))]).sort("tid", "ts_ns", pl.col("end_ns"), descending=[False, False, True])
+    prev_end = pl.col("end_ns").cum_max().shift(1).over("tid")
+    return kept.with_columns((prev_end.is_null() | (pl.col("ts_ns") >= prev_end)).alias("outer"))
 
 
 def rule_host_device_sync(ctx: Context) -> list[Finding]:
-    """Host-device synchronisations inside steps (``aten::item``, ``_local_scalar_dense``,
-    ``cudaStreamSynchronize``/``DeviceSynchronize``/``EventSynchronize``, synchronous
-    ``cudaMemcpy``) whose blocked time (union of their spans) is ≥ 1 % of the step time."""
+    """Host-device synchronisations inside steps (``aten::item`` / ``_local_scalar_dense`` on a GPU
+    value, ``cudaStreamSynchronize``/``DeviceSynchronize``/``EventSynchronize``, synchronous
+    ``cudaMemcpy``) whose blocked time (union of their spans) is ≥ 1 % of the step time; the count
+    is of outermost spans (an ``item`` and the sync call inside it are one synchronisation)."""
     from ranksight.analyses.memory import attach_ops
 
     st = _mean_steps(ctx)
@@ -255,6 +268,7 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
         share = blocked / total if total else 0.0
         if share < SYNC_BLOCKED_SHARE:
             continue
+        n_sync = int(s["outer"].sum())
         by_name = s.group_by("name").agg(pl.len().alias("n"), (pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True)
         callers = attach_ops(ctx.run[r], s.filter(~pl.col("name").is_in(list(SYNC_OPS))))
         top_callers = callers["op"].drop_nulls().value_counts(sort=True).head(3)
@@ -263,10 +277,10 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
         dtoh = ctx.run[r].kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern) & pl.col("step").is_not_null()).height
         out.append(Finding(
             rule="host-device-sync", title="The CPU waits for the GPU inside steps", severity=_sev(share, 0.10, 0.03), impact=_r(share, 4), ranks=[r],
-            summary=f"rank {r}: {s.height} synchronisations in {steps.height} steps block the CPU for {100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
+            summary=f"rank {r}: {n_sync} synchronisations in {steps.height} steps block the CPU for {100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
             evidence={
                 "by_name": {n: {"count": int(k), "us": _r(u)} for n, k, u in by_name.iter_rows()},
-                "per_step_count": {str(k): int(v) for k, v in s.group_by("step").len().sort("step").iter_rows()},
+                "per_step_count": {str(k): int(v) for k, v in s.filter("outer").group_by("step").len().sort("step").iter_rows()},
                 "blocked_us": _r(blocked / 1e3), "dtoh_copies_in_steps": dtoh,
                 "callers": {str(n): int(k) for n, k in top_callers.iter_rows()},
                 "longest": {"name": longest["name"], "step": longest["step"], "dur_us": _r(longest["dur_ns"] / 1e3),
