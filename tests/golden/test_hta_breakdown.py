@@ -42,6 +42,10 @@ TRACES = {
     "df_index_resolver": ("shared", "hta/df_index_resolver"),
     "dlrm_8ranks": ("example", ""),
     "execution_trace_kineto": ("data", "hta/execution_trace/benchmark_simple_add_trace.json.gz"),
+    "h100_cudagraph_infer": ("data", "generated/h100/cudagraph-infer"),
+    "h100_ddp_gloo_2ranks": ("data", "generated/h100/ddp-gloo-2ranks"),
+    "h100_train_compiled": ("data", "generated/h100/train-compiled"),
+    "h100_train_eager": ("data", "generated/h100/train-eager"),
     "history_with_gpu_user_annotation": ("data", "hta/with_gpu_user_annotation"),
     "mtia_inference_trace": ("shared", "hta/mtia_inference_trace"),
     "nccl_parser_config": ("data", "hta/nccl_parser_config"),
@@ -55,7 +59,8 @@ TRACES = {
 }
 
 #: traces with fractional-µs timestamps: HTA rounds them (ranksight keeps ns), so only hta_compat
-NS_TRACES = {"amd_trace", "nccl_parser_config", "ns_resolution_trace", "mtia_inference_trace", "triton_example"}
+NS_TRACES = {"amd_trace", "nccl_parser_config", "ns_resolution_trace", "mtia_inference_trace", "triton_example",
+             "h100_cudagraph_infer", "h100_ddp_gloo_2ranks", "h100_train_compiled", "h100_train_eager"}
 #: traces with cuda_sync events: HTA counts them as GPU busy in the temporal breakdown
 SYNC_TRACES = {"critical_path_alexnet", "critical_path_simple_add", "critical_path_cuda_event_sync", "critical_path_cuda_event_sync_multi_stream"}
 #: traces with overlapping events on one stream: HTA's idle gaps go negative (ranksight clips)
@@ -68,6 +73,8 @@ KNOWN_DIFFERENCES = {
     ("triton_example", "kernels"): "same",
     ("triton_example", "kernel_type_all"): "same",
     ("triton_example", "kernels_all"): "same",
+    # torch.compile on PyTorch 2.11: every Triton launch is also a cpu_op with a stream arg
+    **{("h100_train_compiled", a): "same as triton_example" for a in ("temporal", "kernel_type", "kernels", "kernel_type_all", "kernels_all")},
 }
 
 ANALYSES = ("temporal", "idle", "idle_stats", "kernel_type", "kernels", "kernel_type_all", "kernels_all", "overlap")

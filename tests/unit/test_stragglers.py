@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -100,3 +101,65 @@ def test_dlrm_hta_oracle_names_rank7_too(dlrm: ranksight.Run, shared_oracles: Pa
     named_last = res["ranks"]["rank"][0]
     assert named_last in oracle  # 7
     assert set(oracle) <= {int(r) for r in res["instances"]["late_ranks"][0].split(",")}  # {2, 7} ⊂ {2, 6, 7}
+
+
+# ---- input-pipeline cause: a rank whose DataLoader fetch runs long ------------------------------
+
+FETCH = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def _data_scenario(dirpath: Path, launch_tid: int) -> Path:
+    """2 ranks, one step [0, 2000] µs on the loop thread (CPU_TID). Rank 1's DataLoader fetch at the
+    step start takes 500 µs (rank 0's: 20 µs), so it enqueues the first all-reduce 250 µs after the
+    median rank and is still late at the second; at the third, rank 0 launches 50 µs late.
+    ``launch_tid``: the thread that issues the collectives (DDP issues them from autograd's)."""
+    from tests.unit.dist_traces import CPU_TID, _x, rank_events, write_rank
+
+    starts = [(120, 620), (920, 1410), (1700, 1600)]
+    ends = [800, 1500, 1800]
+    for r in range(2):
+        colls = [{"start": s[r], "end": e, "launch": s[r] - 20, "seq": i, "group_size": 2, "ranks": "[0, 1]"} for i, (s, e) in enumerate(zip(starts, ends))]
+        ev = rank_events(colls=colls, steps=[(1, 0, 2000)])
+        for e in ev:
+            if e["name"] in ("record_param_comms", "cudaLaunchKernel"):
+                e["tid"] = launch_tid
+        ev.append(_x(FETCH, "user_annotation", 10, 500 if r == 1 else 20, tid=CPU_TID))
+        write_rank(dirpath, r, ev, world=2)
+    return dirpath
+
+
+@pytest.mark.parametrize("launch_tid", [100, 200], ids=["launch-on-loop-thread", "launch-on-autograd-thread"])
+def test_a_long_dataloader_fetch_is_the_data_cause(tmp_path: Path, launch_tid: int) -> None:
+    res = run_analysis("stragglers", ranksight.load(_data_scenario(tmp_path, launch_tid)))
+    inst = {r["instance"]: r for r in res["instances"].iter_rows(named=True)}
+    # median start (120 + 620) / 2 = 370: rank 1 is 250 µs late, all of it a late launch that
+    # arose in the step's first segment; its fetch exceeds the median rank's (260 µs) by 240 µs
+    zero = inst[0]
+    assert (zero["late_rank"], zero["lateness_us"], zero["late_launch_us"], zero["segment_us"]) == (1, 250.0, 250.0, 250.0)
+    assert zero["cause"] == "data"
+    assert zero["detail"] == "launched 250 µs late: input pipeline (DataLoader) +240 µs over the median rank since previous collective"
+    assert zero["evidence"] == f"[cpu] {FETCH[:60]} +240.0 µs"
+    # the second: 245 µs late, all carried from the first: the first's cause, the carried sentence
+    one = inst[1]
+    assert (one["late_rank"], one["carried_us"], one["segment_us"], one["cause"]) == (1, 245.0, 0.0, "data")
+    assert one["detail"] == "launched 245 µs late: already 245 µs late at its previous collective"
+    # the third: rank 0 launched 50 µs late with no fetch in its segment: host
+    assert (inst[2]["late_rank"], inst[2]["cause"]) == (0, "host")
+    ranks = res["ranks"].row(0, named=True)
+    assert (ranks["rank"], ranks["main_cause"], ranks["wait_caused_us"]) == (1, "data", 990.0)
+    # 990 of 1090 µs of wait (91 %): named although below 2/n = 100 % (the cap is 75 %)
+    assert ranks["wait_share"] == pytest.approx(990 / 1090)
+    assert res.notes[0].startswith("straggler: rank 1 arrived last at 2 of 3 collectives") and "main cause data" in res.notes[0]
+
+
+def test_an_even_fetch_is_not_the_data_cause(tmp_path: Path) -> None:
+    from tests.unit.dist_traces import CPU_TID, _x
+
+    d = _data_scenario(tmp_path, 100)
+    for r in range(2):  # both ranks fetch for 20 µs: rank 1's lateness is other host work
+        p = d / f"rank{r}.json"
+        doc = json.loads(p.read_text())
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e["name"] != FETCH] + [_x(FETCH, "user_annotation", 10, 20, tid=CPU_TID)]
+        p.write_text(json.dumps(doc))
+    inst = run_analysis("stragglers", ranksight.load(d))["instances"]
+    assert inst.filter(pl.col("instance") == 0)["cause"].item() == "host"  # a GPU collective launched late

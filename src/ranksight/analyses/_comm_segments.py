@@ -20,7 +20,7 @@ from ranksight.model.kinds import GPU_KINDS
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
 
-__all__ = ["segments", "segment_work", "WORK_SCHEMA"]
+__all__ = ["segments", "segment_work", "WORK_SCHEMA", "DATA_FETCH_RE"]
 
 WORK_SCHEMA = {"rank": pl.Int32, "instance": pl.Int64, "side": pl.String, "name": pl.String, "total_ns": pl.Int64, "count": pl.Int64}
 
@@ -57,11 +57,17 @@ def _in_segments(items: pl.DataFrame, seg: pl.DataFrame, lo: str, hi: str, by: s
     return j.filter(pl.col("instance").is_not_null() & (pl.col("ts_ns") < pl.col("__hi")))
 
 
+#: Input-pipeline fetches: the names PyTorch's DataLoader and DataPipe iterators record.
+DATA_FETCH_RE = r"^enumerate\((DataLoader|DataPipe)\)"
+
+
 def _top_level_ops(trace: Trace, tids: list[int]) -> pl.DataFrame:
-    """cpu_ops on the given threads that no earlier op of the same thread contains."""
+    """cpu_ops (and DataLoader / DataPipe fetches, which are user annotations in recent traces) on
+    the given threads that no earlier op of the same thread contains."""
+    n = pl.col("name").cast(pl.String)
     ops = trace.events.filter(
-        (pl.col("kind") == "cpu_op") & pl.col("tid").is_in(tids) & pl.col("dur_ns").is_not_null()
-        & ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep")
+        ((pl.col("kind") == "cpu_op") | ((pl.col("kind") == "user_annotation") & n.str.contains(DATA_FETCH_RE)))
+        & pl.col("tid").is_in(tids) & pl.col("dur_ns").is_not_null() & ~n.str.starts_with("ProfilerStep")
     ).select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String))
     ops = ops.sort(["tid", "ts_ns", "end_ns"], descending=[False, False, True])
     prev_max_end = pl.col("end_ns").cum_max().shift(1).over("tid")
@@ -69,16 +75,23 @@ def _top_level_ops(trace: Trace, tids: list[int]) -> pl.DataFrame:
 
 
 def segment_work(trace: Trace, seg: pl.DataFrame) -> pl.DataFrame:
-    """Per segment (``instance``) and name: total time and count of host ops (``side='cpu'``) and
-    GPU work (``side='gpu'``) that started in the segment (schema :data:`WORK_SCHEMA`)."""
+    """Per segment (``instance``) and name: total time and count of host ops (``side='cpu'``: top-level
+    ops of the launching thread and of the training loop's thread) and GPU work (``side='gpu'``)
+    that started in the segment (schema :data:`WORK_SCHEMA`)."""
     if seg.height == 0:
         return pl.DataFrame(schema=WORK_SCHEMA)
     out = []
     tids = [int(t) for t in seg["launch_tid"].drop_nulls().unique().to_list()]
     if tids:
         ops = _top_level_ops(trace, tids).rename({"tid": "launch_tid"})
-        cpu = _in_segments(ops, seg, "cpu_from_ns", "cpu_to_ns", "launch_tid")
-        out.append(cpu.group_by("instance", "name").agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count")).with_columns(pl.lit("cpu").alias("side")))
+        cpu = [_in_segments(ops, seg, "cpu_from_ns", "cpu_to_ns", "launch_tid").select("instance", "name", "dur_ns")]
+        # the training loop's thread (ProfilerSteps) when collectives are issued from another one
+        # (DDP enqueues from the autograd thread): a late input fetch there delays everything after it
+        loop = sorted({int(t) for t in trace.steps["tid"].drop_nulls().to_list()} - set(tids)) if trace.steps.height else []
+        if loop:
+            lops = _top_level_ops(trace, loop).drop("tid")
+            cpu.append(_in_segments(lops, seg, "cpu_from_ns", "cpu_to_ns", None).select("instance", "name", "dur_ns"))
+        out.append(pl.concat(cpu).group_by("instance", "name").agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count")).with_columns(pl.lit("cpu").alias("side")))
     gseg = seg.filter(pl.col("source") == "kernel")
     if gseg.height:
         g = trace.events.filter(

@@ -16,7 +16,11 @@ Per matched instance (aligned times, at least two ranks, skew ≥ ``min_skew_us`
   before the collective); for CPU (gloo) collectives ``compute`` (CPU ops before the enqueue) or
   ``host`` (gloo thread busy); ``transfer`` when the transfer time is more than twice the median of
   at least 3 instances of the same type, group size and size, and the excess exceeds the skew.
-- **evidence**: the ops (host side) and kernels (GPU side) of the late rank's segment whose total
+  ``data`` when host-side lateness that arose in the segment is mostly the rank's input-pipeline
+  fetches (DataLoader/DataPipe) beyond the median rank's; a launch mostly carried in from the
+  rank's previous collective of the step takes that earlier late arrival's cause.
+- **evidence**: the ops (host side: launching thread and training-loop thread) and kernels (GPU
+  side) of the late rank's segment whose total
   time exceeds the median rank's total for the same name most, and the step-start lateness.
 
 Per rank: times last, wait caused, own wait, and the rank × step table of own wait time.
@@ -30,13 +34,16 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.analyses._comm_segments import WORK_SCHEMA, segment_work, segments
+from ranksight.analyses._comm_segments import DATA_FETCH_RE, WORK_SCHEMA, segment_work, segments
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
 
 if TYPE_CHECKING:
     from ranksight.analyses._comm_match import CommData
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
+
+#: A rank is named a straggler when its share of the wait is ≥ 2/n, capped here (2 ranks: 0.75).
+NAMED_SHARE_MAX = 0.75
 
 __all__ = ["stragglers", "late_instances", "straggler_ranks", "rank_segments", "rank_segment_work"]
 
@@ -101,17 +108,23 @@ def _expected_transfer(late: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFr
     return late.with_columns((pl.col("transfer_ns") > 2 * pl.col("expected_transfer_ns")).fill_null(False).alias("slow_transfer"))
 
 
-def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int) -> pl.DataFrame:
-    """Per late instance: the names whose time on the late rank most exceeds the median rank's
-    (only excesses of at least 1 µs and 10 % of the lateness that arose in the segment; none when
-    all of it was carried in from before)."""
-    if work.height == 0 or late.height == 0:
-        return pl.DataFrame(schema={"instance": pl.Int64, "evidence": pl.String})
+def _excess(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
+    """Per late instance, side and name: the late rank's time minus the median rank's
+    (``excess_ns``; a rank without the name counts 0)."""
     grid = work.select("instance", "side", "name").unique().join(pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32}), how="cross")
     full = grid.join(work, on=["instance", "side", "name", "rank"], how="left").with_columns(pl.col("total_ns").fill_null(0))
     med = full.group_by("instance", "side", "name").agg(pl.col("total_ns").median().alias("__med"))
     lw = full.join(late.select("instance", pl.col("rank").alias("__late")), on="instance").filter(pl.col("rank") == pl.col("__late"))
-    lw = lw.join(med, on=["instance", "side", "name"]).with_columns((pl.col("total_ns") - pl.col("__med")).alias("excess_ns"))
+    return lw.join(med, on=["instance", "side", "name"]).with_columns((pl.col("total_ns") - pl.col("__med")).alias("excess_ns"))
+
+
+def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int) -> pl.DataFrame:
+    """Per late instance: the names whose time on the late rank most exceeds the median rank's
+    (only excesses of at least 1 µs and 10 % of the lateness that arose in the segment; none when
+    all of it was carried in)."""
+    if work.height == 0 or late.height == 0:
+        return pl.DataFrame(schema={"instance": pl.Int64, "evidence": pl.String})
+    lw = _excess(work, late, ranks)
     own = pl.col("segment_ns") + pl.col("after_launch_ns")  # lateness that arose in this segment
     lw = lw.join(late.filter(own > 0).select("instance", (0.1 * own).alias("__min")), on="instance")
     lw = lw.filter((pl.col("excess_ns") >= 1000) & (pl.col("excess_ns") >= pl.col("__min"))).sort(["instance", "excess_ns"], descending=[False, True])
@@ -121,6 +134,42 @@ def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int
         (pl.col("excess_ns") / 1e3).round(1).cast(pl.String), pl.lit(" µs"),
     ])
     return lw.group_by("instance", maintain_order=True).agg(text.str.join("; ").alias("evidence"))
+
+
+def _data_cause(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
+    """``cause = data`` where the lateness arose on the host in the segment (late launch, more of
+    it in the segment than carried in) and the late rank's input-pipeline fetches
+    (``enumerate(DataLoader)#…``, ``enumerate(DataPipe)#…``) there exceed the median rank's by at
+    least half of that segment lateness; ``data_excess_ns`` is that excess."""
+    late = late.with_columns(pl.lit(None, pl.Int64).alias("data_excess_ns"))
+    if work.height == 0 or late.height == 0:
+        return late
+    fetch = work.filter((pl.col("side") == "cpu") & pl.col("name").str.contains(DATA_FETCH_RE))
+    if fetch.height == 0:
+        return late
+    ex = _excess(fetch, late, ranks).group_by("instance").agg(pl.col("excess_ns").sum().cast(pl.Int64).alias("__dx"))
+    late = late.join(ex, on="instance", how="left")
+    host_late = (pl.col("cause") != "transfer") & (pl.col("late_launch_ns") >= pl.col("after_launch_ns")) & (pl.col("segment_ns") > pl.col("carried_ns"))
+    is_data = host_late & (pl.col("__dx").fill_null(0) >= 0.5 * pl.col("segment_ns")) & (pl.col("__dx") > 0)
+    return late.with_columns(
+        pl.when(is_data).then(pl.lit("data")).otherwise(pl.col("cause")).alias("cause"),
+        pl.when(is_data).then(pl.col("__dx")).otherwise(pl.col("data_excess_ns")).alias("data_excess_ns"),
+    ).drop("__dx")
+
+
+def _carried_cause(late: pl.DataFrame) -> pl.DataFrame:
+    """A late launch mostly carried in from the rank's previous collective of the same step
+    (``carried ≥ segment``, not the step's first) takes the cause of the rank's latest earlier late
+    arrival in that step: the delay that made it late there is the one it still carries."""
+    if late.height == 0:
+        return late
+    carried = (
+        (pl.col("cause") != "transfer") & (pl.col("late_launch_ns") >= pl.col("after_launch_ns"))
+        & (pl.col("carried_ns") >= pl.col("segment_ns")) & ~pl.col("first_in_step").fill_null(False)
+    )
+    late = late.sort("instance").with_columns(pl.when(carried).then(None).otherwise(pl.col("cause")).alias("__c"))
+    inherited = pl.col("__c").forward_fill().over("rank", "step")
+    return late.with_columns(pl.coalesce(inherited, pl.col("cause")).alias("cause")).drop("__c")
 
 
 def _detail(late: pl.DataFrame) -> pl.Expr:
@@ -133,6 +182,10 @@ def _detail(late: pl.DataFrame) -> pl.Expr:
     work = pl.when(gpu).then(pl.lit("host work")).otherwise(pl.lit("CPU work"))
     return (
         pl.when(pl.col("cause") == "transfer").then(pl.concat_str([pl.lit("transfer "), us("transfer_ns"), pl.lit(" µs vs median "), us("expected_transfer_ns"), pl.lit(" µs")]))
+        .when((pl.col("cause") == "data") & pl.col("data_excess_ns").is_not_null()).then(pl.concat_str([
+            issued, us("late_launch_ns"), pl.lit(" µs late: input pipeline (DataLoader) +"), us("data_excess_ns"),
+            pl.lit(" µs over the median rank since previous collective"),
+        ]))
         .when(pl.col("late_launch_ns") >= pl.col("after_launch_ns")).then(
             pl.concat_str([
                 issued, us("late_launch_ns"), pl.lit(" µs late: "),
@@ -211,7 +264,7 @@ def stragglers(
     late = late_instances(cd, seg, int(min_skew_us * 1e3))
     work = _work(run, cd, seg, late)
     ev = _evidence(work, late, cd.ranks, evidence)
-    late = late.join(ev, on="instance", how="left").with_columns(_detail(late).alias("detail"))
+    late = _carried_cause(_data_cause(work, late, cd.ranks)).join(ev, on="instance", how="left").with_columns(_detail(late).alias("detail"))
     per_inst = late.select(
         "instance", "step", "coll_type", "bytes", pl.col("rank").alias("late_rank"), "late_ranks", (pl.col("lateness_ns") / 1e3).alias("lateness_us"),
         (pl.col("skew_ns") / 1e3).alias("skew_us"), (pl.col("total_wait_ns") / 1e3).alias("wait_caused_us"), "cause",
@@ -247,10 +300,11 @@ def _also_late(row: dict[str, object]) -> str:
 
 
 def _verdict(rk: pl.DataFrame, late: pl.DataFrame, n: int) -> list[str]:
-    """One line per named straggler: a rank that caused at least twice its fair share of wait."""
+    """One line per named straggler: a rank that caused at least twice its fair share of wait
+    (with two ranks, at least 75 % of it)."""
     if late.height == 0:
         return ["no collective with skew above the threshold: no straggler"]
-    named = rk.filter(pl.col("wait_share") >= min(1.0, 2.0 / n))
+    named = rk.filter(pl.col("wait_share") >= min(NAMED_SHARE_MAX, 2.0 / n))
     lines = []
     for r in named.iter_rows(named=True):
         mine = late.filter(pl.col("rank") == r["rank"]).sort("total_wait_ns", descending=True)
@@ -270,7 +324,7 @@ register(
     AnalysisSpec(
         name="stragglers",
         func=stragglers,
-        help="ranks that arrive last at collectives, the wait they cost, and why (host launch, compute, transfer)",
+        help="ranks that arrive last at collectives, the wait they cost, and why (host launch, compute, input pipeline, transfer)",
         options=(
             ALIGN_OPTION,
             Option("min_skew_us", float, 10.0, "ignore instances whose arrival skew is below this (µs)"),
