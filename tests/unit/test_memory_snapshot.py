@@ -289,3 +289,67 @@ def test_anchored_history_equals_the_allocator(ops, kept, empty_at) -> None:
     exp = SIM.expected(a, kept)
     assert curve["allocated_bytes"].to_list() == exp["levels_allocated"]
     assert curve["reserved_bytes"].to_list() == exp["levels_reserved"]
+
+
+# ---- C++ stacks (context="all"): the unwinder's, allocator's and dispatcher's frames are skipped ----
+
+
+def _f(name: str, filename: str = "??") -> dict:
+    return {"name": name, "filename": filename, "line": 0}
+
+
+UNWIND = [_f("torch::unwind::unwind()"), _f("torch::CapturedTraceback::gather(bool, bool, bool)"),
+          _f("torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp"),
+          _f("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(unsigned long, CUstream_st*)", "CUDACachingAllocator.cpp")]
+
+
+def test_cpp_only_stacks_name_the_first_frame_that_is_not_bookkeeping(tmp_path: Path) -> None:
+    workspace = [*UNWIND, _f("at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)", ""),
+                 _f("at::cuda::getCurrentCUDABlasHandle()"), _f("__clone")]
+    factory = [*UNWIND, _f("at::detail::empty_generic(c10::ArrayRef<long>, c10::Allocator*)"),
+               _f("at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)"),
+               _f("c10::impl::wrap_kernel_functor_unboxed_<...>::call(...)", "RegisterCUDA_0.cpp"),
+               _f("at::_ops::nll_loss_backward::call(at::Tensor const&)"),
+               _f("at::meta::structured_nll_loss_backward::meta(at::Tensor const&)"), _f("_PyEval_EvalFrameDefault")]
+    only_bookkeeping = list(UNWIND)
+    seg = {"device": 0, "address": A, "total_size": 3 << 20, "stream": 0, "segment_type": "large", "blocks": [
+        {"address": A, "size": 1 << 20, "requested_size": 1 << 20, "state": "active_allocated", "frames": workspace},
+        {"address": A + (1 << 20), "size": 1 << 19, "requested_size": 1 << 19, "state": "active_allocated", "frames": factory},
+        {"address": A + (3 << 19), "size": 1 << 18, "requested_size": 1 << 18, "state": "active_allocated", "frames": only_bookkeeping},
+        {"address": A + (7 << 18), "size": (3 << 20) - (7 << 18), "requested_size": 0, "state": "inactive", "frames": []},
+    ]}
+    tabs, _ = snapshot_tables(str(write(tmp_path, {"segments": [seg]})), top=10)
+    b = tabs["snapshot_blocks"]
+    assert b["top_frame"].to_list() == [
+        "at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream) (:0)",
+        "at::meta::structured_nll_loss_backward::meta(at::Tensor const&) (??:0)",
+        "torch::unwind::unwind() (??:0)",  # nothing but bookkeeping: the innermost frame
+    ]
+    assert b["stack"][0] == ("at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream) (:0); "
+                             "at::cuda::getCurrentCUDABlasHandle() (??:0); __clone (??:0)")
+    assert b["stack"][1] == "at::meta::structured_nll_loss_backward::meta(at::Tensor const&) (??:0)"
+
+
+def test_real_h100_snapshot() -> None:
+    """A snapshot PyTorch 2.11 wrote on an H100 (tests/data/generated/h100/memory-snapshot; C++ and
+    Python frames): totals equal the pickle's own sums, no top frame is bookkeeping."""
+    path = Path(__file__).resolve().parents[1] / "data" / "generated" / "h100" / "memory-snapshot" / "train_2steps.pickle.gz"
+    with gzip.open(path) as f:
+        raw = pickle.load(f)  # noqa: S301 - our own fixture; ranksight itself reads it with SafeUnpickler
+    segs = raw["segments"]
+    blocks = [b for s in segs for b in s["blocks"]]
+    tabs, _ = snapshot_tables(str(path), top=0)
+    d = tabs["snapshot_devices"].row(0, named=True)
+    assert d["device"] == "cuda:0" and d["segments"] == len(segs) and d["blocks"] == len(blocks)
+    assert d["reserved_bytes"] == sum(s["total_size"] for s in segs)
+    assert d["allocated_bytes"] == sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+    assert d["requested_bytes"] == sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated")
+    assert d["history_actions"] == len(raw["device_traces"][0])
+    assert tabs["snapshot_blocks"].height == sum(b["state"] == "active_allocated" for b in blocks)
+    tops = tabs["snapshot_blocks"]["top_frame"]
+    assert tops.null_count() == 0
+    assert not tops.str.contains("unwind|CapturedTraceback|CUDACachingAllocator").any()
+    assert tops.str.contains(r"^_train_step \(h100/make\.py:\d+\)$").any()  # Python frames name the user's code
+    assert tops.str.starts_with("at::cuda::setWorkspaceForHandle").sum() == 1  # the cuBLAS workspace (autograd thread: no Python)
+    allocs = tabs["snapshot_allocs"]["top_frame"].drop_nulls()
+    assert not allocs.str.contains("unwind|CUDACachingAllocator|empty_generic|empty_strided").any()

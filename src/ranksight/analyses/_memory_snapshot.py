@@ -18,8 +18,16 @@ Definitions (per CUDA device of the snapshot; bytes are the allocator's, after r
   maximum of that curve (or the snapshot's value without history); ``time_ms`` counts from the
   first recorded action of any device;
 - **top frame** of a stack: the innermost Python frame outside the ``torch`` package, else the
-  innermost Python frame, else the innermost frame; ``stack`` lists the first Python frames (all
-  frames when none is Python), innermost first, as ``name (dir/file.py:line)``;
+  innermost Python frame, else the innermost frame that is not bookkeeping; ``stack`` lists the
+  first Python frames (when none is Python, the first frames that are not bookkeeping), innermost
+  first, as ``name (dir/file.py:line)``. Bookkeeping frames, which ``context="all"`` snapshots
+  record around every allocation, are the stack unwinder's (``unwind::unwind``,
+  ``CapturedTraceback::gather``, ``gather_with_cpp``), the caching allocator's
+  (``CUDACachingAllocator``) and its factories (``at::empty*``, ``at::detail::empty*``), the
+  dispatcher's (``core/boxing``, ``Register*``, ``Redispatch``, ``wrap_kernel_functor``,
+  ``at::_ops::*::call``) and the interpreter's (``_start``, ``__libc_start_main``, ``PyEval_``,
+  ``PyObject_``, ``PyFunction_``, ``_PyEval``): the list of PyTorch's ``torch.cuda._memory_viz``
+  frame filter plus the allocator, its factories and the dispatcher;
 - **largest allocations**: live blocks at the snapshot (``snapshot_blocks``) and ``alloc`` actions
   of the history (``snapshot_allocs``, with whether and when the same address was freed).
 """
@@ -41,6 +49,13 @@ _ALLOC_DELTA = {"alloc": 1, "free_completed": -1}
 _SEGMENT_DELTA = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
 
 
+#: Frames skipped when a stack has no Python frame (see the module doc).
+_BOOKKEEPING_NAME = (r"unwind::unwind|CapturedTraceback::gather|gather_with_cpp|CUDACachingAllocator|^_start$|__libc_start_main"
+                     r"|PyEval_|PyObject_|PyFunction_|_PyEval|wrap_kernel_functor|::redispatch\(|at::_ops::\w+::call\("
+                     r"|at::(detail::|native::)?empty\w*\(|wrapper_\w*empty\w*\(")
+_BOOKKEEPING_FILE = r"core/boxing|(^|/)Register\w*\.cpp$|(^|/)Redispatch|pythonrun\.c|Modules/main\.c|Objects/call\.c|ceval\.c"
+
+
 def _frame_text() -> pl.Expr:
     f = pl.element()
     short = f.struct.field("filename").str.extract(r"((?:[^/]*/)?[^/]*)$", 1)
@@ -54,10 +69,13 @@ def top_frames(df: pl.DataFrame) -> pl.DataFrame:
     fr = pl.col("frames").fill_null(pl.lit([], pl.List(FRAME)))
     is_py = pl.element().struct.field("filename").str.ends_with(".py")
     in_torch = pl.element().struct.field("filename").str.contains(r"(^|/)torch/")
+    useful = ~(pl.element().struct.field("name").str.contains(_BOOKKEEPING_NAME)
+               | pl.element().struct.field("filename").str.contains(_BOOKKEEPING_FILE))
+    native = pl.when(fr.list.eval(useful).list.any()).then(fr.list.filter(useful)).otherwise(fr)
     pick = pl.coalesce(
         fr.list.filter(is_py & ~in_torch).list.first(),
         fr.list.filter(is_py).list.first(),
-        fr.list.first(),
+        native.list.first(),
     )
     text = pl.format(
         "{} ({}:{})", pick.struct.field("name"), pick.struct.field("filename").str.extract(r"((?:[^/]*/)?[^/]*)$", 1),
@@ -67,7 +85,7 @@ def top_frames(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(pick.is_not_null()).then(text).alias("top_frame"),
         pl.when(fr.list.eval(is_py).list.any())
         .then(fr.list.filter(is_py))
-        .otherwise(fr)
+        .otherwise(native)
         .list.head(STACK_FRAMES)
         .list.eval(_frame_text())
         .list.join("; ")
