@@ -138,6 +138,23 @@ def test_spans_stay_on_disk_after_caching(cfg, trace_file):
     assert fresh.raw_events([3]) == plain.raw_events([3])
 
 
+def test_side_tables_stay_on_disk_after_caching(cfg, trace_file):
+    """The trace that wrote its entry holds no side table in memory: each is read back from the
+    entry on first use, equal to the decoded one; rebuilt from the trace file if the entry has gone."""
+    from ranksight.io.kineto import TABLES
+
+    plain = ranksight.load(trace_file, cache=False)[0]
+    first = ranksight.load(trace_file, cache=cfg)[0]
+    assert first.tables._frames == {}  # nothing held after the load
+    for name in TABLES:
+        assert first.table(name).equals(plain.table(name)), name
+    assert set(first.tables._frames) == set(TABLES)  # read once, then kept
+    other = CacheConfig(cfg.directory.parent / "other", min_bytes=0)
+    fresh = ranksight.load(trace_file, cache=other)[0]
+    shutil.rmtree(other.directory)
+    assert fresh.table("kernel").equals(plain.table("kernel")) and fresh.table("flow").equals(plain.table("flow"))
+
+
 def test_lazy_run_decodes_a_single_rank_once(tmp_path, trace_file, monkeypatch):
     """Over the resident limit and without a cache, the last rank decoded by load() stays: a
     single huge rank is not decoded a second time by the first analysis."""

@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ import polars as pl
 from ranksight.io.kineto import TABLES, scan_spans
 from ranksight.model.trace import LazyTables, Trace
 
-__all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry"]
+__all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry", "spill_tables"]
 
 #: Bump when the decoded or derived tables change shape or meaning.
 FORMAT_VERSION = 2
@@ -163,6 +163,24 @@ def spans_loader(entry: Path, path: str) -> Callable[[], pl.DataFrame]:
             return scan_spans(path)
 
     return load
+
+
+def spill_tables(entry: Path, tables: Mapping[str, pl.DataFrame], fallback: Callable[[str], pl.DataFrame]) -> LazyTables:
+    """Side tables read back from a just-written entry on first use instead of held in memory
+    (the flow table is not read again after the links are derived; the kernel and op tables only
+    by the analyses that need their args). ``fallback(name)`` rebuilds one from the trace file if
+    the entry has gone meanwhile."""
+
+    def load(name: str) -> Callable[[], pl.DataFrame]:
+        def read() -> pl.DataFrame:
+            try:
+                return pl.read_parquet(entry / f"t_{name}.parquet")
+            except Exception:  # noqa: BLE001 - removed or rewritten by another run
+                return fallback(name)
+
+        return read
+
+    return LazyTables({n: load(n) for n in tables})
 
 
 def read_entry(cfg: CacheConfig, path: str, key: str, *, rank: int, rank_source: str) -> Trace | None:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from ranksight.io.kineto import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from ranksight.model.cache import CacheConfig
     from ranksight.model.trace import Trace
 
@@ -63,11 +65,20 @@ class TraceSource:
         if self.cache is not None and self.key is not None:
             try:
                 entry = _cache.write_entry(self.cache, t, self.key)
-                if self.nsys is None and not callable(t._spans):
-                    t._spans = _cache.spans_loader(entry, t.path)  # read back when needed, not held
+                if self.nsys is None:  # read back when needed, not held
+                    if not callable(t._spans):
+                        t._spans = _cache.spans_loader(entry, t.path)
+                    t.tables = _cache.spill_tables(entry, t.tables, self._rebuild_table)
             except OSError as err:  # an unwritable cache never stops the analysis
                 t.warnings.append(f"could not write the cache entry: {err}")
         return t
+
+    def _rebuild_table(self, name: str) -> pl.DataFrame:
+        """One side table decoded again from the trace file (its cache entry has gone)."""
+        from ranksight.io.kineto import decode
+        from ranksight.model.trace import Trace
+
+        return Trace(decode(self.path, strict=self.strict, max_bytes=self.max_bytes), rank=self.rank, rank_source=self.rank_source).tables[name]
 
     def is_cached(self) -> bool:
         from ranksight.model import cache as _cache
