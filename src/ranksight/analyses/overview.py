@@ -65,66 +65,60 @@ def _iv(df: pl.DataFrame) -> Intervals:
     return union(df["ts_ns"].to_numpy(), df["end_ns"].to_numpy())
 
 
-#: the event columns the role intervals read (selected before any filter: a filter copies every column)
-_COLS = ("row", "kind", "name", "cat", "ts_ns", "end_ns", "dur_ns", "external_id", "launch_row", "kernel_class")
-
-
 def _comm_host(trace: Trace, plugin_compat: bool) -> pl.DataFrame:
+    """Host events of collectives (``row, external_id, ts_ns, end_ns``): by name, and (ranksight's
+    definition) by communication-like name or collective args."""
     ev = trace.events
-    host = ev.select(_COLS).filter(pl.col("kind").is_in(["cpu_op", "user_annotation", "python_function"]) & pl.col("dur_ns").is_not_null())
     named = pl.col("name").is_in(list(COLLECTIVE_OP_NAMES))
     if plugin_compat:
-        return host.filter(named & pl.col("kind").is_in(["cpu_op", "user_annotation"]))
-    coll_rows = trace.table("collective")["row"]
-    comm_names = values_matching(host["name"], COMM_HOST_RE)
-    return host.filter(
-        pl.col("kind").is_in(["cpu_op", "user_annotation"])
-        & (named | pl.col("name").is_in(comm_names) | pl.col("row").is_in(coll_rows.implode()))
+        cond = named
+    else:
+        coll_rows = trace.table("collective")["row"]
+        cond = named | pl.col("name").is_in(values_matching(ev["name"], COMM_HOST_RE)) | pl.col("row").is_in(coll_rows.implode())
+    return (
+        ev.lazy().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("dur_ns").is_not_null() & cond)
+        .select("row", "external_id", "ts_ns", "end_ns").collect()
     )
 
 
 def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, Intervals]:
-    """The merged intervals of each role (before priorities), in ns."""
-    ev = trace.events.select(_COLS).filter(pl.col("dur_ns").is_not_null())
+    """The merged intervals of each role (before priorities), in ns. Each role is one lazy query
+    over the events that copies only the columns it reads of the rows it keeps."""
+    ev = trace.events
+    timed = ev.lazy().filter(pl.col("dur_ns").is_not_null())
     comm_host = _comm_host(trace, plugin_compat)
     comm_ids = comm_host["external_id"].drop_nulls().unique().implode()
-    kernels = ev.filter(pl.col("kind") == "kernel")
+    kernels = timed.filter(pl.col("kind") == "kernel").select("ts_ns", "end_ns", "external_id", "launch_row", "kernel_class")
     by_id = pl.col("external_id").is_in(comm_ids).fill_null(False)
     if plugin_compat:
         is_comm = by_id
     else:
-        launch_ids = ev.filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).select(pl.col("row").alias("launch_row"), pl.col("external_id").alias("_lext"))
+        launch_ids = timed.filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).select(pl.col("row").alias("launch_row"), pl.col("external_id").alias("_lext"))
         kernels = kernels.join(launch_ids, on="launch_row", how="left", maintain_order="left")
         is_comm = by_id | pl.col("_lext").is_in(comm_ids).fill_null(False) | (pl.col("kernel_class") == "COMMUNICATION").fill_null(False)
-    kernels = kernels.with_columns(is_comm.alias("_comm"))
-    python_cats = values_matching(ev["cat"], "(?i)^python$")
-    host = ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | pl.col("cat").is_in(python_cats)).select(
-        "row", "kind", "name", "ts_ns", "end_ns"
-    )
-    del ev  # the big frame: only the small role tables below are needed
-    is_step = pl.col("name").is_in(values_matching(host["name"], STEP_RE.pattern))
-    dl_names = values_matching(host["name"], _DATALOADER_RE)
-    is_dl = pl.col("name").is_in(dl_names) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
+    kernels = kernels.select("ts_ns", "end_ns", is_comm.alias("_comm")).collect()
+    host = timed.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | pl.col("cat").is_in(values_matching(ev["cat"], "(?i)^python$")))
+    is_step = pl.col("name").is_in(values_matching(ev["name"], STEP_RE.pattern))
+    is_dl = pl.col("name").is_in(values_matching(ev["name"], _DATALOADER_RE)) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
     comm_rows = comm_host["row"].implode()
     runtime_kinds = ["cuda_runtime"] if plugin_compat else list(LAUNCH_KINDS)
-    ev_of = trace.events.select("kind", "ts_ns", "end_ns", "dur_ns")
 
-    def of(*kinds: str) -> Intervals:
-        return _iv(ev_of.filter(pl.col("kind").is_in(list(kinds)) & pl.col("dur_ns").is_not_null()))
+    def of(lf: pl.LazyFrame) -> Intervals:
+        return _iv(lf.select("ts_ns", "end_ns").collect())
 
-    roles = {
+    comm_k = kernels.filter(pl.col("_comm"))
+    return {
         "kernel": _iv(kernels.filter(~pl.col("_comm"))),
-        "memcpy": of("memcpy"),
-        "memset": of("memset"),
+        "memcpy": of(timed.filter(pl.col("kind") == "memcpy")),
+        "memset": of(timed.filter(pl.col("kind") == "memset")),
         "communication": union(
-            np.concatenate([kernels.filter(pl.col("_comm"))["ts_ns"].to_numpy(), comm_host["ts_ns"].to_numpy()]),
-            np.concatenate([kernels.filter(pl.col("_comm"))["end_ns"].to_numpy(), comm_host["end_ns"].to_numpy()]),
+            np.concatenate([comm_k["ts_ns"].to_numpy(), comm_host["ts_ns"].to_numpy()]),
+            np.concatenate([comm_k["end_ns"].to_numpy(), comm_host["end_ns"].to_numpy()]),
         ),
-        "runtime": of(*runtime_kinds),
-        "dataloader": _iv(host.filter(is_dl)),
-        "cpu_exec": _iv(host.filter(~is_step & ~is_dl & ~pl.col("row").is_in(comm_rows))),
+        "runtime": of(timed.filter(pl.col("kind").is_in(runtime_kinds))),
+        "dataloader": of(host.filter(is_dl)),
+        "cpu_exec": of(host.filter(~is_step & ~is_dl & ~pl.col("row").is_in(comm_rows))),
     }
-    return roles
 
 
 def covered_in_windows(iv: Intervals, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
