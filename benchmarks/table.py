@@ -53,8 +53,11 @@ def render(res: dict) -> str:
         out.append("| set | JSON MB | mode | load s | peak RSS after load MB | analyses s | peak RSS MB (whole run) | slowest analysis |")
         out.append("|---|---|---|---|---|---|---|---|")
         for name, r in ev:
-            for mode, key in (("default", "ranksight_every"), ("RANKSIGHT_LOW_MEMORY=1", "ranksight_every_low_memory")):
-                e = r.get(key, {})
+            for mode, key in (("no cache", "ranksight_every"), ("no cache, RANKSIGHT_LOW_MEMORY=1", "ranksight_every_low_memory"),
+                              ("cache on, first run", "ranksight_every_cache")):
+                e = r.get(key)
+                if e is None:
+                    continue
                 per = {k: v for k, v in (e.get("per_analysis_s") or {}).items() if isinstance(v, (int, float))}
                 slow = max(per, key=per.get) if per else ""
                 out.append(f"| {name} | {r['json_mb']} | {mode} | {_v(e, 'load_s')} | {_v(e, 'load_peak_rss_mb')} | {_v(e, 'analyses_s')} | "
