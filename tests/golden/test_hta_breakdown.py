@@ -46,6 +46,8 @@ TRACES = {
     "h100_ddp_gloo_2ranks": ("data", "generated/h100/ddp-gloo-2ranks"),
     "h100_train_compiled": ("data", "generated/h100/train-compiled"),
     "h100_train_eager": ("data", "generated/h100/train-eager"),
+    "h100_train_modules": ("data", "generated/h100/train-modules"),
+    "h100_train_near_capacity": ("data", "generated/h100/train-near-capacity"),
     "history_with_gpu_user_annotation": ("data", "hta/with_gpu_user_annotation"),
     "mtia_inference_trace": ("shared", "hta/mtia_inference_trace"),
     "nccl_parser_config": ("data", "hta/nccl_parser_config"),
@@ -60,7 +62,8 @@ TRACES = {
 
 #: traces with fractional-µs timestamps: HTA rounds them (ranksight keeps ns), so only hta_compat
 NS_TRACES = {"amd_trace", "nccl_parser_config", "ns_resolution_trace", "mtia_inference_trace", "triton_example",
-             "h100_cudagraph_infer", "h100_ddp_gloo_2ranks", "h100_train_compiled", "h100_train_eager"}
+             "h100_cudagraph_infer", "h100_ddp_gloo_2ranks", "h100_train_compiled", "h100_train_eager", "h100_train_modules",
+             "h100_train_near_capacity"}
 #: traces with cuda_sync events: HTA counts them as GPU busy in the temporal breakdown
 SYNC_TRACES = {"critical_path_alexnet", "critical_path_simple_add", "critical_path_cuda_event_sync", "critical_path_cuda_event_sync_multi_stream"}
 #: traces with overlapping events on one stream: HTA's idle gaps go negative (ranksight clips)

@@ -22,6 +22,7 @@ BERT_MI300 = "tracelens/mi300/gaunernst_bert-small-uncased__1016001.json.gz"
 TIMESFORMER_MI300 = "tracelens/mi300/facebook_timesformer-base-finetuned-k400__1016002.json.gz"
 CKPT_MI300 = "tracelens/mi300/resnet_act_checkpoint.json.gz"
 CPU_DDP = "generated/cpu-ddp-gloo-4ranks"
+H100_NEAR_CAPACITY = "generated/h100/train-near-capacity"
 
 
 @cache
@@ -42,7 +43,7 @@ CASES = [
     ("memory-fragmentation", TIMESFORMER_MI300, BERT_MI300),
     ("full-launch-queue", CKPT_MI300, NW0),
     ("load-imbalance", CPU_DDP, DLRM),
-    ("memory-near-capacity", None, TIMESFORMER_MI300),  # positive: hand-built below (no real trace is near capacity)
+    ("memory-near-capacity", H100_NEAR_CAPACITY, TIMESFORMER_MI300),  # also hand-built below
 ]
 
 

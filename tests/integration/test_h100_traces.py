@@ -20,7 +20,7 @@ from ranksight.analyses.diagnose import findings
 from tests.conftest import DATA
 
 H100 = DATA / "generated" / "h100"
-SETS = ("train-eager", "train-compiled", "cudagraph-infer", "ddp-gloo-2ranks")
+SETS = ("train-eager", "train-compiled", "cudagraph-infer", "ddp-gloo-2ranks", "train-near-capacity", "train-modules")
 FETCH = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
@@ -157,3 +157,32 @@ def test_cli_report_and_diagnose_on_the_ddp_pair(cli, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert [f["ranks"] for f in doc["findings"] if f["rule"] == "dataloader-bound"] == [[1]]
+
+
+def test_near_capacity_is_found_with_the_traces_own_peak() -> None:
+    doc = raw(files("train-near-capacity")[0])
+    mem = [e["args"] for e in doc["traceEvents"] if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    cap = doc["deviceProperties"][0]["totalGlobalMem"]
+    f = {x.rule: x for x in findings(run("train-near-capacity"))[0]}["memory-near-capacity"]
+    assert f.severity == "high" and f.evidence["capacity_bytes"] == cap
+    assert f.evidence["peak_reserved_bytes"] == max(a["Total Reserved"] for a in mem)
+    assert f.evidence["peak_allocated_bytes"] == max(a["Total Allocated"] for a in mem)
+    assert f"peak {100 * max(a['Total Reserved'] for a in mem) / cap:.1f}% of 79.2 GiB" in f.summary
+    assert "memory-near-capacity" not in {x.rule for x in findings(run("train-eager"))[0]}
+
+
+def test_module_device_time_equals_the_kernels_launched_inside_its_frames() -> None:
+    """GPT_0's device total, recomputed from the JSON: the GPU work whose launch call lies inside
+    one of its forward frames (same thread)."""
+    doc = raw(files("train-modules")[0])
+    ev = doc["traceEvents"]
+    frames = [e for e in ev if e.get("cat") == "python_function" and e.get("name") == "nn.Module: GPT_0"]
+    assert len(frames) == 3
+    launches = {e["args"]["correlation"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+                and any(f["tid"] == e["tid"] and f["ts"] <= e["ts"] <= f["ts"] + f["dur"] for f in frames)}
+    gpu_us = sum(e["dur"] for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("correlation") in launches)
+    m = run_analysis("modules", run("train-modules")).main
+    root = m.filter(pl.col("path") == "GPT_0").row(0, named=True)
+    assert root["calls"] == 3 and root["device_total_us"] == pytest.approx(gpu_us, abs=0.01)
+    blocks = m.filter(pl.col("path").str.count_matches("/") == 1)
+    assert root["device_total_us"] == pytest.approx(root["device_self_us"] + blocks["device_total_us"].sum(), abs=0.01)

@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 
-CAPTURES = ("train-eager", "train-compiled", "cudagraph-infer", "ddp-gloo-2ranks", "memory-snapshot")
+CAPTURES = ("train-eager", "train-compiled", "cudagraph-infer", "ddp-gloo-2ranks", "memory-snapshot", "train-near-capacity",
+            "train-modules")
 VOCAB, DIM, HEADS, LAYERS, SEQ, BATCH = 8192, 512, 8, 4, 256, 16
 
 
@@ -101,7 +102,7 @@ def _profile(torch, out, worker, activities=None, **kw):
         record_shapes=True, profile_memory=True, with_flops=True, **kw)
 
 
-def _train(out, compiled):
+def _train(out, compiled, **profile_kw):
     torch, F, GPT, Batches = _torch()
     torch.manual_seed(0)
     model = GPT().cuda()
@@ -113,10 +114,30 @@ def _train(out, compiled):
     for _ in range(3):  # warm-up (and, compiled, compilation) outside the profiler
         x, y = next(it)
         _train_step(torch, F, run, opt, x.cuda(non_blocking=True), y.cuda(non_blocking=True))
-    with _profile(torch, out, "rank0") as prof:
+    with _profile(torch, out, "rank0", **profile_kw) as prof:
         for _ in range(5):
             x, y = next(it)
             _train_step(torch, F, run, opt, x.cuda(non_blocking=True), y.cuda(non_blocking=True))
+            prof.step()
+
+
+def _near_capacity(out):
+    """Eager training next to a ballast tensor that takes 94.5 % of the GPU's memory: the peak
+    reserved memory ends near 96 % of capacity."""
+    torch, F, GPT, Batches = _torch()
+    torch.manual_seed(0)
+    total = torch.cuda.get_device_properties(0).total_memory
+    ballast = torch.empty(int(0.945 * total), dtype=torch.uint8, device="cuda")  # noqa: F841 - held to fill the GPU
+    model = GPT().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = Batches(16)
+    for i in range(2):
+        x, y = data[i]
+        _train_step(torch, F, model, opt, x.cuda(non_blocking=True), y.cuda(non_blocking=True))
+    with _profile(torch, out, "rank0") as prof:
+        for i in range(2, 7):
+            x, y = data[i]
+            _train_step(torch, F, model, opt, x.cuda(non_blocking=True), y.cuda(non_blocking=True))
             prof.step()
 
 
@@ -222,7 +243,9 @@ def main():
          "train-compiled": lambda: _train(out, compiled=True),
          "cudagraph-infer": lambda: _cudagraph(out),
          "ddp-gloo-2ranks": lambda: _ddp(out),
-         "memory-snapshot": lambda: _snapshot(out)}[a.only]()
+         "memory-snapshot": lambda: _snapshot(out),
+         "train-near-capacity": lambda: _near_capacity(out),
+         "train-modules": lambda: _train(out, compiled=False, with_stack=True, with_modules=True)}[a.only]()
         return
     os.makedirs(a.out, exist_ok=True)
     _environment(a.out)
