@@ -51,6 +51,15 @@ def test_not_json(tmp_path):
     assert_one_error(cli("info", p), p, "byte 0", "not a JSON trace: expected '{' or '[' at the start, found 'h'")
 
 
+def test_a_memory_snapshot_given_as_a_trace_says_where_it_goes(tmp_path):
+    import pickle
+
+    p = tmp_path / "snap.pickle"
+    p.write_bytes(pickle.dumps({"segments": [], "device_traces": []}, protocol=4))
+    assert_one_error(cli("info", p), p, "byte 0", "found byte 0x80; it looks like a pickle (a PyTorch memory snapshot?)",
+                     "`ranksight analyze memory --snapshot FILE`")
+
+
 def test_json_that_is_not_a_trace(tmp_path):
     p = write(tmp_path / "t.json", '{"lr": 0.1, "epochs": 3}')
     assert_one_error(cli("info", p), p, "not a trace: the JSON has no 'traceEvents' list (top-level keys: epochs, lr)")

@@ -78,6 +78,10 @@ def _raise(path: str, err: Exception) -> None:
         ) from None
     if kind == "empty":
         raise TraceFormatError("the file is empty", path=path) from None
+    if offset == 0 and message.startswith("not a JSON trace") and "0x80" in message:
+        # pickle protocol 2+ starts with 0x80: what torch.cuda.memory._dump_snapshot writes
+        message += ("; it looks like a pickle (a PyTorch memory snapshot?): read it with "
+                    "`ranksight analyze memory --snapshot FILE` or `ranksight report TRACES --snapshot FILE`")
     raise TraceFormatError(message, path=path, offset=offset, event_index=index) from None
 
 
