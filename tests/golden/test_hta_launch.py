@@ -9,7 +9,8 @@ numbers depend on its own artefacts the comparison is narrowed and the reason is
 in docs/hta-differences.md (each pinned in tests/unit/test_hta_launch_differences.py):
 
 - ns traces (``NS_TRACES``): HTA rounds times to µs (durations shrink up to 2 µs), so launch
-  durations are compared within 2 µs and time series are not compared;
+  durations are compared within 2 µs (kernel-sequence sums within 2 µs per summed event) and time
+  series are not compared;
 - equal-timestamp order (``QUEUE_TIES``, ``BW_TIES``): HTA orders change points at equal µs with
   an unstable quicksort, so the queue change-point mean and std can differ slightly (< 5 %; count,
   min, quartiles and max are exact) and which bandwidth points lie above 0 changes;
@@ -44,6 +45,8 @@ TRACES = {
     "cupti_profiler": ("data", "hta/cupti_profiler"),
     "df_index_resolver": ("shared", "hta/df_index_resolver"),
     "dlrm_8ranks": ("example", ""),
+    **{f"h100_{n.replace('-', '_')}": ("data", f"generated/h100/{n}") for n in (
+        "cudagraph-infer", "ddp-gloo-2ranks", "train-compiled", "train-eager", "train-modules", "train-near-capacity")},
     "history_with_gpu_user_annotation": ("data", "hta/with_gpu_user_annotation"),
     "ns_resolution_trace": ("data", "hta/ns_resolution_trace"),
     "timeline_analysis_sampled_rank0": ("data", "hta/trace_filter/sampled_rank-0.json.gz"),
@@ -51,7 +54,7 @@ TRACES = {
     "trace_filter_sampled_ranks01": ("data", "hta/trace_filter"),
     "triton_example": ("data", "hta/triton_example"),
 }
-NS_TRACES = {"amd_trace", "ns_resolution_trace", "triton_example", "cpu_only"}
+NS_TRACES = {"amd_trace", "ns_resolution_trace", "triton_example", "cpu_only", *(f for f in TRACES if f.startswith("h100_"))}
 QUEUE_TIES = {"dlrm_8ranks", "df_index_resolver", "trace_diff_control", "trace_diff_test", "negative_queue_length_values_check"}
 #: back-to-back copies at equal µs: HTA's unstable order changes which points are above 0
 BW_TIES: set[str] = set()  # trace_diff_test (not run: time) has back-to-back copies at equal µs
@@ -168,8 +171,11 @@ def test_frequent_cuda_kernel_sequences(folder: str, tmp_path: Path) -> None:
         return
     assert mine["pattern"].tolist() == o["pattern"].tolist()
     assert mine["count"].tolist() == o["count"].tolist()
-    assert np.allclose(mine["GPU kernel duration (us)"], o["GPU kernel duration (us)"], rtol=0, atol=0)
-    assert np.allclose(mine["CPU op duration (us)"], o["CPU op duration (us)"], rtol=0, atol=0)
+    # ns traces: HTA's µs rounding shortens each summed event by up to 2 µs (count × kernels of the pattern)
+    per = 2.0 if folder in NS_TRACES else 0.0
+    kernels = o["pattern"].str.count(r"\|").to_numpy()
+    assert np.all(np.abs(mine["GPU kernel duration (us)"].to_numpy() - o["GPU kernel duration (us)"].to_numpy()) <= per * o["count"].to_numpy() * kernels)
+    assert np.all(np.abs(mine["CPU op duration (us)"].to_numpy() - o["CPU op duration (us)"].to_numpy()) <= per * o["count"].to_numpy())
     assert (tmp_path / ("overlaid_" + Path(a._hta_run()[all_ranks(folder)[0]].path).name)).exists()
 
 
