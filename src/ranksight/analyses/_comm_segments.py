@@ -65,10 +65,10 @@ def _top_level_ops(trace: Trace, tids: list[int]) -> pl.DataFrame:
     """cpu_ops (and DataLoader / DataPipe fetches, which are user annotations in recent traces) on
     the given threads that no earlier op of the same thread contains."""
     n = pl.col("name").cast(pl.String)
-    ops = trace.events.filter(
+    ops = trace.events.lazy().filter(
         ((pl.col("kind") == "cpu_op") | ((pl.col("kind") == "user_annotation") & n.str.contains(DATA_FETCH_RE)))
         & pl.col("tid").is_in(tids) & pl.col("dur_ns").is_not_null() & ~n.str.starts_with("ProfilerStep")
-    ).select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String))
+    ).select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String)).collect()
     ops = ops.sort(["tid", "ts_ns", "end_ns"], descending=[False, False, True])
     prev_max_end = pl.col("end_ns").cum_max().shift(1).over("tid")
     return ops.filter(prev_max_end.is_null() | (pl.col("ts_ns") >= prev_max_end))
@@ -94,9 +94,9 @@ def segment_work(trace: Trace, seg: pl.DataFrame) -> pl.DataFrame:
         out.append(pl.concat(cpu).group_by("instance", "name").agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count")).with_columns(pl.lit("cpu").alias("side")))
     gseg = seg.filter(pl.col("source") == "kernel")
     if gseg.height:
-        g = trace.events.filter(
+        g = trace.events.lazy().filter(
             pl.col("kind").is_in(list(GPU_KINDS)) & (pl.col("kernel_class") != "COMMUNICATION") & pl.col("dur_ns").is_not_null()
-        ).select("ts_ns", "dur_ns", pl.col("name").cast(pl.String))
+        ).select("ts_ns", "dur_ns", pl.col("name").cast(pl.String)).collect()
         gpu = _in_segments(g, gseg, "gpu_from_ns", "gpu_to_ns", None)
         out.append(gpu.group_by("instance", "name").agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count")).with_columns(pl.lit("gpu").alias("side")))
     if not out:

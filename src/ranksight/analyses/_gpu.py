@@ -120,7 +120,7 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     cond = pl.col("kind").is_in(kinds) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
     if hta_compat:
         cond = cond & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
-    g = ev.filter(cond).select(
+    g = ev.lazy().filter(cond).select(
         "row",
         pl.col("name").cast(pl.String),
         pl.col("kind").cast(pl.String),
@@ -131,7 +131,7 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
         "launch_row",
         "step",
         pl.col("kernel_class").cast(pl.String),
-    )
+    ).collect()
     if hta_compat:
         names = g["name"].unique().to_list()
         mapping = {n: hta_kernel_type(n or "") for n in names}

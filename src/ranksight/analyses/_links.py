@@ -66,11 +66,11 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
     when given. Sorted by launch row, then GPU start, then GPU row.
     """
     ev = trace.events
-    g = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("launch_row").is_not_null()).select(
+    g = ev.lazy().filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("launch_row").is_not_null()).select(
         "row", "kind", "name", "kernel_class", "pid", "tid", "stream", "device",
         "ts_ns", "dur_ns", "end_ns", "step", "launch_row",
-    )
-    launches = ev.filter(pl.col("gpu_count") > 0).select(
+    ).collect()
+    launches = ev.lazy().filter(pl.col("gpu_count") > 0).select(
         pl.col("row").alias("launch_row"),
         "correlation",
         pl.col("name").alias("api"),
@@ -83,7 +83,7 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
     )
     if apis is not None:
         launches = launches.filter(name_filter(apis))
-    return g.join(launches, on="launch_row", how="inner").sort(["launch_row", "ts_ns", "row"])
+    return g.join(launches.collect(), on="launch_row", how="inner").sort(["launch_row", "ts_ns", "row"])
 
 
 

@@ -91,8 +91,14 @@ def sm_efficiency_segments(s: np.ndarray, e: np.ndarray, v: np.ndarray) -> tuple
 
 
 def _kernels(trace: Trace, ruleset: str) -> pl.DataFrame:
-    k = trace.with_args(trace.kind("kernel").filter(pl.col("dur_ns").is_not_null()), "kernel")
+    # only the columns used, of the kernel rows and of their side table (both are big on big traces)
+    k = trace.kind("kernel", columns=["row", "device", "ts_ns", "end_ns", "dur_ns", "launch_row", "kernel_class", "name"])
+    k = k.filter(pl.col("dur_ns").is_not_null())
     cols = ["blocks_per_sm", "est_occupancy_pct"]
+    side = trace.table("kernel")
+    have = [c for c in cols if c in side.columns]
+    if have:
+        k = k.join(side.select("row", *have), on="row", how="left", maintain_order="left")
     for c in cols:
         if c not in k.columns:
             k = k.with_columns(pl.lit(None, pl.Float64).alias(c))

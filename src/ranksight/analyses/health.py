@@ -142,15 +142,15 @@ def _bounds(t: Trace, kinds: Sequence[str]) -> tuple[int, int] | None:
 
 
 def _links(t: Trace, rank: int) -> list[dict[str, Any]]:
-    ev = t.events
-    gpu = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)))
+    ev = t.events.lazy()  # each check copies only the columns it reads of the rows it keeps
+    gpu = t.kind(*GPU_KINDS, columns=["name", "launch_row"])
     out = []
     orphan = gpu.filter(pl.col("launch_row").is_null())
     out.append(_row(rank, "gpu_without_launch", "warning" if orphan.height else "ok", orphan.height,
                     detail=(f"{orphan.height} of {gpu.height} GPU events have no launching call: " + _names(orphan))
                     if orphan.height else f"all {gpu.height} GPU events linked"))
     launches = ev.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)) & pl.col("correlation").is_not_null()
-                         & pl.col("name").cast(pl.String).is_in(list(LAUNCH_APIS)))
+                         & pl.col("name").cast(pl.String).is_in(list(LAUNCH_APIS))).select("name", "gpu_count").collect()
     lost = launches.filter(pl.col("gpu_count") == 0)
     # copies and sets of zero bytes legitimately leave no GPU record; lost kernels do not
     is_kernel_launch = pl.col("name").cast(pl.String).str.contains("(?i)launch|runFunction")
@@ -165,7 +165,7 @@ def _links(t: Trace, rank: int) -> list[dict[str, Any]]:
                         + ("(dropped GPU records): " if lost_k.height else "(copies/sets only; zero-byte ones leave none): ")
                         + _names(lost)))
     owners = ev.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)) & (pl.col("gpu_count") > 0)
-                       & ~pl.col("name").cast(pl.String).is_in(list(LAUNCH_APIS)))
+                       & ~pl.col("name").cast(pl.String).is_in(list(LAUNCH_APIS))).select("name").collect()
     out.append(_row(rank, "unknown_launch_apis", "info" if owners.height else "ok", owners.height,
                     detail=("launch APIs not in the known list (linked by correlation anyway): " + _names(owners, 5))
                     if owners.height else "every launch API is known"))
@@ -222,7 +222,7 @@ def _split_noise(rank: int, check: str, amounts: pl.Series, noise_ns: int, what:
 
 
 def _stream_overlap(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
-    g = _timed(t.gpu_events).filter(pl.col("dur_ns") >= 0).select("device", "stream", "ts_ns", "end_ns")
+    g = _timed(t.kind(*GPU_KINDS, columns=["device", "stream", "ts_ns", "dur_ns", "end_ns"])).filter(pl.col("dur_ns") >= 0).select("device", "stream", "ts_ns", "end_ns")
     if g.height == 0:
         return [_row(rank, "stream_overlap", "ok", detail="no GPU work"),
                 _row(rank, "stream_overlap_noise", "ok", detail="no GPU work")]
@@ -268,7 +268,7 @@ def _durations(t: Trace, rank: int) -> list[dict[str, Any]]:
     zero = ev.filter((pl.col("kind") == "kernel") & (pl.col("dur_ns") == 0))
     out.append(_row(rank, "zero_length_kernels", "info" if zero.height else "ok", zero.height,
                     detail=("kernels with dur = 0: " + _names(zero)) if zero.height else "none"))
-    gpu = _timed(t.gpu_events)
+    gpu = _timed(t.kind(*GPU_KINDS, columns=["name", "ts_ns", "dur_ns", "step"]))
     cpu = _bounds(t, NESTING_KINDS)
     if cpu is not None and gpu.height:
         span = cpu[1] - cpu[0]

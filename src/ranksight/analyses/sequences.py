@@ -44,9 +44,9 @@ _OCC_SCHEMA = {"rank": pl.Int32, "pattern": pl.String, "count": pl.Int64, "row":
 
 def cpu_tree(trace: Trace) -> pl.DataFrame:
     """Every timed CPU-thread event with ``parent_row`` and ``depth`` (HTA's call stack)."""
-    cpu = trace.events.filter(
+    cpu = trace.events.lazy().filter(
         pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null()
-    ).select("row", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "name")
+    ).select("row", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "name").collect()
     return cpu.join(nest(cpu), on="row")
 
 

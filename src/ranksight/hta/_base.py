@@ -22,7 +22,7 @@ _STEP_NAME = pl.col("name").cast(pl.String).str.contains(r"^ProfilerStep\s*#\s*\
 def _step_names(run: Run) -> set[str]:
     names: set[str] = set()
     for t in run:
-        s = t.events.filter(_STEP_NAME & ~pl.col("kind").is_in(["metadata"]))["name"].cast(pl.String).unique()
+        s = t.events.lazy().filter(_STEP_NAME & ~pl.col("kind").is_in(["metadata"])).select(pl.col("name").unique()).collect()["name"].cast(pl.String)
         names.update(s.to_list())
     return names
 

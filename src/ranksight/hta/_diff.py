@@ -116,9 +116,9 @@ class LabeledTrace:
         if rank in self._events:
             return self._events[rank]
         trace = self.run[rank]
-        ev = trace.events.filter(
+        ev = trace.events.lazy().filter(
             (pl.col("ph") == "X") & pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")
-        ).select("row", "name", "cat", "kind", "ts_ns", "dur_ns", "stream", "step")
+        ).select("row", "name", "cat", "kind", "ts_ns", "dur_ns", "stream", "step").collect()
         base = trace.meta.base_time_ns or 0
         if self.hta_compat:
             from ranksight.analyses._gpu import hta_round, needs_hta_rounding

@@ -106,9 +106,9 @@ class LaunchMixin:
             return int(cached)
         mins = []
         for t in self.run:
-            ev = t.events.filter(pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace"))
-            if ev.height:
-                mins.append(int(ev["ts_ns"].min()) - int(t.meta.base_time_ns or 0))  # type: ignore[arg-type]
+            lo = t.events.lazy().filter(pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")).select(pl.col("ts_ns").min()).collect().item()
+            if lo is not None:
+                mins.append(int(lo) - int(t.meta.base_time_ns or 0))
         out = min(mins) if mins else 0
         self.__dict__["_rs_min_ts_ns"] = out
         return out

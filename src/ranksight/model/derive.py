@@ -36,6 +36,9 @@ __all__ = ["derive", "build_steps", "STEP_RE"]
 
 STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 
+#: Rows per chunk of the step lookup (bounded temporaries on multi-GB traces).
+_CHUNK = 1 << 20
+
 
 def _map_categorical(col: pl.Series, fn: Callable[[str], Any], dtype: pl.DataType) -> pl.Series:
     """``fn`` applied once per distinct value of a categorical column, broadcast through the codes."""
@@ -89,7 +92,7 @@ def derive(events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFram
     gpu_mask = ev["kind"].is_in(list(GPU_KINDS))
     kc = pl.Series("kernel_class", [], dtype=KERNEL_CLASS_DTYPE).extend_constant(None, n)
     if gpu_mask.any():
-        g = ev.filter(gpu_mask)
+        g = ev.select("name", "kind").filter(gpu_mask)  # select first: a filter copies every column it keeps
         by_name = _map_categorical(g["name"], lambda nm: kernel_class_of_name("kernel", nm or ""), KERNEL_CLASS_DTYPE)
         cls = g.select(
             pl.when(pl.col("kind") == "kernel").then(by_name).otherwise(pl.lit("MEMORY", dtype=KERNEL_CLASS_DTYPE))
@@ -125,7 +128,7 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
         fill = []
         for phase, mask in (("f", gpu), ("s", launch_kind)):
             ends = fl.filter(pl.col("ph") == phase).select("pid", "tid", "ts_ns", pl.col("flow_id").alias("__fid")).unique(["pid", "tid", "ts_ns"])
-            cand = ev.filter(mask & pl.col("correlation").is_null()).select("row", "pid", "tid", "ts_ns")
+            cand = ev.select("row", "pid", "tid", "ts_ns", "correlation").filter(mask & pl.col("correlation").is_null())
             fill.append(cand.join(ends, on=["pid", "tid", "ts_ns"], how="inner").select("row", "__fid"))
         f = pl.concat(fill)
         if f.height:
@@ -133,12 +136,12 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
             c[_positions(ev, f["row"].to_numpy())] = f["__fid"].to_numpy().astype(np.float64)
             ev = ev.with_columns(pl.Series("correlation", c).fill_nan(None).cast(pl.Int64))
     launches = (
-        ev.filter(launch_kind & pl.col("correlation").is_not_null())
-        .select(pl.col("row").alias("launch_row"), "correlation")
+        ev.select(pl.col("row").alias("launch_row"), "correlation").filter(launch_kind & pl.col("correlation").is_not_null())
         .unique("correlation", keep="first", maintain_order=True)
     )
     # only GPU rows get a launch: join those, then scatter into a full-length column
-    linked = ev.filter(gpu).select("row", "correlation").join(launches, on="correlation", how="inner")
+    linked = ev.select("row", "correlation").filter(gpu).join(launches, on="correlation", how="inner")
+    del launches
     lr = np.full(n, np.iinfo(np.uint32).max, dtype=np.uint32)
     lr[_positions(ev, linked["row"].to_numpy())] = linked["launch_row"].to_numpy()
     lr_s = pl.Series("launch_row", lr)
@@ -203,13 +206,18 @@ def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:
         starts = st["start_ns"].to_numpy()
         ends = st["end_ns"].to_numpy()
         nums = st["step"].to_numpy().astype(np.int32)
-        cpu = ev.select("row", "ts_ns", "kind").filter(pl.col("kind").is_in(list(CPU_KINDS)) & pl.col("ts_ns").is_not_null())
-        ts = cpu["ts_ns"].to_numpy()
-        k = np.searchsorted(starts, ts, side="right") - 1  # the last step starting at or before ts
-        inside = k >= 0
-        inside[inside] = ts[inside] < ends[k[inside]]
-        step[_positions(ev, cpu["row"].to_numpy()[inside])] = nums[k[inside]]
-        del cpu, ts, k, inside
+        # CPU events by position, in bounded chunks (no full-length int64 temporaries)
+        tsc = ev["ts_ns"]
+        ts_all = (tsc.fill_null(0) if tsc.null_count() else tsc).to_numpy()  # int64 (a float copy would round epoch ns)
+        is_cpu = ev["kind"].is_in(list(CPU_KINDS)).to_numpy() & ~tsc.is_null().to_numpy()
+        for lo in range(0, n, _CHUNK):
+            hi = min(lo + _CHUNK, n)
+            ts = ts_all[lo:hi]
+            k = np.searchsorted(starts, ts, side="right") - 1  # the last step starting at or before ts
+            inside = is_cpu[lo:hi] & (k >= 0)
+            inside[inside] = ts[inside] < ends[k[inside]]
+            step[lo:hi][inside] = nums[k[inside]]
+        del tsc, ts_all, is_cpu
         g = ev.select("row", "launch_row").filter(pl.col("launch_row").is_not_null())
         if g.height:
             step[_positions(ev, g["row"].to_numpy())] = step[_positions(ev, g["launch_row"].to_numpy())]

@@ -125,12 +125,13 @@ class Trace:
         self.events: pl.DataFrame = events
         self._spans = spans
         self.stats = dict(stats)
-        if devices_used is None:
-            gpu = events.filter(pl.col("kind").is_in(list(GPU_KINDS)))
+        if devices_used is None:  # select first: a filter copies every column it keeps
+            gpu = events.select("kind", "device").filter(pl.col("kind").is_in(list(GPU_KINDS)))
             devices_used = sorted(int(d) for d in gpu["device"].drop_nulls().unique().to_list())
         if runtime_names is None:
             runtime_names = set(
-                events.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)))["name"].unique().cast(pl.String).to_list()
+                events.lazy().filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).select(pl.col("name").unique()).collect()["name"]
+                .cast(pl.String).to_list()
             )
         self._runtime_names = runtime_names
         self.meta: TraceMeta = build_meta(
@@ -222,7 +223,8 @@ class Trace:
     @property
     def span_ns(self) -> tuple[int, int] | None:
         """First start and last end over timed events (metadata excluded)."""
-        ev = self.events.filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))
-        if ev.height == 0:
-            return None
-        return int(ev["ts_ns"].min()), int(ev["end_ns"].max())  # type: ignore[arg-type]
+        r = (
+            self.events.lazy().filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))
+            .select(pl.len().alias("n"), pl.col("ts_ns").min().alias("lo"), pl.col("end_ns").max().alias("hi")).collect().row(0)
+        )  # aggregated lazily: no copy of the events
+        return None if r[0] == 0 else (int(r[1]), int(r[2]))

@@ -234,10 +234,10 @@ def _syncs(ctx: Context, rank: int) -> pl.DataFrame:
     nothing). ``outer`` marks the events no other kept event on the thread encloses."""
     t = ctx.run[rank]
     n = pl.col("name").cast(pl.String)
-    ev = t.events.filter(
+    ev = t.events.lazy().filter(
         pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null()
         & (((pl.col("kind") == "cpu_op") & n.is_in(list(SYNC_OPS))) | (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(HOST_WAIT_API_RE.pattern)))
-    ).select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name")).sort("ts_ns")
+    ).select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name")).sort("ts_ns").collect()
     api = ev.filter(~pl.col("name").is_in(list(SYNC_OPS))).select("tid", pl.col("ts_ns").alias("__api_ts"))
     ops = ev.filter(pl.col("name").is_in(list(SYNC_OPS))).join_asof(
         api, left_on="ts_ns", right_on="__api_ts", by="tid", strategy="forward", check_sortedness=False,
