@@ -306,7 +306,7 @@ def _empty_tree(trace: Trace) -> OpTree:
         "external_id": pl.Int64, "parent_row": pl.UInt32, "depth": pl.Int64, "host_total_ns": pl.Int64, "host_self_ns": pl.Int64,
         "device_self_ns": pl.Int64, "device_total_ns": pl.Int64, "tc_self_ns": pl.Int64, "tc_total_ns": pl.Int64, "tc_eligible": pl.Boolean,
     })  # fmt: skip
-    rts = trace.kind(*LAUNCH_KINDS).select("row", pl.lit(None, pl.UInt32).alias("owner_row"))
+    rts = trace.kind(*LAUNCH_KINDS, columns=["row"]).with_columns(pl.lit(None, pl.UInt32).alias("owner_row"))
     return OpTree(nodes, rts, [], [])
 
 
