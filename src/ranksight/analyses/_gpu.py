@@ -114,7 +114,7 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     key = "_rs_gpu_work_hta" if hta_compat else "_rs_gpu_work"
     cached = trace.__dict__.get(key)
     if cached is not None:
-        return cached
+        return _with_string_names(cached)
     ev = trace.events
     kinds = [*GPU_KINDS, "sync"] if hta_compat else list(GPU_KINDS)
     cond = pl.col("kind").is_in(kinds) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
@@ -122,7 +122,7 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
         cond = cond & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
     g = ev.lazy().filter(cond).select(
         "row",
-        pl.col("name").cast(pl.String),
+        "name",  # categorical while cached (strings of long kernel names are the bulk of the frame)
         pl.col("kind").cast(pl.String),
         "stream",
         "ts_ns",
@@ -135,7 +135,7 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     if hta_compat:
         names = g["name"].unique().to_list()
         mapping = {n: hta_kernel_type(n or "") for n in names}
-        g = g.with_columns(pl.col("name").replace_strict(mapping, return_dtype=pl.String).alias("kernel_type"))
+        g = g.with_columns(pl.col("name").cast(pl.String).replace_strict(mapping, return_dtype=pl.String).alias("kernel_type"))
         if needs_hta_rounding(trace) and g.height:
             ts, end = hta_round(g["ts_ns"].to_numpy(), g["dur_ns"].to_numpy(), trace.meta.base_time_ns or 0)
             g = g.with_columns(pl.Series("ts_ns", ts), pl.Series("end_ns", end)).with_columns(
@@ -145,9 +145,14 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
         g = g.with_columns(
             pl.col("kernel_class").replace_strict(_CLASS_TO_TYPE, default="OTHER", return_dtype=pl.String).alias("kernel_type")
         )
-    g = g.drop("kernel_class").cast(_SCHEMA)  # type: ignore[arg-type]
+    g = g.drop("kernel_class").cast({c: t for c, t in _SCHEMA.items() if c != "name"})  # type: ignore[arg-type]
     trace.__dict__[key] = g
-    return g
+    return _with_string_names(g)
+
+
+def _with_string_names(g: pl.DataFrame) -> pl.DataFrame:
+    """The cached GPU work with ``name`` as strings (made per call, freed with the caller's frame)."""
+    return g.with_columns(pl.col("name").cast(pl.String))
 
 
 def launch_ts(trace: Trace, launch_row: pl.Series, *, hta_compat: bool = False) -> pl.Series:
