@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._intervals import with_outermost
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
@@ -69,9 +70,7 @@ def _top_level_ops(trace: Trace, tids: list[int]) -> pl.DataFrame:
         ((pl.col("kind") == "cpu_op") | ((pl.col("kind") == "user_annotation") & n.str.contains(DATA_FETCH_RE)))
         & pl.col("tid").is_in(tids) & pl.col("dur_ns").is_not_null() & ~n.str.starts_with("ProfilerStep")
     ).select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String)).collect()
-    ops = ops.sort(["tid", "ts_ns", "end_ns"], descending=[False, False, True])
-    prev_max_end = pl.col("end_ns").cum_max().shift(1).over("tid")
-    return ops.filter(prev_max_end.is_null() | (pl.col("ts_ns") >= prev_max_end))
+    return with_outermost(ops, "tid").filter("outer").drop("outer")
 
 
 def segment_work(trace: Trace, seg: pl.DataFrame) -> pl.DataFrame:

@@ -6,8 +6,18 @@ All functions take half-open intervals ``[start, end)`` as two int64 arrays.
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
-__all__ = ["union", "union_length", "intersect", "subtract", "gaps"]
+__all__ = ["union", "union_length", "intersect", "subtract", "gaps", "with_outermost"]
+
+
+def with_outermost(df: pl.DataFrame, by: str) -> pl.DataFrame:
+    """``df`` sorted by ``by``, start, longest first, with ``outer``: true for the ranges
+    (``ts_ns``, ``end_ns``) that no earlier range of their group contains."""
+    prev_max_end = pl.col("end_ns").cum_max().shift(1).over(by)
+    return df.sort([by, "ts_ns", "end_ns"], descending=[False, False, True]).with_columns(
+        (prev_max_end.is_null() | (pl.col("ts_ns") >= prev_max_end)).alias("outer")
+    )
 
 
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._intervals import union_length
+from ranksight.analyses._intervals import union_length, with_outermost
 from ranksight.analyses.diagnose import Context, Finding
 from ranksight.model.kinds import LAUNCH_KINDS
 
@@ -242,9 +242,7 @@ def _syncs(ctx: Context, rank: int) -> pl.DataFrame:
     ops = ev.filter(pl.col("name").is_in(list(SYNC_OPS))).join_asof(
         api, left_on="ts_ns", right_on="__api_ts", by="tid", strategy="forward", check_sortedness=False,
     ).filter(pl.col("__api_ts") <= pl.col("end_ns")).drop("__api_ts")
-    kept = pl.concat([ops, ev.filter(pl.col("name").str.contains(SYNC_API_RE.pattern))]).sort("tid", "ts_ns", pl.col("end_ns"), descending=[False, False, True])
-    prev_end = pl.col("end_ns").cum_max().shift(1).over("tid")
-    return kept.with_columns((prev_end.is_null() | (pl.col("ts_ns") >= prev_end)).alias("outer"))
+    return with_outermost(pl.concat([ops, ev.filter(pl.col("name").str.contains(SYNC_API_RE.pattern))]), "tid")
 
 
 def rule_host_device_sync(ctx: Context) -> list[Finding]:
