@@ -165,18 +165,21 @@ def spans_loader(entry: Path, path: str) -> Callable[[], pl.DataFrame]:
     return load
 
 
-def spill_tables(entry: Path, tables: Mapping[str, pl.DataFrame], fallback: Callable[[str], pl.DataFrame]) -> LazyTables:
+def spill_tables(entry: Path, tables: Mapping[str, pl.DataFrame], fallback: Callable[[], Mapping[str, pl.DataFrame]]) -> LazyTables:
     """Side tables read back from a just-written entry on first use instead of held in memory
     (the flow table is not read again after the links are derived; the kernel and op tables only
-    by the analyses that need their args). ``fallback(name)`` rebuilds one from the trace file if
-    the entry has gone meanwhile."""
+    by the analyses that need their args). ``fallback()`` rebuilds them from the trace file (once)
+    if the entry has gone meanwhile."""
+    rebuilt: list[Mapping[str, pl.DataFrame]] = []
 
     def load(name: str) -> Callable[[], pl.DataFrame]:
         def read() -> pl.DataFrame:
             try:
                 return pl.read_parquet(entry / f"t_{name}.parquet")
             except Exception:  # noqa: BLE001 - removed or rewritten by another run
-                return fallback(name)
+                if not rebuilt:
+                    rebuilt.append(fallback())
+                return rebuilt[0][name]
 
         return read
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -68,17 +68,17 @@ class TraceSource:
                 if self.nsys is None:  # read back when needed, not held
                     if not callable(t._spans):
                         t._spans = _cache.spans_loader(entry, t.path)
-                    t.tables = _cache.spill_tables(entry, t.tables, self._rebuild_table)
+                    t.tables = _cache.spill_tables(entry, t.tables, self._rebuild_tables)
             except OSError as err:  # an unwritable cache never stops the analysis
                 t.warnings.append(f"could not write the cache entry: {err}")
         return t
 
-    def _rebuild_table(self, name: str) -> pl.DataFrame:
-        """One side table decoded again from the trace file (its cache entry has gone)."""
+    def _rebuild_tables(self) -> Mapping[str, pl.DataFrame]:
+        """The side tables decoded again from the trace file (its cache entry has gone)."""
         from ranksight.io.kineto import decode
         from ranksight.model.trace import Trace
 
-        return Trace(decode(self.path, strict=self.strict, max_bytes=self.max_bytes), rank=self.rank, rank_source=self.rank_source).tables[name]
+        return Trace(decode(self.path, strict=self.strict, max_bytes=self.max_bytes), rank=self.rank, rank_source=self.rank_source).tables
 
     def is_cached(self) -> bool:
         from ranksight.model import cache as _cache
