@@ -129,9 +129,8 @@ def _first_dtype(input_type: str | None) -> str | None:
     return None
 
 
-def _names_matching(ev: pl.DataFrame, pattern: re.Pattern[str]) -> list[str]:
-    names = ev.select(pl.col("name").cast(pl.String).unique()).to_series().drop_nulls().to_list()
-    return [n for n in names if pattern.search(n)]
+def _names_matching(trace: Trace, pattern: re.Pattern[str]) -> list[str]:
+    return [n for n in trace.distinct_names() if pattern.search(n)]
 
 
 def _ctype(col: str) -> pl.Expr:
@@ -144,10 +143,9 @@ def _ctype(col: str) -> pl.Expr:
 
 def _comm_ops(trace: Trace) -> pl.DataFrame:
     """CPU-side comm ops (record_param_comms, nccl:*, c10d::*, gloo:*) with their args."""
-    ev = trace.events
-    names = _names_matching(ev, _COMM_OP_RE)
-    ops = ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").cast(pl.String).is_in(names))
-    ops = trace.with_args(ops.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step"), "collective", "op")
+    names = _names_matching(trace, _COMM_OP_RE)
+    ops = trace.scan().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").is_in(names))
+    ops = trace.with_args(ops.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step").collect(), "collective", "op")
     return ops.with_columns(pl.col("name").cast(pl.String))
 
 
@@ -183,13 +181,16 @@ _ARG_COLS = ["collective_name", "in_msg_nelems", "out_msg_nelems", "dtype", "gro
 
 
 def _gpu_collectives(trace: Trace) -> tuple[pl.DataFrame, set[int]]:
-    ev = trace.events
-    k = ev.filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMMUNICATION") & pl.col("dur_ns").is_not_null())
+    ev = trace.scan()
+    k = ev.filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMMUNICATION") & pl.col("dur_ns").is_not_null()).select(
+        "row", pl.col("name").cast(pl.String), "ts_ns", "end_ns", "dur_ns", "stream", "step", "launch_row"
+    ).collect()
     if k.height == 0:
         return _empty_raw(), set()
-    k = k.select("row", pl.col("name").cast(pl.String), "ts_ns", "end_ns", "dur_ns", "stream", "step", "launch_row")
     k = trace.with_args(k, "collective").with_columns(pl.col(c).cast(pl.String) for c in ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks", "in_split_size", "out_split_size"))
-    launch = ev.select(pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("launch_ns"), pl.col("tid").cast(pl.Int64).alias("launch_tid"))
+    launch = ev.filter(pl.col("row").is_in(k["launch_row"].drop_nulls().unique().implode())).select(
+        pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("launch_ns"), pl.col("tid").cast(pl.Int64).alias("launch_tid")
+    ).collect()
     k = k.join(launch, on="launch_row", how="left", maintain_order="left")
     ops = _dims_cols(_comm_ops(trace))
     ops = ops.with_columns(pl.col(c).cast(pl.String) for c in ops.columns if isinstance(ops.schema[c], (pl.Categorical, pl.Enum)))
@@ -297,8 +298,7 @@ def _empty_raw() -> pl.DataFrame:
 
 
 def _gloo_collectives(trace: Trace, used_c10d: set[int]) -> pl.DataFrame:
-    ev = trace.events
-    names = _names_matching(ev, re.compile(r"^gloo:"))
+    names = _names_matching(trace, re.compile(r"^gloo:"))
     if not names:
         return _empty_raw()
     ops = _dims_cols(_comm_ops(trace))

@@ -33,16 +33,18 @@ def step_windows(trace: Trace) -> list[tuple[int | None, int, int]]:
 def compute_intervals(trace: Trace, coll: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, str]:
     """``(start, end, basis)`` of a rank's computation: COMPUTE kernels on a rank with kernels;
     otherwise ``cpu_op`` intervals of threads that run no collective, collective ops excluded."""
-    ev = trace.events
-    if ev.select((pl.col("kind") == "kernel").any()).item():
-        k = ev.lazy().filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMPUTE") & pl.col("dur_ns").is_not_null()).select("ts_ns", "end_ns").collect()
+    ev = trace.scan()
+    if ev.select((pl.col("kind") == "kernel").any()).collect().item():
+        k = ev.filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMPUTE") & pl.col("dur_ns").is_not_null()).select("ts_ns", "end_ns").collect()
         return k["ts_ns"].to_numpy(), k["end_ns"].to_numpy(), "gpu kernels"
-    coll_threads = ev.filter(pl.col("row").is_in(coll["row"].cast(pl.UInt32).implode()))["tid"].unique().to_list() if coll.height else []
-    names = ev.select(pl.col("name").cast(pl.String).unique()).to_series().drop_nulls().to_list()
-    comm_names = [n for n in names if n.startswith(_COMM_OP_PREFIXES)]
-    ops = ev.lazy().filter(
+    coll_threads = (
+        ev.filter(pl.col("row").is_in(coll["row"].cast(pl.UInt32).implode())).select(pl.col("tid").unique()).collect()["tid"].to_list()
+        if coll.height else []
+    )
+    comm_names = [n for n in trace.distinct_names() if n.startswith(_COMM_OP_PREFIXES)]
+    ops = ev.filter(
         (pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null() & ~pl.col("tid").is_in(coll_threads)
-        & ~pl.col("name").cast(pl.String).is_in(comm_names)
+        & ~pl.col("name").is_in(comm_names)
     ).select("ts_ns", "end_ns").collect()
     return ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy(), "cpu ops"
 

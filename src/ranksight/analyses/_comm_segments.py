@@ -66,7 +66,7 @@ def _top_level_ops(trace: Trace, tids: list[int]) -> pl.DataFrame:
     """cpu_ops (and DataLoader / DataPipe fetches, which are user annotations in recent traces) on
     the given threads that no earlier op of the same thread contains."""
     n = pl.col("name").cast(pl.String)
-    ops = trace.events.lazy().filter(
+    ops = trace.scan().filter(
         ((pl.col("kind") == "cpu_op") | ((pl.col("kind") == "user_annotation") & n.str.contains(DATA_FETCH_RE)))
         & pl.col("tid").is_in(tids) & pl.col("dur_ns").is_not_null() & ~n.str.starts_with("ProfilerStep")
     ).select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String)).collect()
@@ -93,7 +93,7 @@ def segment_work(trace: Trace, seg: pl.DataFrame) -> pl.DataFrame:
         out.append(pl.concat(cpu).group_by("instance", "name").agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count")).with_columns(pl.lit("cpu").alias("side")))
     gseg = seg.filter(pl.col("source") == "kernel")
     if gseg.height:
-        g = trace.events.lazy().filter(
+        g = trace.scan().filter(
             pl.col("kind").is_in(list(GPU_KINDS)) & (pl.col("kernel_class") != "COMMUNICATION") & pl.col("dur_ns").is_not_null()
         ).select("ts_ns", "dur_ns", pl.col("name").cast(pl.String)).collect()
         gpu = _in_segments(g, gseg, "gpu_from_ns", "gpu_to_ns", None)

@@ -78,7 +78,9 @@ def _ops(trace: Trace, norm: Callable[[str], str]) -> pl.DataFrame:
 
 def _launch_ops(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
     """``op_row`` (row of the launching op) for each GPU row of ``g``; null when none."""
-    launches = trace.events.select(pl.col("row").alias("launch_row"), pl.col("tid").alias("ltid"), pl.col("ts_ns").alias("lts"))
+    launches = trace.scan().filter(pl.col("row").is_in(g["launch_row"].drop_nulls().unique().implode())).select(
+        pl.col("row").alias("launch_row"), pl.col("tid").alias("ltid"), pl.col("ts_ns").alias("lts")
+    ).collect()
     g = g.join(launches, on="launch_row", how="left", maintain_order="left")
     spans = trace.kind(*LAUNCHER_KINDS).filter(pl.col("dur_ns").is_not_null()).select("row", "tid", "ts_ns", "end_ns")
     have = g.filter(pl.col("ltid").is_not_null())
@@ -94,7 +96,9 @@ def _launch_ops(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
 def _kernels(trace: Trace, knorm: Callable[[str], str], onorm: Callable[[str], str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     g = trace.gpu_events.filter(pl.col("dur_ns").is_not_null()).select("row", "kind", "name", "ts_ns", "dur_ns", "step", "launch_row")
     g = _launch_ops(trace, g)
-    names = trace.events.select(pl.col("row").alias("op_row"), pl.col("name").alias("op_raw"))
+    names = trace.scan().filter(pl.col("row").is_in(g["op_row"].drop_nulls().unique().implode())).select(
+        pl.col("row").alias("op_row"), pl.col("name").alias("op_raw")
+    ).collect()
     dims = trace.table("op").select(pl.col("row").alias("op_row"), pl.col("input_dims").cast(pl.String).alias("dims"))
     g = (
         g.join(names, on="op_row", how="left", maintain_order="left")

@@ -91,8 +91,7 @@ def needs_hta_rounding(trace: Trace) -> bool:
     if cached is not None:
         return bool(cached)
     base = trace.meta.base_time_ns or 0
-    ts = trace.events["ts_ns"]
-    out = bool(((ts - base) % 1000 != 0).any())
+    out = bool(trace.scan().select(((pl.col("ts_ns") - base) % 1000 != 0).any()).collect().item())
     trace.__dict__["_rs_hta_rounding"] = out
     return out
 
@@ -115,12 +114,11 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     cached = trace.__dict__.get(key)
     if cached is not None:
         return _with_string_names(cached)
-    ev = trace.events
     kinds = [*GPU_KINDS, "sync"] if hta_compat else list(GPU_KINDS)
     cond = pl.col("kind").is_in(kinds) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
     if hta_compat:
         cond = cond & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
-    g = ev.lazy().filter(cond).select(
+    g = trace.scan().filter(cond).select(
         "row",
         "name",  # categorical while cached (strings of long kernel names are the bulk of the frame)
         pl.col("kind").cast(pl.String),
@@ -158,15 +156,15 @@ def _with_string_names(g: pl.DataFrame) -> pl.DataFrame:
 def launch_ts(trace: Trace, launch_row: pl.Series, *, hta_compat: bool = False) -> pl.Series:
     """Start (ns) of the launching runtime call of each GPU row (null when unlinked); rounded up to
     a whole µs like HTA in ``hta_compat`` mode on ns-resolution traces."""
-    ev = trace.events
-    rows = ev["row"]
+    rows = trace.column("row")
     lr = launch_row.cast(pl.UInt32)
     if rows.len() and rows[-1] == rows.len() - 1:  # full trace: row == position
-        ts = ev["ts_ns"].gather(lr)
+        del rows
+        ts = trace.column("ts_ns").gather(lr)
     else:  # a filtered trace (e.g. the HTA facade's): rows are sorted but sparse
         pos = rows.search_sorted(lr.fill_null(0)).clip(0, max(rows.len() - 1, 0))
         found = lr.is_not_null() & (rows.gather(pos) == lr)
-        ts = pl.select(pl.when(found).then(ev["ts_ns"].gather(pos))).to_series()
+        ts = pl.select(pl.when(found).then(trace.column("ts_ns").gather(pos))).to_series()
     if hta_compat and needs_hta_rounding(trace):
         base = trace.meta.base_time_ns or 0
         arr = ts.to_numpy()  # float64 when nulls are present

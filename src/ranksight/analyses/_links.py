@@ -65,12 +65,12 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
     (cast to strings only where needed: long kernel names are costly). Restricted to launches named in ``apis``
     when given. Sorted by launch row, then GPU start, then GPU row.
     """
-    ev = trace.events
-    g = ev.lazy().filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("launch_row").is_not_null()).select(
+    ev = trace.scan()
+    g = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("launch_row").is_not_null()).select(
         "row", "kind", "name", "kernel_class", "pid", "tid", "stream", "device",
         "ts_ns", "dur_ns", "end_ns", "step", "launch_row",
     ).collect()
-    launches = ev.lazy().filter(pl.col("gpu_count") > 0).select(
+    launches = ev.filter(pl.col("gpu_count") > 0).select(
         pl.col("row").alias("launch_row"),
         "correlation",
         pl.col("name").alias("api"),

@@ -46,8 +46,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from ranksight.model.trace import Trace
 
 __all__ = [
     "normalize_op",
@@ -192,6 +196,16 @@ def normalize_series(names: pl.Series, fn: Callable[[str], str]) -> pl.Series:
 
 def _map(fn: Callable[[str], str], values: Iterable[str]) -> list[str]:
     return [fn(v) for v in values]
+
+
+def trace_values_matching(trace: Trace, pattern: str, col: str = "name") -> list[str]:
+    """:func:`values_matching` over a trace's events column (``name``: the trace's cached
+    distinct names; another column: its distinct values, read alone)."""
+    if col == "name":
+        vals = pl.Series(trace.distinct_names(), dtype=pl.String)
+    else:
+        vals = trace.scan().select(pl.col(col).unique().drop_nulls()).collect().to_series().cast(pl.String)
+    return vals.filter(vals.str.contains(pattern)).to_list()
 
 
 def values_matching(col: pl.Series, pattern: str) -> list[str]:

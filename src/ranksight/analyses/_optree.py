@@ -104,7 +104,7 @@ def _select_nodes(trace: Trace) -> pl.DataFrame:
     """Candidate nodes, sorted in the plugin's order; ``name`` stays categorical (strings are made
     only for the final tree) and ``type`` is a small enum."""
     # one lazy query from the events table: only the nodes' columns of the nodes' rows are copied
-    ev = trace.events.lazy().filter(
+    ev = trace.scan().filter(
         pl.col("kind").is_in(["cpu_op", "user_annotation", "python_function"]) & pl.col("dur_ns").is_not_null()
     )
     # string tests once per distinct name / category, then by code

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._names import trace_values_matching
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.model.trace import Trace
 
@@ -38,13 +39,18 @@ def _host_steps(trace: Trace) -> pl.DataFrame:
     st = trace.steps.sort("start_ns").select("step", pl.col("start_ns").alias("host_start_ns"), pl.col("end_ns").alias("host_end_ns"))
     if st.height:
         return st
-    ev = trace.events.filter(pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null())
-    cpu = ev.filter((pl.col("kind") == "cpu_op") | (pl.col("cat").cast(pl.String).str.to_lowercase() == "python"))
-    src = cpu if cpu.height else ev.filter(pl.col("kind") != "metadata")
-    if src.height == 0:
+    ev = trace.scan().filter(pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null())
+    python_cats = trace_values_matching(trace, "(?i)^python$", "cat")
+    bounds = [pl.len().alias("n"), pl.col("ts_ns").min().alias("lo"), pl.col("end_ns").max().alias("hi")]
+    cpu, other = pl.collect_all([
+        ev.filter((pl.col("kind") == "cpu_op") | pl.col("cat").is_in(python_cats)).select(bounds),
+        ev.filter(pl.col("kind") != "metadata").select(bounds),
+    ])
+    n, lo, hi = cpu.row(0) if cpu["n"][0] else other.row(0)
+    if n == 0:
         return st
     return pl.DataFrame(
-        {"step": [0], "host_start_ns": [int(src["ts_ns"].min())], "host_end_ns": [int(src["end_ns"].max())]},  # type: ignore[arg-type]
+        {"step": [0], "host_start_ns": [int(lo)], "host_end_ns": [int(hi)]},
         schema={"step": pl.Int32, "host_start_ns": pl.Int64, "host_end_ns": pl.Int64},
     )
 

@@ -43,14 +43,14 @@ SASS_FLOP_WEIGHTS = {
 
 def _op_stacks(trace: Trace, launch_rows: np.ndarray) -> pl.DataFrame:
     """``launch_row, op_stack`` (cpu_op ancestor names, outermost first) for the given launches."""
-    ev = trace.events
+    ev = trace.scan()
     launches = ev.filter(pl.col("row").is_in(pl.Series(launch_rows.astype(np.uint32)).implode()))
     threads = launches.select("pid", "tid").unique()
-    cpu = ev.filter(pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null()).join(
-        threads, on=["pid", "tid"]
-    )
+    cpu = ev.filter(pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null()).select(
+        "row", "pid", "tid", "ts_ns", "end_ns", "kind", "name"
+    ).join(threads, on=["pid", "tid"]).collect()
     tree = nest(cpu.select("row", "pid", "tid", "ts_ns", "end_ns"))
-    size = int(ev["row"].max()) + 1  # type: ignore[arg-type]
+    size = int(ev.select(pl.col("row").max()).collect().item()) + 1
     parent_of = np.full(size, -1, np.int64)
     parent_of[tree["row"].to_numpy()] = tree["parent_row"].fill_null(-1).to_numpy()
     is_op = np.zeros(size, bool)
@@ -77,11 +77,12 @@ def _op_stacks(trace: Trace, launch_rows: np.ndarray) -> pl.DataFrame:
 
 def cupti_table(trace: Trace) -> tuple[pl.DataFrame | None, str | None]:
     """The counter table of one rank, or ``(None, reason)``."""
-    ev = trace.events
-    ranges = ev.filter(pl.col("cat").cast(pl.String) == CUPTI_RANGE_CATEGORY).sort("ts_ns", maintain_order=True)
+    ev = trace.scan()
+    ranges = ev.filter(pl.col("cat") == CUPTI_RANGE_CATEGORY).select("row", "name", "ts_ns", "dur_ns").collect().sort("ts_ns", maintain_order=True)
     if ranges.height == 0:
         return None, f"no {CUPTI_RANGE_CATEGORY} events (CUPTI range-profiler mode was off)"
-    launches = ev.filter((pl.col("kind") == "cuda_runtime") & pl.col("name").cast(pl.String).str.starts_with("cudaLaunchKernel")).sort(
+    launch_names = [n for n in trace.distinct_names() if n.startswith("cudaLaunchKernel")]
+    launches = ev.filter((pl.col("kind") == "cuda_runtime") & pl.col("name").is_in(launch_names)).select("row", "ts_ns").collect().sort(
         "ts_ns", maintain_order=True
     )
     if launches.height != ranges.height:

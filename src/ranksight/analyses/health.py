@@ -132,7 +132,7 @@ def _timed(ev: pl.DataFrame) -> pl.DataFrame:
 
 def _bounds(t: Trace, kinds: Sequence[str]) -> tuple[int, int] | None:
     """First start and last end over the timed events of some kinds (no events copied)."""
-    lo, hi = t.events.lazy().filter(
+    lo, hi = t.scan().filter(
         pl.col("kind").is_in(list(kinds)) & pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null()
     ).select(pl.col("ts_ns").min(), pl.col("end_ns").max()).collect().row(0)
     return None if lo is None else (int(lo), int(hi))
@@ -142,7 +142,7 @@ def _bounds(t: Trace, kinds: Sequence[str]) -> tuple[int, int] | None:
 
 
 def _links(t: Trace, rank: int) -> list[dict[str, Any]]:
-    ev = t.events.lazy()  # each check copies only the columns it reads of the rows it keeps
+    ev = t.scan()  # each check copies only the columns it reads of the rows it keeps
     gpu = t.kind(*GPU_KINDS, columns=["name", "launch_row"])
     out = []
     orphan = gpu.filter(pl.col("launch_row").is_null())
@@ -259,13 +259,15 @@ def _cpu_nesting(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
 
 
 def _durations(t: Trace, rank: int) -> list[dict[str, Any]]:
-    ev = t.events
+    ev = t.scan()
     out = []
-    neg = ev.filter(pl.col("dur_ns") < 0)
+    neg, zero = pl.collect_all([
+        ev.filter(pl.col("dur_ns") < 0).select("name", "dur_ns"),
+        ev.filter((pl.col("kind") == "kernel") & (pl.col("dur_ns") == 0)).select("name", "dur_ns"),
+    ])
     out.append(_row(rank, "negative_durations", "warning" if neg.height else "ok", neg.height,
                     int(-neg["dur_ns"].sum()) if neg.height else None, int(-neg["dur_ns"].min()) if neg.height else None,  # type: ignore[operator]
                     ("events with dur < 0: " + _names(neg)) if neg.height else "none"))
-    zero = ev.filter((pl.col("kind") == "kernel") & (pl.col("dur_ns") == 0))
     out.append(_row(rank, "zero_length_kernels", "info" if zero.height else "ok", zero.height,
                     detail=("kernels with dur = 0: " + _names(zero)) if zero.height else "none"))
     gpu = _timed(t.kind(*GPU_KINDS, columns=["name", "ts_ns", "dur_ns", "step"]))
@@ -304,12 +306,14 @@ def _meta_checks(t: Trace, rank: int) -> list[dict[str, Any]]:
         out.append(_row(rank, "distributed_info", "info" if missing else "ok",
                         detail=("distributedInfo lacks " + ", ".join(missing)) if missing
                         else f"rank {info.get('rank')} of {info.get('world_size')}, backend {info.get('backend', '?')}"))
-    ts = t.events["ts_ns"].drop_nulls()
-    if ts.len():
-        frac = int((ts % 1000 != 0).sum())
+    n_ts, frac, tmax = t.scan().select(
+        pl.col("ts_ns").count().alias("n"), (pl.col("ts_ns") % 1000 != 0).sum().alias("frac"), pl.col("ts_ns").max().alias("max")
+    ).collect().row(0)
+    if n_ts:
+        frac = int(frac)
         out.append(_row(rank, "time_resolution", "ok" if frac else "info", frac,
                         detail="ns (µs with decimals)" if frac else "whole µs: sub-µs precision lost (older Kineto)"))
-        tmax = int(ts.max())  # type: ignore[arg-type]
+        tmax = int(tmax)
         if m.base_time_ns is not None:
             out.append(_row(rank, "time_base", "ok", detail=f"relative to baseTimeNanoseconds {m.base_time_ns}"))
         elif tmax >= _RELATIVE_LIMIT_NS:
@@ -345,10 +349,10 @@ def _steps(t: Trace, rank: int) -> list[dict[str, Any]]:
                         "leave it out of per-step averages"))
     else:
         out.append(_row(rank, "incomplete_last_step", "ok", detail=f"step #{last['step']} looks complete"))
-    cpu_out, cpu_n = t.events.lazy().filter(pl.col("kind").is_in(list(NESTING_KINDS)) & pl.col("ts_ns").is_not_null()).select(
+    cpu_out, cpu_n = t.scan().filter(pl.col("kind").is_in(list(NESTING_KINDS)) & pl.col("ts_ns").is_not_null()).select(
         pl.col("step").is_null().sum(), pl.len()
     ).collect().row(0)
-    gpu_out, gpu_n = t.events.lazy().filter(pl.col("kind").is_in(list(GPU_KINDS))).select(
+    gpu_out, gpu_n = t.scan().filter(pl.col("kind").is_in(list(GPU_KINDS))).select(
         pl.col("step").is_null().sum(), pl.len()
     ).collect().row(0)
     n = cpu_out + gpu_out
@@ -363,7 +367,7 @@ def trace_health(trace: Trace, *, noise_us: float = 5.0) -> pl.DataFrame:
     noise_ns = int(round(noise_us * 1000))
     rows: list[dict[str, Any]] = []
     rows += _meta_checks(trace, rank)
-    n_gpu = trace.gpu_events.height
+    n_gpu = trace.kind(*GPU_KINDS, columns=["row"]).height
     n_cpu = trace.kind(*NESTING_KINDS, columns=["row"]).height
     rows.append(_row(rank, "no_gpu_events", "info" if not n_gpu else "ok", n_gpu,
                      detail="no kernels, memcpys or memsets (CPU-only trace?)" if not n_gpu else f"{n_gpu} GPU events"))

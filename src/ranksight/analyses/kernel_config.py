@@ -95,7 +95,8 @@ def kernel_table(trace: Trace, *, group_by: str = "config", tensor_core_rules: s
     )
     g = g.with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
     cols = ["rank", *keys, "calls", "total_us", "mean_us", "min_us", "max_us", "share_pct", "mean_blocks_per_sm", "mean_est_occupancy_pct", "tensor_cores"]
-    return g.sort(["total_us", "calls", "name"], descending=[True, True, False], nulls_last=True).select(cols)
+    # every key breaks ties: the hash group-by's order is arbitrary
+    return g.sort(["total_us", "calls", *keys], descending=[True, True, *[False] * len(keys)], nulls_last=True).select(cols)
 
 
 def kernel_config(run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "config", tensor_core_rules: str = "current") -> AnalysisResult:

@@ -50,7 +50,7 @@ def _events(run: Run, rs: Sequence[int], steps: Sequence[int] | None) -> tuple[p
     without copying the other events."""
     spans, gpu = [], []
     for r in rs:
-        ev = run[r].events.lazy().filter(
+        ev = run[r].scan().filter(
             pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null() & (pl.col("kind") != "gpu_user_annotation")
         )
         if steps is not None:

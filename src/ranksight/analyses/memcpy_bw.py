@@ -32,6 +32,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.analyses._intervals import union_length
+from ranksight.analyses._names import trace_values_matching
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
@@ -71,15 +72,15 @@ def _hta_copy_kind() -> pl.Expr:
 
 def copies(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     """One row per memcpy/memset activity with its copy kind, bytes and bandwidth."""
-    ev = trace.events
+    ev = trace.scan()
     if hta_compat:
-        g = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("name").cast(pl.String).str.contains(_HTA_MEMORY_NAME))
+        g = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("name").is_in(trace_values_matching(trace, _HTA_MEMORY_NAME)))
     else:
         g = ev.filter(pl.col("kind").is_in(["memcpy", "memset"]))
-    g = g.filter(pl.col("dur_ns").is_not_null())
+    g = g.filter(pl.col("dur_ns").is_not_null()).select("row", pl.col("name").cast(pl.String), "kind", "pid", "stream", "ts_ns", "dur_ns").collect()
     if g.height == 0:
         return pl.DataFrame(schema=_COPY_SCHEMA)
-    g = trace.with_args(g.select("row", pl.col("name").cast(pl.String), "kind", "pid", "stream", "ts_ns", "dur_ns"), "transfer")
+    g = trace.with_args(g, "transfer")
     g = g.with_columns(pl.col("copy_kind").cast(pl.String).alias("__rocm_kind"), pl.coalesce("bytes", "size_bytes").alias("__bytes"))
     if hta_compat:
         bw = pl.col("mem_bw_gbps")

@@ -74,7 +74,7 @@ def memory_records(trace: Trace) -> pl.DataFrame:
     allocated_bytes, reserved_bytes, allocated_source``.
     """
     mem = trace.table("memory")
-    ev = trace.events.select("row", "ts_ns", "tid", "step")
+    ev = trace.scan().filter(pl.col("row").is_in(mem["row"].implode())).select("row", "ts_ns", "tid", "step").collect()
     df = mem.join(ev, on="row", how="left").sort(["ts_ns", "row"])
     has_totals = df["total_allocated"].is_not_null().any() if df.height else False
     running = pl.col("bytes").fill_null(0).cum_sum().over("device_type", "device_id", order_by=["ts_ns", "row"])
@@ -97,14 +97,15 @@ def attach_ops(trace: Trace, df: pl.DataFrame, *, ts: str = "ts_ns") -> pl.DataF
     """Add ``alloc_op`` (innermost ``cpu_op`` on the same thread enclosing ``df[ts]``) and ``op``
     (``alloc_op``, or the op enclosing it when ``alloc_op`` is one of :data:`ALLOC_PRIMITIVES`)
     to any frame with ``tid`` and a time column."""
-    ops = trace.kind("cpu_op").filter(pl.col("dur_ns").is_not_null()).select("tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
+    # names stay categorical (one string per op would be the bulk of the memory); cast once gathered
+    ops = trace.scan().filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null()).select("tid", "ts_ns", "end_ns", "name").collect()
     if ops.height == 0 or df.height == 0:
         return df.with_columns(pl.lit(None, dtype=pl.String).alias("op"), pl.lit(None, dtype=pl.String).alias("alloc_op"))
     idx = innermost_enclosing(ops, df.select("tid", pl.col(ts).alias("ts_ns")))
     pidx = parent_spans(ops).gather(idx.fill_null(0))
     names = ops["name"]
-    inner = pl.select(pl.when(idx.is_null()).then(None).otherwise(names.gather(idx.fill_null(0)))).to_series()
-    outer = pl.select(pl.when(idx.is_null() | pidx.is_null()).then(None).otherwise(names.gather(pidx.fill_null(0)))).to_series()
+    inner = pl.select(pl.when(idx.is_null()).then(None).otherwise(names.gather(idx.fill_null(0)))).to_series().cast(pl.String)
+    outer = pl.select(pl.when(idx.is_null() | pidx.is_null()).then(None).otherwise(names.gather(pidx.fill_null(0)))).to_series().cast(pl.String)
     op = pl.select(pl.when(inner.is_in(ALLOC_PRIMITIVES) & outer.is_not_null()).then(outer).otherwise(inner)).to_series()
     return df.with_columns(op.alias("op"), inner.alias("alloc_op"))
 
@@ -219,7 +220,7 @@ def _by_op(allocs: pl.DataFrame) -> pl.DataFrame:
             pl.len().alias("allocs"), pl.col("bytes").sum().alias("alloc_bytes"), pl.col("bytes").max().alias("max_bytes"),
             pl.col("lifetime_us").mean().alias("mean_lifetime_us"), pl.col("free_ts_ns").is_null().sum().alias("not_freed"),
         )
-        .sort(["rank", "alloc_bytes"], descending=[False, True])
+        .sort(["rank", "alloc_bytes", "device", "op"], descending=[False, True, False, False])  # ties in a stable order
     )
 
 

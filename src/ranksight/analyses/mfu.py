@@ -247,7 +247,7 @@ def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> 
             (pl.col("gflop") / pl.col("gflop").sum()).alias("flop_share"),
             pl.when(pl.col("device_us") > 0).then(pl.col("gflop") / pl.col("device_us") * 1e3).otherwise(None).alias("tflop_per_s_on_device"),
         )
-        .sort("gflop", descending=True)
+        .sort(["gflop", "name", "dtype", "phase"], descending=[True, False, False, False], nulls_last=True)
         .with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
     )
     if not has_gpu:
@@ -262,9 +262,15 @@ def _notes(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None, label:
     if c.height and c["estimated"].any():
         notes.append(f"rank {trace.rank}: some convolution FLOPs are estimated (no stride/padding recorded: stride 1 assumed)")
     counted = set(c["name"].unique().to_list()) if c.height else set()
-    names = trace.kind("cpu_op", columns=["name"])["name"].cast(pl.String)
-    other = names.filter(names.str.contains(_LIKELY_MATMUL.pattern) & ~names.is_in(list(FORMULAS)) & ~names.str.contains("backward_weight$|Backward|^autograd::"))
-    vc = other.value_counts(sort=True).head(5)
+    # counted per name first (categorical), the string tests then run once per distinct name
+    n = pl.col("name")
+    vc = (
+        trace.scan().filter(pl.col("kind") == "cpu_op").group_by("name").len().collect()
+        .with_columns(n.cast(pl.String))
+        .filter(n.str.contains(_LIKELY_MATMUL.pattern) & ~n.is_in(list(FORMULAS)) & ~n.str.contains("backward_weight$|Backward|^autograd::"))
+        .sort(["len", "name"], descending=[True, False])
+        .head(5)
+    )
     if vc.height:
         items = ", ".join(f"{n} ({k})" for n, k in vc.iter_rows())
         notes.append(f"rank {trace.rank}: not counted (no shape formula): {items}")

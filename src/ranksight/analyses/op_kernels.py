@@ -42,7 +42,7 @@ _TABLE_SCHEMA = {
 
 
 def _aten_ops(trace: Trace) -> pl.DataFrame:
-    ev = trace.events.lazy().filter(
+    ev = trace.scan().filter(
         ~pl.col("kind").is_in([*GPU_KINDS, "sync", "gpu_user_annotation", "metadata", "flow"]) & pl.col("dur_ns").is_not_null()
     ).select("row", "pid", "tid", "ts_ns", "end_ns", "name").collect()
     return ev.filter(names_matching(ev, lambda s: s.str.starts_with("aten::"))).select("row", "pid", "tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String).alias("op_name"))

@@ -37,7 +37,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.analyses._intervals import intersect, subtract, union
-from ranksight.analyses._names import values_matching
+from ranksight.analyses._names import trace_values_matching
 from ranksight.analyses._optree import _DATALOADER_RE, COLLECTIVE_OP_NAMES
 from ranksight.analyses._tbsteps import plugin_steps
 from ranksight.model.derive import STEP_RE
@@ -68,15 +68,14 @@ def _iv(df: pl.DataFrame) -> Intervals:
 def _comm_host(trace: Trace, plugin_compat: bool) -> pl.DataFrame:
     """Host events of collectives (``row, external_id, ts_ns, end_ns``): by name, and (ranksight's
     definition) by communication-like name or collective args."""
-    ev = trace.events
     named = pl.col("name").is_in(list(COLLECTIVE_OP_NAMES))
     if plugin_compat:
         cond = named
     else:
         coll_rows = trace.table("collective")["row"]
-        cond = named | pl.col("name").is_in(values_matching(ev["name"], COMM_HOST_RE)) | pl.col("row").is_in(coll_rows.implode())
+        cond = named | pl.col("name").is_in(trace_values_matching(trace, COMM_HOST_RE)) | pl.col("row").is_in(coll_rows.implode())
     return (
-        ev.lazy().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("dur_ns").is_not_null() & cond)
+        trace.scan().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("dur_ns").is_not_null() & cond)
         .select("row", "external_id", "ts_ns", "end_ns").collect()
     )
 
@@ -84,8 +83,7 @@ def _comm_host(trace: Trace, plugin_compat: bool) -> pl.DataFrame:
 def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, Intervals]:
     """The merged intervals of each role (before priorities), in ns. Each role is one lazy query
     over the events that copies only the columns it reads of the rows it keeps."""
-    ev = trace.events
-    timed = ev.lazy().filter(pl.col("dur_ns").is_not_null())
+    timed = trace.scan().filter(pl.col("dur_ns").is_not_null())
     comm_host = _comm_host(trace, plugin_compat)
     comm_ids = comm_host["external_id"].drop_nulls().unique().implode()
     kernels = timed.filter(pl.col("kind") == "kernel").select("ts_ns", "end_ns", "external_id", "launch_row", "kernel_class")
@@ -97,9 +95,9 @@ def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, In
         kernels = kernels.join(launch_ids, on="launch_row", how="left", maintain_order="left")
         is_comm = by_id | pl.col("_lext").is_in(comm_ids).fill_null(False) | (pl.col("kernel_class") == "COMMUNICATION").fill_null(False)
     kernels = kernels.select("ts_ns", "end_ns", is_comm.alias("_comm")).collect()
-    host = timed.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | pl.col("cat").is_in(values_matching(ev["cat"], "(?i)^python$")))
-    is_step = pl.col("name").is_in(values_matching(ev["name"], STEP_RE.pattern))
-    is_dl = pl.col("name").is_in(values_matching(ev["name"], _DATALOADER_RE)) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
+    host = timed.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | pl.col("cat").is_in(trace_values_matching(trace, "(?i)^python$", "cat")))
+    is_step = pl.col("name").is_in(trace_values_matching(trace, STEP_RE.pattern))
+    is_dl = pl.col("name").is_in(trace_values_matching(trace, _DATALOADER_RE)) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
     comm_rows = comm_host["row"].implode()
     runtime_kinds = ["cuda_runtime"] if plugin_compat else list(LAUNCH_KINDS)
 

@@ -119,7 +119,7 @@ def queue_summary(series: pl.DataFrame) -> pl.DataFrame:
 
 def trace_duration_ns(trace: Trace) -> int:
     """Last start minus first start over the rank's timed events (HTA's ``get_trace_duration``)."""
-    lo, hi = trace.events.lazy().filter(pl.col("dur_ns").is_not_null()).select(
+    lo, hi = trace.scan().filter(pl.col("dur_ns").is_not_null()).select(
         pl.col("ts_ns").min().alias("lo"), pl.col("ts_ns").max().alias("hi")
     ).collect().row(0)
     return 0 if lo is None else int(hi - lo)

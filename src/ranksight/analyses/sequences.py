@@ -44,7 +44,7 @@ _OCC_SCHEMA = {"rank": pl.Int32, "pattern": pl.String, "count": pl.Int64, "row":
 
 def cpu_tree(trace: Trace) -> pl.DataFrame:
     """Every timed CPU-thread event with ``parent_row`` and ``depth`` (HTA's call stack)."""
-    cpu = trace.events.lazy().filter(
+    cpu = trace.scan().filter(
         pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null()
     ).select("row", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "name").collect()
     return cpu.join(nest(cpu), on="row")
@@ -61,7 +61,7 @@ def kernel_patterns(
     cand = tree.filter(names_matching(tree, lambda s: s.str.contains(op, literal=True))).with_columns(pl.col("name").cast(pl.String))
     if cand.height == 0:
         return empty
-    size = int(trace.events["row"].max()) + 1  # type: ignore[arg-type]
+    size = int(trace.scan().select(pl.col("row").max()).collect().item()) + 1
     depth_of = np.full(size, -1, np.int64)
     depth_of[tree["row"].to_numpy()] = tree["depth"].to_numpy()
     parent_of = np.full(size, -1, np.int64)

@@ -15,12 +15,15 @@ from ranksight.errors import UsageError
 __all__ = ["COMMAND", "export_run"]
 
 
-def _atomic_parquet(df: pl.DataFrame, path: str) -> None:
+def _atomic_parquet(df: pl.DataFrame | pl.LazyFrame, path: str) -> None:
     d = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".ranksight-", suffix=".parquet", dir=d)
     os.close(fd)
     try:
-        df.write_parquet(tmp)
+        if isinstance(df, pl.LazyFrame):  # streamed: never the whole table in memory when it lives in the cache
+            df.sink_parquet(tmp)
+        else:
+            df.write_parquet(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -32,21 +35,24 @@ def export_run(run, out_dir: str, *, force: bool = False, tables: bool = False) 
     """Write ``rank<N>.events.parquet`` (and with ``tables`` each side table) into ``out_dir``."""
     os.makedirs(out_dir, exist_ok=True)
     inputs = {os.path.realpath(t.path) for t in run}
-    plan: list[tuple[pl.DataFrame, str]] = []
-    for t in run:
-        plan.append((t.events, os.path.join(out_dir, f"rank{t.rank}.events.parquet")))
+
+    def paths(t) -> list[tuple[str | None, str]]:  # noqa: ANN001 - (table name or None for the events, path)
+        out: list[tuple[str | None, str]] = [(None, os.path.join(out_dir, f"rank{t.rank}.events.parquet"))]
         if tables:
-            for name, df in t.tables.items():
-                plan.append((df, os.path.join(out_dir, f"rank{t.rank}.{name}.parquet")))
-    for _, path in plan:
-        if os.path.realpath(path) in inputs:
-            raise UsageError(f"refusing to overwrite an input: {path}")
-        if os.path.exists(path) and not force:
-            raise UsageError(f"{path} exists; use --force to overwrite")
+            out += [(name, os.path.join(out_dir, f"rank{t.rank}.{name}.parquet")) for name in t.tables]
+        return out
+
+    for t in run:  # every path is checked before anything is written
+        for _, path in paths(t):
+            if os.path.realpath(path) in inputs:
+                raise UsageError(f"refusing to overwrite an input: {path}")
+            if os.path.exists(path) and not force:
+                raise UsageError(f"{path} exists; use --force to overwrite")
     written = []
-    for df, path in plan:
-        _atomic_parquet(df, path)
-        written.append(path)
+    for t in run:  # one rank's tables at a time
+        for name, path in paths(t):
+            _atomic_parquet(t.scan() if name is None else t.tables[name], path)
+            written.append(path)
     return written
 
 

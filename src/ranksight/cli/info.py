@@ -30,7 +30,7 @@ def info_tables(run) -> tuple[dict[str, pl.DataFrame], list[str]]:  # noqa: ANN0
                 "file": os.path.basename(t.path),
                 "rank_from": m.rank_source,
                 "json_mb": round(m.json_bytes / 1e6, 2),
-                "events": t.stats.get("events", t.events.height),
+                "events": t.stats.get("events", t.n_events),
                 "gpu": m.gpu_model or (m.gpu_vendor or "none"),
                 "devices": ",".join(str(d) for d in m.devices_used),
                 "world_size": m.world_size,
@@ -40,7 +40,7 @@ def info_tables(run) -> tuple[dict[str, pl.DataFrame], list[str]]:  # noqa: ANN0
                 else ("nsys capture start" if "nsys" in m.raw else "epoch µs"),
             }
         )
-        counts = t.events.group_by("kind").len()
+        counts = t.scan().group_by("kind").len().collect()
         d = {k: 0 for k in KINDS}
         for k, n in counts.iter_rows():
             d[k] = n

@@ -22,28 +22,28 @@ _STEP_NAME = pl.col("name").cast(pl.String).str.contains(r"^ProfilerStep\s*#\s*\
 def _step_names(run: Run) -> set[str]:
     names: set[str] = set()
     for t in run:
-        s = t.events.lazy().filter(_STEP_NAME & ~pl.col("kind").is_in(["metadata"])).select(pl.col("name").unique()).collect()["name"].cast(pl.String)
+        s = t.scan().filter(_STEP_NAME & ~pl.col("kind").is_in(["metadata"])).select(pl.col("name").unique()).collect()["name"].cast(pl.String)
         names.update(s.to_list())
     return names
 
 
 def _filtered_trace(trace: Trace, include_last_profiler_step: bool) -> Trace:
-    ev = trace.events
+    ev = trace.scan()
     # HTA's GPUKernelFilter: GPU work and sync events (they carry a stream and a correlation)
     is_gpu = pl.col("kind").is_in([*GPU_KINDS, "sync"])
     timed = pl.col("ts_ns").is_not_null()
-    cpu_steps = ev.filter(~is_gpu & timed & _STEP_NAME)
+    cpu_steps = ev.filter(~is_gpu & timed & _STEP_NAME).select("ts_ns", "end_ns").collect()
     if cpu_steps.height == 0:
         return trace
     if include_last_profiler_step:
         keep_cpu = ~is_gpu & (pl.col("ts_ns") <= cpu_steps["end_ns"].max())
     else:
         keep_cpu = ~is_gpu & (pl.col("ts_ns") < cpu_steps["ts_ns"].max())
-    kept_corr = ev.filter(keep_cpu & pl.col("correlation").is_not_null())["correlation"].unique()
+    kept_corr = ev.filter(keep_cpu & pl.col("correlation").is_not_null()).select(pl.col("correlation").unique()).collect().to_series()
     keep_gpu = is_gpu & pl.col("correlation").is_in(kept_corr.implode())
     # rows HTA drops while loading anyway (metadata, flows, instants, counters) are kept untouched
     untimed_or_dropped = ~timed | pl.col("kind").is_in(["metadata", "flow", "counter", "memory"])
-    new_events = ev.filter(keep_cpu | keep_gpu | untimed_or_dropped)
+    new_events = ev.filter(keep_cpu | keep_gpu | untimed_or_dropped).collect()
     out = copy.copy(trace)
     out.__dict__ = {k: v for k, v in trace.__dict__.items() if k != "steps" and not k.startswith("_rs_")}
     out.events = new_events

@@ -116,7 +116,7 @@ class LabeledTrace:
         if rank in self._events:
             return self._events[rank]
         trace = self.run[rank]
-        ev = trace.events.lazy().filter(
+        ev = trace.scan().filter(
             (pl.col("ph") == "X") & pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")
         ).select("row", "name", "cat", "kind", "ts_ns", "dur_ns", "stream", "step").collect()
         base = trace.meta.base_time_ns or 0

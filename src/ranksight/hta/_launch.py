@@ -106,7 +106,7 @@ class LaunchMixin:
             return int(cached)
         mins = []
         for t in self.run:
-            lo = t.events.lazy().filter(pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")).select(pl.col("ts_ns").min()).collect().item()
+            lo = t.scan().filter(pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")).select(pl.col("ts_ns").min()).collect().item()
             if lo is not None:
                 mins.append(int(lo) - int(t.meta.base_time_ns or 0))
         out = min(mins) if mins else 0

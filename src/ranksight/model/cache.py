@@ -30,6 +30,7 @@ from typing import Any
 import polars as pl
 
 from ranksight.io.kineto import TABLES, scan_spans
+from ranksight.model import trace as _trace
 from ranksight.model.trace import LazyTables, Trace
 
 __all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry", "spill_tables"]
@@ -85,8 +86,12 @@ def entry_dir(cfg: CacheConfig, path: str, key: str) -> Path:
     return cfg.directory / f"{stem}-{key[:32]}"
 
 
+#: The events table's file in an entry.
+EVENTS_FILE = "events.parquet"
+
+
 def _files(names: list[str]) -> list[str]:
-    return ["events.parquet", "spans.parquet", *[f"t_{n}.parquet" for n in names]]
+    return [EVENTS_FILE, "spans.parquet", *[f"t_{n}.parquet" for n in names]]
 
 
 def write_entry(cfg: CacheConfig, trace: Trace, key: str) -> Path:
@@ -95,7 +100,7 @@ def write_entry(cfg: CacheConfig, trace: Trace, key: str) -> Path:
     cfg.directory.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{uuid.uuid4().hex[:8]}-", dir=cfg.directory))
     try:
-        frames = {"events.parquet": trace.events, "spans.parquet": trace.spans}
+        frames = {EVENTS_FILE: trace.events, "spans.parquet": trace.spans}
         for n in TABLES:
             frames[f"t_{n}.parquet"] = trace.tables[n]
         sizes = {}
@@ -115,6 +120,7 @@ def write_entry(cfg: CacheConfig, trace: Trace, key: str) -> Path:
             "warnings": trace.warnings,
             "devices_used": trace.meta.devices_used,
             "runtime_names": sorted(trace._runtime_names),
+            "n_events": trace.n_events,
             "tables": list(TABLES),
             "sizes": sizes,
         }
@@ -168,32 +174,36 @@ def spans_loader(entry: Path, path: str) -> Callable[[], pl.DataFrame]:
 def spill_tables(entry: Path, tables: Mapping[str, pl.DataFrame], fallback: Callable[[], Mapping[str, pl.DataFrame]]) -> LazyTables:
     """Side tables read back from a just-written entry on first use instead of held in memory
     (the flow table is not read again after the links are derived; the kernel and op tables only
-    by the analyses that need their args). ``fallback()`` rebuilds them from the trace file (once)
-    if the entry has gone meanwhile."""
-    rebuilt: list[Mapping[str, pl.DataFrame]] = []
+    by the analyses that need their args). ``fallback()`` rebuilds them from the trace file if
+    the entry has gone meanwhile (the caller makes it decode once)."""
 
     def load(name: str) -> Callable[[], pl.DataFrame]:
         def read() -> pl.DataFrame:
             try:
                 return pl.read_parquet(entry / f"t_{name}.parquet")
             except Exception:  # noqa: BLE001 - removed or rewritten by another run
-                if not rebuilt:
-                    rebuilt.append(fallback())
-                return rebuilt[0][name]
+                return fallback()[name]
 
         return read
 
     return LazyTables({n: load(n) for n in tables})
 
 
-def read_entry(cfg: CacheConfig, path: str, key: str, *, rank: int, rank_source: str) -> Trace | None:
-    """The cached trace, or None when there is no valid entry (it is then rebuilt)."""
+def read_entry(
+    cfg: CacheConfig, path: str, key: str, *, rank: int, rank_source: str,
+    rebuild_events: Callable[[], pl.DataFrame] | None = None,
+) -> Trace | None:
+    """The cached trace, or None when there is no valid entry (it is then rebuilt). With
+    ``rebuild_events``, a trace of more than ``EVENTS_RESIDENT_MAX`` events keeps its events in
+    the entry (:meth:`Trace.scan` reads them per query; ``rebuild_events()`` if the entry goes)."""
     d = entry_dir(cfg, path, key)
     meta = _valid(d, key)
     if meta is None:
         return None
+    n = int(meta.get("n_events", -1))
+    spill = rebuild_events is not None and n > _trace.EVENTS_RESIDENT_MAX
     try:
-        events = pl.read_parquet(d / "events.parquet")
+        events = pl.scan_parquet(d / EVENTS_FILE).limit(0).collect() if spill else pl.read_parquet(d / EVENTS_FILE)
     except Exception:  # noqa: BLE001 - any unreadable entry is simply stale
         return None
 
@@ -201,7 +211,7 @@ def read_entry(cfg: CacheConfig, path: str, key: str, *, rank: int, rank_source:
         return lambda: pl.read_parquet(d / fname)
 
     tables = LazyTables({n: loader(f"t_{n}.parquet") for n in meta["tables"]})
-    return Trace.from_parts(
+    t = Trace.from_parts(
         path=path,
         rank=rank,
         rank_source=rank_source,
@@ -215,3 +225,8 @@ def read_entry(cfg: CacheConfig, path: str, key: str, *, rank: int, rank_source:
         devices_used=meta.get("devices_used"),
         runtime_names=set(meta.get("runtime_names") or []),
     )
+    if spill:
+        assert rebuild_events is not None
+        t.spill_events(d / EVENTS_FILE, rebuild_events)
+        t.n_events = n
+    return t

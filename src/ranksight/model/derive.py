@@ -155,25 +155,25 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
     return ev
 
 
-def _step_rows(ev: pl.DataFrame) -> pl.DataFrame:
+def _step_rows(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """The CPU rows named ``ProfilerStep#N``, with ``__step`` = N (the names are mapped once per
-    distinct value, then only the matching rows are touched)."""
-    names = ev["name"].unique().drop_nulls().cast(pl.String)
+    distinct value, then only the matching rows are read)."""
+    lf = ev.lazy()
+    names = lf.select(pl.col("name").unique().drop_nulls()).collect().to_series().cast(pl.String)
     nums = {}
     for nm in names.filter(names.str.starts_with("ProfilerStep")).to_list():
         m = STEP_RE.match(nm)
         if m:
             nums[nm] = int(m.group(1))
+    cols = ["row", "name", "tid", "ts_ns", "dur_ns", "end_ns"]
     if not nums:
-        return ev.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("__step"))
-    cand = ev.filter(pl.col("name").is_in(list(nums)) & pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+        return lf.select(cols).limit(0).collect().with_columns(pl.lit(None, dtype=pl.Int64).alias("__step"))
+    cand = lf.filter(pl.col("name").is_in(list(nums)) & pl.col("kind").is_in(["cpu_op", "user_annotation"])).select(cols).collect()
     return cand.with_columns(pl.col("name").cast(pl.String).replace_strict(nums, return_dtype=pl.Int64).alias("__step"))
 
 
-def build_steps(ev: pl.DataFrame) -> pl.DataFrame:
+def build_steps(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per ProfilerStep (CPU side), with the span of the GPU work it launched."""
-    if ev.height == 0:
-        return _empty_steps()
     st = (
         _step_rows(ev)
         .filter(pl.col("__step").is_not_null() & pl.col("dur_ns").is_not_null())
@@ -189,12 +189,6 @@ def build_steps(ev: pl.DataFrame) -> pl.DataFrame:
         )
     )
     return st
-
-
-def _empty_steps() -> pl.DataFrame:
-    return pl.DataFrame(
-        schema={"step": pl.Int32, "name": pl.String, "row": pl.UInt32, "tid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64}
-    )
 
 
 def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:

@@ -41,18 +41,43 @@ class TraceSource:
     nsys: Any = None
 
     def load(self) -> Trace:
-        """Load from the cache entry if valid, else decode (and write the cache entry)."""
+        """Load from the cache entry if valid, else decode (and write the cache entry). A large
+        trace (more than ``EVENTS_RESIDENT_MAX`` events) then reads its events and side tables
+        back from the entry per query instead of holding them; if the entry vanishes meanwhile,
+        the file is decoded again (once)."""
+        from ranksight.model import cache as _cache
+        from ranksight.model import trace as _trace
+
+        rebuilt = _Once(self._decode)
+        if self.cache is not None and self.key is not None:
+            t = _cache.read_entry(
+                self.cache, self.path, self.key, rank=self.rank, rank_source=self.rank_source,
+                rebuild_events=lambda: rebuilt().events,
+            )
+            if t is not None and _honours_guards(t, self.strict, self.max_bytes):
+                return t
+        t = self._decode()
+        if self.cache is not None and self.key is not None:
+            try:
+                entry = _cache.write_entry(self.cache, t, self.key)
+                if self.nsys is None:  # read back when needed, not held
+                    if not callable(t._spans):
+                        t._spans = _cache.spans_loader(entry, t.path)
+                    t.tables = _cache.spill_tables(entry, t.tables, lambda: rebuilt().tables)
+                    if t.n_events > _trace.EVENTS_RESIDENT_MAX:
+                        t.spill_events(entry / _cache.EVENTS_FILE, lambda: rebuilt().events)
+            except OSError as err:  # an unwritable cache never stops the analysis
+                t.warnings.append(f"could not write the cache entry: {err}")
+        return t
+
+    def _decode(self) -> Trace:
+        """The trace decoded from its file (no cache)."""
         import warnings as _warnings
 
         from ranksight.errors import RanksightWarning
         from ranksight.io.kineto import decode
-        from ranksight.model import cache as _cache
         from ranksight.model.trace import Trace
 
-        if self.cache is not None and self.key is not None:
-            t = _cache.read_entry(self.cache, self.path, self.key, rank=self.rank, rank_source=self.rank_source)
-            if t is not None and _honours_guards(t, self.strict, self.max_bytes):
-                return t
         with _warnings.catch_warnings():
             _warnings.simplefilter("ignore", RanksightWarning)
             if self.nsys is not None or _is_sqlite(self.path):
@@ -61,29 +86,24 @@ class TraceSource:
                 d = decode_nsys(self.path, self.nsys, max_bytes=self.max_bytes)
             else:
                 d = decode(self.path, strict=self.strict, max_bytes=self.max_bytes)
-        t = Trace(d, rank=self.rank, rank_source=self.rank_source)
-        if self.cache is not None and self.key is not None:
-            try:
-                entry = _cache.write_entry(self.cache, t, self.key)
-                if self.nsys is None:  # read back when needed, not held
-                    if not callable(t._spans):
-                        t._spans = _cache.spans_loader(entry, t.path)
-                    t.tables = _cache.spill_tables(entry, t.tables, self._rebuild_tables)
-            except OSError as err:  # an unwritable cache never stops the analysis
-                t.warnings.append(f"could not write the cache entry: {err}")
-        return t
-
-    def _rebuild_tables(self) -> Mapping[str, pl.DataFrame]:
-        """The side tables decoded again from the trace file (its cache entry has gone)."""
-        from ranksight.io.kineto import decode
-        from ranksight.model.trace import Trace
-
-        return Trace(decode(self.path, strict=self.strict, max_bytes=self.max_bytes), rank=self.rank, rank_source=self.rank_source).tables
+        return Trace(d, rank=self.rank, rank_source=self.rank_source)
 
     def is_cached(self) -> bool:
         from ranksight.model import cache as _cache
 
         return self.cache is not None and self.key is not None and _cache._valid(_cache.entry_dir(self.cache, self.path, self.key), self.key) is not None
+
+
+class _Once:
+    """``fn()`` called on first use only (the fallback decode shared by a trace's spilled parts)."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn, self._done, self._value = fn, False, None
+
+    def __call__(self) -> Any:
+        if not self._done:
+            self._value, self._done = self._fn(), True
+        return self._value
 
 
 def _is_sqlite(path: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -13,12 +14,17 @@ from ranksight.model.derive import build_steps, derive
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.meta import TraceMeta, build_meta
 
-__all__ = ["Trace", "LazyTables", "SPANS_RESIDENT_MAX"]
+__all__ = ["Trace", "LazyTables", "SPANS_RESIDENT_MAX", "EVENTS_RESIDENT_MAX"]
 
 #: A trace with more events than this does not keep its byte spans (12 bytes per event) in memory:
 #: they are scanned again from the file when needed (``raw_events``, counter rewrites), or read
 #: from the cache entry.
 SPANS_RESIDENT_MAX = 4_000_000
+
+#: A trace with more events than this, once written to the cache, does not keep its events table
+#: in memory (about 90 bytes per event): :meth:`Trace.scan` reads the columns and rows a query
+#: needs from the cache entry (Parquet, projection and predicate pushed down).
+EVENTS_RESIDENT_MAX = 4_000_000
 
 
 class LazyTables(Mapping[str, pl.DataFrame]):
@@ -122,7 +128,10 @@ class Trace:
         self.path = path
         self.warnings: list[str] = list(warnings)
         self.tables: Mapping[str, pl.DataFrame] = tables
-        self.events: pl.DataFrame = events
+        self._events: pl.DataFrame | None = events
+        self._events_file: Path | None = None
+        self._events_fallback: Callable[[], pl.DataFrame] | None = None
+        self.n_events = events.height
         self._spans = spans
         self.stats = dict(stats)
         if devices_used is None:  # select first: a filter copies every column it keeps
@@ -146,7 +155,66 @@ class Trace:
         )
 
     def __repr__(self) -> str:
-        return f"Trace(rank={self.rank}, events={self.stats.get('events', self.events.height)}, path={self.path!r})"
+        return f"Trace(rank={self.rank}, events={self.stats.get('events', self.n_events)}, path={self.path!r})"
+
+    # ---- the events table ----------------------------------------------------------------------
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """The whole events table. On a trace whose events live in its cache entry (see
+        :meth:`spill_events`) each access reads every column back: prefer :meth:`scan`."""
+        if self._events is None:
+            return self.scan().collect()
+        return self._events
+
+    @events.setter
+    def events(self, df: pl.DataFrame) -> None:
+        self._events, self._events_file, self._events_fallback = df, None, None
+        self.n_events = df.height
+
+    @property
+    def events_resident(self) -> bool:
+        """Whether the events table is held in memory (else read from the cache entry per query)."""
+        return self._events is not None
+
+    def spill_events(self, file: Path, fallback: Callable[[], pl.DataFrame]) -> None:
+        """Drop the in-memory events table; queries read ``file`` (this trace's events, as
+        written to its cache entry) from now on. ``fallback()`` rebuilds the table (held in
+        memory from then on) if the file has gone or changed size meanwhile."""
+        self._events_size = file.stat().st_size
+        self._events_file, self._events_fallback, self._events = file, fallback, None
+
+    def scan(self) -> pl.LazyFrame:
+        """The events table as a polars LazyFrame: select and filter before ``collect()`` so
+        that only the needed columns and rows are materialised (read from the cache entry when
+        the table is not held in memory)."""
+        if self._events is not None:
+            return self._events.lazy()
+        f = self._events_file
+        assert f is not None and self._events_fallback is not None
+        try:
+            ok = f.stat().st_size == self._events_size
+        except OSError:
+            ok = False
+        if not ok:  # the entry was removed or rewritten by another run: decode again, once
+            self.events = self._events_fallback()
+            return self.scan()
+        return pl.scan_parquet(f)
+
+    def column(self, name: str) -> pl.Series:
+        """One column of the events table (the only one read when it lives in the cache)."""
+        if self._events is not None:
+            return self._events[name]
+        return self.scan().select(name).collect().to_series()
+
+    def distinct_names(self) -> list[str]:
+        """The distinct event names (strings), computed once per trace (test a pattern on these,
+        then filter with ``pl.col("name").is_in(...)``: no string per event)."""
+        cached = self.__dict__.get("_rs_names")
+        if cached is None:
+            cached = self.scan().select(pl.col("name").unique().drop_nulls()).collect().to_series().cast(pl.String).to_list()
+            self.__dict__["_rs_names"] = cached
+        return list(cached)
 
     # ---- views -------------------------------------------------------------------------------
 
@@ -171,8 +239,10 @@ class Trace:
         only them: on a multi-million-event trace, a fraction of the memory)."""
         pred = pl.col("kind").is_in(list(kinds))
         if columns is None:
-            return self.events.filter(pred)
-        return self.events.lazy().filter(pred).select(list(columns)).collect()
+            if self._events is not None:
+                return self._events.filter(pred)
+            return self.scan().filter(pred).collect()
+        return self.scan().filter(pred).select(list(columns)).collect()
 
     @property
     def gpu_events(self) -> pl.DataFrame:
@@ -184,15 +254,16 @@ class Trace:
         """ProfilerSteps: ``step, name, row, tid, start_ns, end_ns`` (CPU span), plus
         ``gpu_start_ns, gpu_end_ns`` of the GPU work they launched, ``kernel_count`` and
         ``incomplete`` (fewer than 80 % of the previous step's kernels)."""
-        st = build_steps(self.events)
+        st = build_steps(self.scan())
         g = (
-            self.gpu_events.filter(pl.col("step").is_not_null())
+            self.scan().filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("step").is_not_null())
             .group_by("step")
             .agg(
                 pl.col("ts_ns").min().alias("gpu_start_ns"),
                 pl.col("end_ns").max().alias("gpu_end_ns"),
                 (pl.col("kind") == "kernel").sum().cast(pl.Int64).alias("kernel_count"),
             )
+            .collect()
         )
         st = st.join(g, on="step", how="left", maintain_order="left").with_columns(pl.col("kernel_count").fill_null(0))
         prev = pl.col("kernel_count").shift(1)
@@ -224,7 +295,7 @@ class Trace:
     def span_ns(self) -> tuple[int, int] | None:
         """First start and last end over timed events (metadata excluded)."""
         r = (
-            self.events.lazy().filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))
+            self.scan().filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))
             .select(pl.len().alias("n"), pl.col("ts_ns").min().alias("lo"), pl.col("end_ns").max().alias("hi")).collect().row(0)
         )  # aggregated lazily: no copy of the events
         return None if r[0] == 0 else (int(r[1]), int(r[2]))

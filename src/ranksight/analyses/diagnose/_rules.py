@@ -234,7 +234,7 @@ def _syncs(ctx: Context, rank: int) -> pl.DataFrame:
     nothing). ``outer`` marks the events no other kept event on the thread encloses."""
     t = ctx.run[rank]
     n = pl.col("name").cast(pl.String)
-    ev = t.events.lazy().filter(
+    ev = t.scan().filter(
         pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null()
         & (((pl.col("kind") == "cpu_op") & n.is_in(list(SYNC_OPS))) | (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(HOST_WAIT_API_RE.pattern)))
     ).select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name")).sort("ts_ns").collect()
@@ -305,13 +305,13 @@ def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
     out = []
     for r in ctx.ranks:
         t = ctx.run[r]
-        m = t.with_args(t.kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains("Pageable")), "transfer")
+        m = t.with_args(t.kind("memcpy", columns=["row", "name", "dur_ns", "launch_row", "step"]).filter(pl.col("name").cast(pl.String).str.contains("Pageable")), "transfer")
         if m.height == 0 or (m["bytes"].fill_null(0).sum() < PAGEABLE_MIN_BYTES):
             continue
         us = float(m["dur_ns"].sum()) / 1e3
         total_us = float(st.filter(pl.col("rank") == r)["total_us"].sum()) if st is not None else 0.0
         share = us / total_us if total_us else 0.0
-        launches = t.events.filter(pl.col("row").is_in(m["launch_row"].drop_nulls().to_list())).select("tid", "ts_ns")
+        launches = t.scan().filter(pl.col("row").is_in(m["launch_row"].drop_nulls().implode())).select("tid", "ts_ns").collect()
         ops = attach_ops(t, launches)["op"].drop_nulls().value_counts(sort=True).head(3)
         out.append(Finding(
             rule="pageable-memcpy", title="Copies from pageable host memory", severity=_sev(share, 0.05, 0.01), impact=_r(share, 4), ranks=[r],

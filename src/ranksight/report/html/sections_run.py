@@ -22,7 +22,7 @@ def _files(run: Any) -> pl.DataFrame:
                 "file": os.path.basename(t.path),
                 "rank_from": m.rank_source,
                 "json_mb": round(m.json_bytes / 1e6, 3),
-                "events": t.stats.get("events", t.events.height),
+                "events": t.stats.get("events", t.n_events),
                 "gpu": m.gpu_model or (m.gpu_vendor or "none"),
                 "devices": ",".join(str(d) for d in m.devices_used),
                 "world_size": m.world_size,
