@@ -33,14 +33,18 @@ def _codes(col: pl.Series) -> np.ndarray:
 
 def _sweep(key: np.ndarray, start: np.ndarray, end: np.ndarray, is_point: np.ndarray) -> np.ndarray:
     """Innermost enclosing span (its index in the inputs, −1 none) of every item: sorted and swept
-    in the Rust core (an index sort: no sorted copies of the columns)."""
+    in the Rust core (an index sort: no sorted copies of the columns). Read-only result."""
     k, s, e = (np.ascontiguousarray(a, dtype=np.int64).tobytes() for a in (key, start, end))
-    return np.frombuffer(_core.enclosing(k, s, e, is_point.astype(np.uint8).tobytes()), dtype=np.int64).copy()
+    return np.frombuffer(_core.enclosing(k, s, e, is_point.astype(np.uint8).tobytes()), dtype=np.int64)
 
 
 def _as_index(v: np.ndarray) -> pl.Series:
     s = pl.Series(_I, v)
     return pl.select(pl.when(s >= 0).then(s).otherwise(None).cast(pl.UInt32)).to_series().alias(_I)
+
+
+def _int64(col: pl.Series, fill: int) -> np.ndarray:
+    return col.cast(pl.Int64).fill_null(fill).to_numpy()
 
 
 def innermost_enclosing(spans: pl.DataFrame, points: pl.DataFrame, *, key: str = "tid") -> pl.Series:
@@ -52,23 +56,27 @@ def innermost_enclosing(spans: pl.DataFrame, points: pl.DataFrame, *, key: str =
     if points.height == 0 or spans.height == 0:
         return pl.Series(_I, [None] * points.height, dtype=pl.UInt32)
     ns, npts = spans.height, points.height
-    kt = pl.Int64 if spans[key].dtype.is_integer() and points[key].dtype.is_integer() else pl.String
-    both = pl.concat([
-        spans.select(pl.col(key).cast(kt), pl.col("ts_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64)),
-        points.select(pl.col(key).cast(kt), pl.col("ts_ns").cast(pl.Int64), pl.col("ts_ns").cast(pl.Int64).alias("end_ns")),
-    ])
-    ok = both["ts_ns"].is_not_null() & both["end_ns"].is_not_null()
-    is_point = np.zeros(ns + npts, dtype=bool)
-    is_point[ns:] = True
-    key_a = _codes(both[key])
-    ts = both["ts_ns"].fill_null(0).to_numpy()
-    end = both["end_ns"].fill_null(0).to_numpy()
-    # spans without times enclose nothing; points without a time get no answer
-    okn = ok.to_numpy()
-    end = np.where(okn, end, ts)
-    res = _sweep(key_a, ts, end, is_point)[ns:]
-    res[~okn[ns:]] = -1
-    return _as_index(res)
+    # each input array is made, handed to the core as bytes and dropped before the next one:
+    # on millions of spans every full-length copy is tens of MB
+    if spans[key].dtype.is_integer() and points[key].dtype.is_integer():
+        key_a = np.concatenate([_int64(spans[key], -1), _int64(points[key], -1)])
+    else:
+        key_a = _codes(pl.concat([spans[key].cast(pl.String), points[key].cast(pl.String)]))
+    kb = key_a.tobytes()
+    del key_a
+    s_ok = (spans["ts_ns"].is_not_null() & spans["end_ns"].is_not_null()).to_numpy()
+    p_ok = points["ts_ns"].is_not_null().to_numpy()
+    ts = np.concatenate([_int64(spans["ts_ns"], 0), _int64(points["ts_ns"], 0)])
+    # spans without times enclose nothing (end = start); points without a time get no answer
+    end = np.concatenate([np.where(s_ok, _int64(spans["end_ns"], 0), ts[:ns]), ts[ns:]])
+    tb = ts.tobytes()
+    del ts
+    eb = end.tobytes()
+    del end
+    is_point = np.zeros(ns + npts, dtype=np.uint8)
+    is_point[ns:] = 1
+    res = np.frombuffer(_core.enclosing(kb, tb, eb, is_point.tobytes()), dtype=np.int64)[ns:]
+    return _as_index(np.where(p_ok, res, -1))
 
 
 def parent_spans(spans: pl.DataFrame, *, key: str = "tid") -> pl.Series:
@@ -80,5 +88,4 @@ def parent_spans(spans: pl.DataFrame, *, key: str = "tid") -> pl.Series:
     ts = spans["ts_ns"].fill_null(0).to_numpy()
     end = np.where(ok, spans["end_ns"].fill_null(0).to_numpy(), ts)
     res = _sweep(_codes(spans[key]), ts, end, np.zeros(spans.height, dtype=bool))
-    res[~ok] = -1
-    return _as_index(res)
+    return _as_index(np.where(ok, res, -1))

@@ -93,6 +93,18 @@ class OpTree:
         """The plugin's operator set (see :func:`operator_mask`)."""
         return self.nodes.filter(operator_mask(self.nodes))
 
+    def pop_operators(self) -> pl.DataFrame:
+        """:meth:`operators`, taking the nodes from the tree (``nodes`` is empty afterwards): the
+        copy is made column by column while the tree's columns are let go, so a multi-million-node
+        tree is never held twice."""
+        nodes, self.nodes = self.nodes, self.nodes.clear()
+        keep = nodes.select(operator_mask(nodes)).to_series()
+        cols = []
+        for c in nodes.columns:
+            cols.append(nodes[c].filter(keep))
+            nodes = nodes.drop(c)  # the last reference to the full column goes with it
+        return pl.DataFrame(cols)
+
 
 # ---- node selection ------------------------------------------------------------------------------
 
@@ -193,24 +205,36 @@ def _runtime_owners(trace: Trace, nodes: pl.DataFrame) -> pl.DataFrame:
     rts = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns", "dur_ns", "external_id"]).filter(pl.col("dur_ns").is_not_null()).select(
         "row", "tid", pl.col("ts_ns").alias("t"), "dur_ns", "external_id"
     )
+    # external id -> node (the first kept node by row carrying it), sorted by id for a binary
+    # search (a hash join of millions of runtimes against millions of nodes is far larger)
     ext_map = (
         nodes.lazy().with_row_index("k")
         .filter(pl.col("kept") & pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
         .select("external_id", "row", "k")
         .sort("row")
         .unique("external_id", keep="first", maintain_order=True)
-        .select("external_id", pl.col("k").alias("ext_k"))
+        .sort("external_id")
         .collect()
     )
-    rts = rts.join(ext_map, on="external_id", how="left", maintain_order="left").with_row_index("i")
-    del ext_map
-    owner = rts["ext_k"].fill_null(-1).to_numpy().astype(np.int64)
-    need = rts.filter(pl.col("ext_k").is_null() & (pl.col("external_id").is_null() | (pl.col("external_id") != 0)))
-    if need.height:
-        indexed = nodes.select("row", "tid", "start_ns", "end_ns", "external_id", "kept").with_row_index("k").filter(pl.col("kept"))
+    ids = ext_map["external_id"]
+    q = rts["external_id"]
+    if ids.len():
+        pos = ids.search_sorted(q.fill_null(0)).clip(0, ids.len() - 1)
+        hit = (ids.gather(pos) == q).fill_null(False).to_numpy()
+        owner = np.where(hit, ext_map["k"].gather(pos).to_numpy().astype(np.int64), -1)
+        del pos
+    else:
+        hit = np.zeros(rts.height, dtype=bool)
+        owner = np.full(rts.height, -1, np.int64)
+    del ext_map, ids
+    need = np.flatnonzero(~hit & (q.is_null() | (q != 0)).to_numpy())
+    del hit, q
+    if need.size:
+        indexed = nodes.lazy().with_row_index("k").filter(pl.col("kept")).select("k", "tid", "start_ns", "end_ns").collect()
         kept_idx = indexed["k"].to_numpy().astype(np.int64)
-        local = _point_owner(indexed.drop("k"), need.select("tid", "t"))
-        owner[need["i"].to_numpy()] = np.where(local >= 0, kept_idx[np.maximum(local, 0)], -1)
+        local = _point_owner(indexed.drop("k"), rts.select("tid", "t")[need])
+        del indexed
+        owner[need] = np.where(local >= 0, kept_idx[np.maximum(local, 0)], -1)
     return rts.select("row", "dur_ns", pl.Series("owner", owner))
 
 

@@ -44,7 +44,7 @@ GROUPS = ("name", "shape")
 def op_instances(trace: Trace, *, tensor_core_rules: str = "current", input_dims: bool = True) -> pl.DataFrame:
     """One row per operator call of one rank with its tree statistics and (unless told otherwise)
     ``input_dims``."""
-    o = build_op_tree(trace, tensor_core_rules=tensor_core_rules).operators()  # the whole tree is freed here
+    o = build_op_tree(trace, tensor_core_rules=tensor_core_rules).pop_operators()  # the whole tree is freed here
     if not input_dims:
         return o
     dims = trace.table("op")

@@ -120,7 +120,6 @@ def write_entry(cfg: CacheConfig, trace: Trace, key: str) -> Path:
             "warnings": trace.warnings,
             "devices_used": trace.meta.devices_used,
             "runtime_names": sorted(trace._runtime_names),
-            "n_events": trace.n_events,
             "tables": list(TABLES),
             "sizes": sizes,
         }
@@ -200,9 +199,9 @@ def read_entry(
     meta = _valid(d, key)
     if meta is None:
         return None
-    n = int(meta.get("n_events", -1))
-    spill = rebuild_events is not None and n > _trace.EVENTS_RESIDENT_MAX
     try:
+        n = pl.scan_parquet(d / EVENTS_FILE).select(pl.len()).collect().item()  # from the file's metadata
+        spill = rebuild_events is not None and n > _trace.EVENTS_RESIDENT_MAX
         events = pl.scan_parquet(d / EVENTS_FILE).limit(0).collect() if spill else pl.read_parquet(d / EVENTS_FILE)
     except Exception:  # noqa: BLE001 - any unreadable entry is simply stale
         return None

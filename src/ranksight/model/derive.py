@@ -59,10 +59,14 @@ def _positions(ev: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
     return np.where(all_rows[pos] == rows, pos, -1)
 
 
-def derive(events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """Add the derived columns to a decoded events table (which may already have ``row``)."""
+def derive(events: pl.DataFrame | list[pl.DataFrame], tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """Add the derived columns to a decoded events table (which may already have ``row``). Given
+    as a one-item list, the table is taken out of it (the caller keeps no reference)."""
+    if isinstance(events, list):
+        events = events.pop()
     n = events.height
     ev = events if "row" in events.columns else events.with_columns(pl.int_range(0, n, dtype=pl.UInt32).alias("row"))
+    del events
     if n:
         base = _map_categorical(ev["cat"], lambda c: kind_of_category(c or "", "X", ""), KIND_DTYPE)
         ph = pl.col("ph")
@@ -135,22 +139,36 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
             c = corr.to_numpy().astype(np.float64) if corr.null_count() else corr.to_numpy().astype(np.float64)
             c[_positions(ev, f["row"].to_numpy())] = f["__fid"].to_numpy().astype(np.float64)
             ev = ev.with_columns(pl.Series("correlation", c).fill_nan(None).cast(pl.Int64))
-    launches = (
-        ev.select(pl.col("row").alias("launch_row"), "correlation").filter(launch_kind & pl.col("correlation").is_not_null())
-        .unique("correlation", keep="first", maintain_order=True)
-    )
-    # only GPU rows get a launch: join those, then scatter into a full-length column
-    linked = ev.select("row", "correlation").filter(gpu).join(launches, on="correlation", how="inner")
-    del launches
+    # each correlation's first launch (lowest row), by a stable sort and a binary search (a hash
+    # unique/join over millions of launches costs several times the columns)
+    corr = ev["correlation"]
+    rows = ev["row"]
+    lmask = launch_kind & corr.is_not_null()
+    l_corr, l_row = corr.filter(lmask).to_numpy(), rows.filter(lmask).to_numpy()
+    order = np.argsort(l_corr, kind="stable")
+    l_corr, l_row = l_corr[order], l_row[order]
+    del order
+    first = np.ones(l_corr.size, dtype=bool)
+    first[1:] = l_corr[1:] != l_corr[:-1]
+    l_corr, l_row = l_corr[first], l_row[first]
+    del first
+    # only GPU rows get a launch: found by correlation, then scattered into a full-length column
+    gmask = gpu & corr.is_not_null()
+    g_corr, g_row = corr.filter(gmask).to_numpy(), rows.filter(gmask).to_numpy()
+    del corr, rows
+    pos = np.minimum(np.searchsorted(l_corr, g_corr), max(l_corr.size - 1, 0))
+    hit = l_corr[pos] == g_corr if l_corr.size else np.zeros(g_corr.size, dtype=bool)
+    linked_row, linked_launch = g_row[hit], l_row[pos[hit]]
+    del pos, hit, g_corr, g_row, l_corr, l_row
     lr = np.full(n, np.iinfo(np.uint32).max, dtype=np.uint32)
-    lr[_positions(ev, linked["row"].to_numpy())] = linked["launch_row"].to_numpy()
+    lr[_positions(ev, linked_row)] = linked_launch
     lr_s = pl.Series("launch_row", lr)
     ev = ev.with_columns(pl.when(lr_s != np.iinfo(np.uint32).max).then(lr_s).otherwise(None).alias("launch_row"))
     del lr, lr_s
     # how many GPU activities each launch owns (graph launches own many)
     gc = np.zeros(n, dtype=np.int32)
-    if linked.height:
-        np.add.at(gc, _positions(ev, linked["launch_row"].to_numpy()), 1)
+    if linked_launch.size:
+        np.add.at(gc, _positions(ev, linked_launch), 1)
     ev = ev.with_columns(pl.Series("gpu_count", gc).cast(pl.Int32))
     return ev
 

@@ -64,7 +64,10 @@ class Trace:
     """
 
     def __init__(self, decoded: DecodedTrace, *, rank: int, rank_source: str = "user") -> None:
-        events = derive(decoded.events, decoded.tables)
+        # the decoded table is handed over in a box: derive holds its only reference, so a column
+        # it replaces (stream, device, correlation) is freed instead of kept twice
+        box, decoded.events = [decoded.events], None  # type: ignore[assignment]
+        events = derive(box, decoded.tables)
         spans: pl.DataFrame | Callable[[], pl.DataFrame] = decoded.spans
         if isinstance(spans, pl.DataFrame) and "offset" in spans.columns and spans.height > SPANS_RESIDENT_MAX:
             path = decoded.path
