@@ -33,7 +33,7 @@ from ranksight.io.kineto import TABLES, scan_spans
 from ranksight.model import trace as _trace
 from ranksight.model.trace import LazyTables, Trace
 
-__all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry", "spill_tables"]
+__all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry", "table_loader", "spans_loader"]
 
 #: Bump when the decoded or derived tables change shape or meaning.
 FORMAT_VERSION = 2
@@ -94,20 +94,26 @@ def _files(names: list[str]) -> list[str]:
     return [EVENTS_FILE, "spans.parquet", *[f"t_{n}.parquet" for n in names]]
 
 
-def write_entry(cfg: CacheConfig, trace: Trace, key: str) -> Path:
-    """Write a trace's tables atomically; returns the entry directory."""
+def write_entry(cfg: CacheConfig, trace: Trace, key: str, *, on_written: Callable[[str], None] | None = None) -> Path:
+    """Write a trace's tables atomically; returns the entry directory. Side tables first, then
+    spans, then the events; ``on_written(file name)`` after each (the caller may let the table go
+    before the next one is written: the peak is then the events table, not everything)."""
     final = entry_dir(cfg, trace.path, key)
     cfg.directory.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{uuid.uuid4().hex[:8]}-", dir=cfg.directory))
     try:
-        frames = {EVENTS_FILE: trace.events, "spans.parquet": trace.spans}
-        for n in TABLES:
-            frames[f"t_{n}.parquet"] = trace.tables[n]
+        frames: list[tuple[str, Callable[[], pl.DataFrame]]] = [
+            *[(f"t_{n}.parquet", lambda n=n: trace.tables[n]) for n in TABLES],
+            ("spans.parquet", lambda: trace.spans),
+            (EVENTS_FILE, lambda: trace.events),
+        ]
         sizes = {}
-        for fname, df in frames.items():
+        for fname, get in frames:
             p = tmp / fname
-            df.write_parquet(p, compression="uncompressed", statistics=False)
+            get().write_parquet(p, compression="uncompressed", statistics=False)
             sizes[fname] = p.stat().st_size
+            if on_written is not None:
+                on_written(fname)
         meta = {
             "format_version": FORMAT_VERSION,
             "key": key,
@@ -170,22 +176,19 @@ def spans_loader(entry: Path, path: str) -> Callable[[], pl.DataFrame]:
     return load
 
 
-def spill_tables(entry: Path, tables: Mapping[str, pl.DataFrame], fallback: Callable[[], Mapping[str, pl.DataFrame]]) -> LazyTables:
-    """Side tables read back from a just-written entry on first use instead of held in memory
-    (the flow table is not read again after the links are derived; the kernel and op tables only
-    by the analyses that need their args). ``fallback()`` rebuilds them from the trace file if
-    the entry has gone meanwhile (the caller makes it decode once)."""
+def table_loader(entry: Path, name: str, fallback: Callable[[], Mapping[str, pl.DataFrame]]) -> Callable[[], pl.DataFrame]:
+    """Reads side table ``name`` back from an entry when called, instead of holding it (the flow
+    table is not read again after the links are derived; the kernel and op tables only by the
+    analyses that need their args). ``fallback()`` rebuilds the tables from the trace file if the
+    entry has gone meanwhile (the caller makes it decode once)."""
 
-    def load(name: str) -> Callable[[], pl.DataFrame]:
-        def read() -> pl.DataFrame:
-            try:
-                return pl.read_parquet(entry / f"t_{name}.parquet")
-            except Exception:  # noqa: BLE001 - removed or rewritten by another run
-                return fallback()[name]
+    def read() -> pl.DataFrame:
+        try:
+            return pl.read_parquet(entry / f"t_{name}.parquet")
+        except Exception:  # noqa: BLE001 - removed or rewritten by another run
+            return fallback()[name]
 
-        return read
-
-    return LazyTables({n: load(n) for n in tables})
+    return read
 
 
 def read_entry(

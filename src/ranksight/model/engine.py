@@ -58,14 +58,21 @@ class TraceSource:
                 return t
         t = self._decode()
         if self.cache is not None and self.key is not None:
+            final = _cache.entry_dir(self.cache, t.path, self.key)
+
+            def written(fname: str) -> None:  # each table is read back when needed, not held
+                if self.nsys is not None:
+                    return
+                if fname.startswith("t_"):
+                    name = fname[2:].removesuffix(".parquet")
+                    t.tables.spill(name, _cache.table_loader(final, name, lambda: rebuilt().tables))  # type: ignore[attr-defined]
+                elif fname == "spans.parquet":
+                    t._spans = _cache.spans_loader(final, t.path)
+
             try:
-                entry = _cache.write_entry(self.cache, t, self.key)
-                if self.nsys is None:  # read back when needed, not held
-                    if not callable(t._spans):
-                        t._spans = _cache.spans_loader(entry, t.path)
-                    t.tables = _cache.spill_tables(entry, t.tables, lambda: rebuilt().tables)
-                    if t.n_events > _trace.EVENTS_RESIDENT_MAX:
-                        t.spill_events(entry / _cache.EVENTS_FILE, lambda: rebuilt().events)
+                entry = _cache.write_entry(self.cache, t, self.key, on_written=written)
+                if self.nsys is None and t.n_events > _trace.EVENTS_RESIDENT_MAX:
+                    t.spill_events(entry / _cache.EVENTS_FILE, lambda: rebuilt().events)
             except OSError as err:  # an unwritable cache never stops the analysis
                 t.warnings.append(f"could not write the cache entry: {err}")
         return t

@@ -46,6 +46,11 @@ class LazyTables(Mapping[str, pl.DataFrame]):
     def __len__(self) -> int:
         return len(self._loaders)
 
+    def spill(self, name: str, loader: Callable[[], pl.DataFrame]) -> None:
+        """Let go of a held table: ``loader()`` reads it on next use."""
+        self._frames.pop(name, None)
+        self._loaders[name] = loader
+
 
 class Trace:
     """One rank's trace.
@@ -66,12 +71,13 @@ class Trace:
     def __init__(self, decoded: DecodedTrace, *, rank: int, rank_source: str = "user") -> None:
         # the decoded table is handed over in a box: derive holds its only reference, so a column
         # it replaces (stream, device, correlation) is freed instead of kept twice
-        box, decoded.events = [decoded.events], None  # type: ignore[assignment]
-        events = derive(box, decoded.tables)
         spans: pl.DataFrame | Callable[[], pl.DataFrame] = decoded.spans
         if isinstance(spans, pl.DataFrame) and "offset" in spans.columns and spans.height > SPANS_RESIDENT_MAX:
             path = decoded.path
             spans = lambda: scan_spans(path)  # noqa: E731
+            decoded.spans = None  # type: ignore[assignment] # freed before derive's temporaries
+        box, decoded.events = [decoded.events], None  # type: ignore[assignment]
+        events = derive(box, decoded.tables)
         self._init(
             path=decoded.path,
             rank=rank,
