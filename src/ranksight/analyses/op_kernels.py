@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._links import HTA_KERNEL_LAUNCH_RE, launch_children, names_matching
+from ranksight.analyses._links import HTA_KERNEL_LAUNCH_RE, launch_children
 from ranksight.analyses._stacks import enclosing, nest
 from ranksight.model.kinds import GPU_KINDS
 
@@ -42,10 +42,12 @@ _TABLE_SCHEMA = {
 
 
 def _aten_ops(trace: Trace) -> pl.DataFrame:
-    ev = trace.scan().filter(
+    """CPU-side ``aten::`` events; ``op_name`` stays categorical (millions of strings otherwise)."""
+    aten = [n for n in trace.distinct_names() if n.startswith("aten::")]
+    return trace.scan().filter(
         ~pl.col("kind").is_in([*GPU_KINDS, "sync", "gpu_user_annotation", "metadata", "flow"]) & pl.col("dur_ns").is_not_null()
-    ).select("row", "pid", "tid", "ts_ns", "end_ns", "name").collect()
-    return ev.filter(names_matching(ev, lambda s: s.str.starts_with("aten::"))).select("row", "pid", "tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String).alias("op_name"))
+        & pl.col("name").is_in(aten)
+    ).select("row", "pid", "tid", "ts_ns", "end_ns", pl.col("name").alias("op_name")).collect()
 
 
 def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
@@ -63,14 +65,17 @@ def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
         return pl.DataFrame(schema={"op_row": pl.Int64, "op_name": pl.String, "op_ts_ns": pl.Int64, "op_tid": pl.Int64,
                                     "launch_row": pl.UInt32, "launch_ts_ns": pl.Int64, "row": pl.UInt32, "name": pl.String,
                                     "ts_ns": pl.Int64})
-    tree = ops.join(nest(ops), on="row")
+    tree = ops.select("row", "pid", "tid", "ts_ns", "end_ns").join(nest(ops), on="row")
     launches = ch.unique("launch_row", keep="first", maintain_order=True).select(
         "launch_row", pl.col("cpu_pid").alias("pid"), pl.col("cpu_tid").alias("tid"),
         pl.col("cpu_ts_ns").alias("ts_ns"), pl.col("cpu_end_ns").alias("end_ns"),
     )
     launches = launches.with_columns(enclosing(tree, launches).alias("op_row")).filter(pl.col("op_row").is_not_null())
-    opinfo = ops.select(pl.col("row").cast(pl.Int64).alias("op_row"), "op_name", pl.col("ts_ns").alias("op_ts_ns"),
-                        pl.col("tid").alias("op_tid"))
+    del tree
+    opinfo = ops.lazy().filter(pl.col("row").cast(pl.Int64).is_in(launches["op_row"].implode())).select(
+        pl.col("row").cast(pl.Int64).alias("op_row"), pl.col("op_name").cast(pl.String), pl.col("ts_ns").alias("op_ts_ns"), pl.col("tid").alias("op_tid")
+    ).collect()  # strings only for the ops that launch
+    del ops
     return (
         launches.select("launch_row", "op_row", pl.col("ts_ns").alias("launch_ts_ns"))
         .join(opinfo, on="op_row")
