@@ -174,3 +174,15 @@ def test_lazy_run_decodes_a_single_rank_once(tmp_path, trace_file, monkeypatch):
     assert run.max_resident is not None  # the lazy path
     assert run[0].events.height == 4855 and list(run)[0] is run[0]
     assert calls == [0]
+
+
+def test_entry_writes_the_events_last_and_reports_each_file(cfg, trace_file):
+    """Side tables, then spans, then the events (the caller lets each table go once written, so
+    the peak of a first load is the events table, not every table at once)."""
+    from ranksight.io.kineto import TABLES
+
+    t = ranksight.load(trace_file, cache=False)[0]
+    seen: list[str] = []
+    entry = cache_mod.write_entry(cfg, t, "k", on_written=seen.append)
+    assert seen == [*[f"t_{n}.parquet" for n in TABLES], "spans.parquet", "events.parquet"]
+    assert all((entry / f).exists() for f in seen)
