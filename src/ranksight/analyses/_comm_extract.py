@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ranksight.analyses._comm_types import canonical_type, dtype_bytes, kernel_name_details, numel_args
+from ranksight.analyses._names import trace_values_matching
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -129,10 +130,6 @@ def _first_dtype(input_type: str | None) -> str | None:
     return None
 
 
-def _names_matching(trace: Trace, pattern: re.Pattern[str]) -> list[str]:
-    return [n for n in trace.distinct_names() if pattern.search(n)]
-
-
 def _ctype(col: str) -> pl.Expr:
     """Canonical type of a name column, null when unknown."""
     return pl.col(col).map_batches(
@@ -143,7 +140,7 @@ def _ctype(col: str) -> pl.Expr:
 
 def _comm_ops(trace: Trace) -> pl.DataFrame:
     """CPU-side comm ops (record_param_comms, nccl:*, c10d::*, gloo:*) with their args."""
-    names = _names_matching(trace, _COMM_OP_RE)
+    names = trace_values_matching(trace, _COMM_OP_RE.pattern)
     ops = trace.scan().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").is_in(names))
     ops = trace.with_args(ops.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step").collect(), "collective", "op")
     return ops.with_columns(pl.col("name").cast(pl.String))
@@ -298,7 +295,7 @@ def _empty_raw() -> pl.DataFrame:
 
 
 def _gloo_collectives(trace: Trace, used_c10d: set[int]) -> pl.DataFrame:
-    names = _names_matching(trace, re.compile(r"^gloo:"))
+    names = trace_values_matching(trace, r"^gloo:")
     if not names:
         return _empty_raw()
     ops = _dims_cols(_comm_ops(trace))

@@ -202,10 +202,8 @@ def trace_values_matching(trace: Trace, pattern: str, col: str = "name") -> list
     """:func:`values_matching` over a trace's events column (``name``: the trace's cached
     distinct names; another column: its distinct values, read alone)."""
     if col == "name":
-        vals = pl.Series(trace.distinct_names(), dtype=pl.String)
-    else:
-        vals = trace.scan().select(pl.col(col).unique().drop_nulls()).collect().to_series().cast(pl.String)
-    return vals.filter(vals.str.contains(pattern)).to_list()
+        return values_matching(pl.Series(trace.distinct_names(), dtype=pl.String), pattern)
+    return values_matching(trace.scan().select(pl.col(col).unique()).collect().to_series(), pattern)
 
 
 def values_matching(col: pl.Series, pattern: str) -> list[str]:

@@ -11,6 +11,7 @@ import polars as pl
 
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
 from ranksight.errors import UsageError
+from ranksight.io.kineto import TABLES
 
 __all__ = ["COMMAND", "export_run"]
 
@@ -36,22 +37,22 @@ def export_run(run, out_dir: str, *, force: bool = False, tables: bool = False) 
     os.makedirs(out_dir, exist_ok=True)
     inputs = {os.path.realpath(t.path) for t in run}
 
-    def paths(t) -> list[tuple[str | None, str]]:  # noqa: ANN001 - (table name or None for the events, path)
-        out: list[tuple[str | None, str]] = [(None, os.path.join(out_dir, f"rank{t.rank}.events.parquet"))]
+    def paths(rank: int) -> list[tuple[str | None, str]]:  # (table name, None for the events; path)
+        out: list[tuple[str | None, str]] = [(None, os.path.join(out_dir, f"rank{rank}.events.parquet"))]
         if tables:
-            out += [(name, os.path.join(out_dir, f"rank{t.rank}.{name}.parquet")) for name in t.tables]
+            out += [(name, os.path.join(out_dir, f"rank{rank}.{name}.parquet")) for name in TABLES]
         return out
 
-    for t in run:  # every path is checked before anything is written
-        for _, path in paths(t):
+    for rank in run.ranks:  # every path is checked before anything is written
+        for _, path in paths(rank):
             if os.path.realpath(path) in inputs:
                 raise UsageError(f"refusing to overwrite an input: {path}")
             if os.path.exists(path) and not force:
                 raise UsageError(f"{path} exists; use --force to overwrite")
     written = []
     for t in run:  # one rank's tables at a time
-        for name, path in paths(t):
-            _atomic_parquet(t.scan() if name is None else t.tables[name], path)
+        for name, path in paths(t.rank):
+            _atomic_parquet(t.scan() if name is None else t.table(name), path)
             written.append(path)
     return written
 
