@@ -35,7 +35,6 @@ import polars as pl
 from ranksight.analyses._intervals import union
 from ranksight.analyses._names import normalize_kernel, normalize_op, normalize_series
 from ranksight.analyses._nesting import innermost_enclosing
-from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 import polars as pl
 
 from ranksight.errors import UsageError
-from ranksight.model.derive import STEP_RE
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.run import Run, load
 from ranksight.model.trace import Trace

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 from ranksight.io.kineto import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from ranksight.model.cache import CacheConfig
     from ranksight.model.trace import Trace
 
