@@ -9,7 +9,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranksight.analyses._stacks import nest
+from ranksight.views.hta_call_stack import nest
 
 
 def reference(ev: pl.DataFrame) -> dict[int, tuple[int | None, int]]:

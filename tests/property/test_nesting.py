@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranksight.analyses._nesting import innermost_enclosing, parent_spans
+from ranksight.views.enclosing import innermost_enclosing, parent_spans
 
 
 @st.composite

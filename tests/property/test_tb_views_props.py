@@ -13,8 +13,8 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranksight.analyses import _intervals
-from ranksight.analyses._optree import _nest
+from ranksight.views import intervals as _intervals
+from ranksight.views.tb_op_tree import _nest
 from ranksight.analyses.gpu_metrics import weighted_cover
 from ranksight.analyses.overview import covered_in_windows
 

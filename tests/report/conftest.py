@@ -14,18 +14,18 @@ def demo_run():
 
 
 @pytest.fixture(scope="session")
-def demo_ctx(demo_run):
+def demo_session(demo_run):
     """Analysis results of the example, computed once for every test that needs them."""
-    from ranksight.report.html.sections import Ctx
+    from ranksight.analyses import Session
 
-    return Ctx(demo_run)
+    return Session(demo_run)
 
 
 @pytest.fixture(scope="session")
-def demo_doc(demo_run, demo_ctx):
+def demo_doc(demo_session):
     from ranksight.report.html import build_payload
 
-    return build_payload(demo_run, title="ranksight demo: 8-rank DLRM training step", ctx=demo_ctx)
+    return build_payload(demo_session, title="ranksight demo: 8-rank DLRM training step")
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import ranksight
 from ranksight.report.html import build_payload
-from ranksight.report.html.sections_diff import use_baseline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from diff_traces import Op, write_steps  # noqa: E402
@@ -24,8 +23,7 @@ def test_section_only_with_a_baseline(make_trace):
     test = ranksight.load(write_steps(make_trace, [1400, 1410, 1390, 1400], OPS))
     plain = _section(build_payload(test))
     assert not plain["shown"] and "--baseline" in plain["reason"]
-    with use_baseline(base, ("before", "after")):
-        doc = build_payload(test)
+    doc = build_payload(test, baseline=(base, ("before", "after")))
     sec = _section(doc)
     assert sec["shown"] and sec["group"] == "Findings"
     ids = [b["id"] for b in sec["blocks"]]
@@ -36,7 +34,7 @@ def test_section_only_with_a_baseline(make_trace):
     assert any(n.startswith("significance: Welch's t-test over steps") for n in notes)
     texts = [doc["strings"][b["text"]] for b in sec["blocks"] if b["type"] == "text"]
     assert texts[0].startswith("after is 40.0% slower per step than before")
-    assert _section(build_payload(test))["shown"] is False  # the baseline does not leak out of the block
+    assert _section(build_payload(test))["shown"] is False  # the baseline is a parameter of one report
 
 
 def test_report_cli_baseline(cli, make_trace, tmp_path):

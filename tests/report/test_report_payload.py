@@ -12,7 +12,7 @@ import pytest
 
 import ranksight
 from ranksight.report.html import build_payload, read_payload, render_html
-from ranksight.report.html.build import covered_analyses, load_sections
+from ranksight.report.html.build import GENERIC_EXCLUDED, covered_analyses, load_sections
 from ranksight.report.html.payload import StringTable, encode_table, script_json
 from ranksight.report.html.render import csp_for, script_text
 from ranksight.report.html.sections import Ctx, Skip, downsample, histogram
@@ -136,7 +136,7 @@ def test_every_registered_analysis_appears(demo_doc):
 
     doc = demo_doc
     needs = {n for s in doc["sections"] for n in s["needs"]}
-    assert set(names()) - {"diff"} <= needs
+    assert set(names()) - GENERIC_EXCLUDED <= needs
     assert covered_analyses() <= {n for s in load_sections() for n in s.needs}
 
 
@@ -221,11 +221,11 @@ def test_script_json_round_trips_and_never_closes_a_tag(names):
     assert json.loads(text) == {"strings": names}
 
 
-def test_summary_headlines_match_their_analyses(demo_run, demo_ctx):
+def test_summary_headlines_match_their_analyses(demo_run, demo_session):
     from ranksight.analyses import names, run_analysis
     from ranksight.report.headline import build_summary
 
-    doc = build_summary(demo_run, top=2, ctx=demo_ctx)
+    doc = build_summary(demo_session, top=2)
     pr = doc.tables["per_rank"]
     assert pr["rank"].to_list() == list(range(8))
     busy = run_analysis("summary", demo_run)["gpu"]
@@ -238,7 +238,7 @@ def test_summary_headlines_match_their_analyses(demo_run, demo_ctx):
     if "memory" in names():
         assert "peak_mem_gib" not in pr.columns and any("memory" in n for n in doc.notes)
     assert set(doc.columns) == set(pr.columns)
-    only = build_summary(demo_run, ranks=[3], ctx=demo_ctx)
+    only = build_summary(demo_session, ranks=[3])
     assert only.tables["per_rank"]["rank"].to_list() == [3] and set(only.tables["top_kernels"]["rank"].to_list()) == {3}
 
 
@@ -250,7 +250,7 @@ def test_all_to_all_pair_heatmap_exact(demo_run):
     ctx = Ctx(demo_run)
     per_rank = pl.DataFrame({"instance": [0, 0], "rank": [0, 1], "send_bytes": [3 * 2**20, 2**20], "recv_bytes": [2**20, 3 * 2**20]})
     pairs = pl.DataFrame({"instance": [0, 1, 0], "src": [0, 0, 1], "dst": [1, 1, 0], "bytes": [2**20, 2**20, 2**19]})
-    ctx._cache[("analysis", "all-to-all", ())] = AnalysisResult({"per_rank": per_rank, "imbalance": pl.DataFrame(), "pairs": pairs})
+    ctx.session.seed("all-to-all", AnalysisResult({"per_rank": per_rank, "imbalance": pl.DataFrame(), "pairs": pairs}))
     blocks = all_to_all(ctx)
     heat = blocks[0]
     assert heat["chart"] == "heatmap" and heat["values"] == [[None, 2.0], [0.5, None]]

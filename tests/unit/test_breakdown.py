@@ -25,7 +25,7 @@ import pytest
 
 import ranksight
 from ranksight.analyses import run_analysis
-from ranksight.analyses._gpu import covered_in_windows, hta_kernel_type, merge, segments
+from ranksight.views.gpu_work import covered_in_windows, hta_kernel_type, merge, segments
 from ranksight.errors import MissingDataError
 
 CPU = {"pid": 100, "tid": 100}
@@ -191,12 +191,14 @@ def test_kernels_stats_and_honest_others(run):
     assert o["std_us"] == pytest.approx(float(np.std([30, 20, 0], ddof=1)))
 
 
-def test_kernels_launch_view_needs_kernel_config(run, monkeypatch):
-    import sys
+def test_kernels_launch_view_is_kernel_config(run):
+    """``kernels --view launch`` is the kernel-config analysis, read through the same session."""
+    from ranksight.analyses import Session
 
-    monkeypatch.setitem(sys.modules, "ranksight.analyses.kernel_config", None)  # as if absent
-    with pytest.raises(MissingDataError, match="kernel_config"):
-        run_analysis("kernels", run, view="launch")
+    s = Session(run)
+    launch = s.result("kernels", view="launch")
+    assert launch is s.result("kernel-config")
+    assert launch.main.height > 0 and s.calls["kernel-config"] == 1
 
 
 def test_kernel_spread(run):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ranksight.analyses._comm_types import (
+from ranksight.views.comm_types import (
     busbw_factor,
     canonical_type,
     dtype_bytes,
@@ -131,7 +131,7 @@ def test_size_bucket_and_int_lists() -> None:
 def test_vectorised_bandwidth_agrees_with_busbw_factor() -> None:
     import polars as pl
 
-    from ranksight.analyses._comm_match import _bandwidth
+    from ranksight.views.comm_match import _bandwidth
 
     types = sorted(NCCL_TESTS) + ["barrier", "unknown"]
     rows = [(t, n, b) for t in types for n in (1, 2, 8, None) for b in (100, 5000, 1 << 20, 1 << 30, None)]

@@ -1,10 +1,10 @@
-"""The name normaliser (ranksight.analyses._names): each rule on real names, exact outputs."""
+"""The name normaliser (ranksight.views.names): each rule on real names, exact outputs."""
 
 from __future__ import annotations
 
 import pytest
 
-from ranksight.analyses._names import hta_short_name, normalize_kernel, normalize_op, strip_brackets
+from ranksight.views.names import hta_short_name, normalize_kernel, normalize_op, strip_brackets
 
 ELEMENTWISE = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "

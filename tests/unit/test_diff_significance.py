@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ranksight.analyses._significance import bh_adjust, t_ppf, t_sf, welch
+from ranksight.views.significance import bh_adjust, t_ppf, t_sf, welch
 
 
 def test_student_t_reference_values():

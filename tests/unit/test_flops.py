@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ranksight.analyses._flops import op_flops
-from ranksight.analyses._peaks import dtype_of, lookup, peak_for
+from ranksight.views.flops import op_flops
+from ranksight.views.peaks import dtype_of, lookup, peak_for
 
 
 def f(name, dims, types=None, concrete=None):

@@ -110,7 +110,7 @@ def test_no_zero_length_overlap_labels():
     hta = _oracle("df_index_resolver", "gpu_kernel_breakdown_kernel_type.csv")
     assert ("COMPUTATION overlapping MEMORY", 0) in list(zip(hta["kernel_type"], hta["sum"]))
     # the same situation by hand: a zero-length kernel where a memcpy starts
-    from ranksight.analyses._gpu import segments
+    from ranksight.views.gpu_work import segments
     import numpy as np
 
     assert segments({1: (np.array([10]), np.array([10])), 4: (np.array([10]), np.array([20]))}) == {4: 10}

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranksight.analyses._memory_snapshot import history_curve, snapshot_tables
+from ranksight.views.memory_snapshot import history_curve, snapshot_tables
 from ranksight.errors import InputTooLargeError, RanksightError, TraceFormatError
 from ranksight.io.memory_snapshot import SafeUnpickler, read_snapshot, safe_load
 

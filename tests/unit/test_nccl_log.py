@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 import ranksight
-from ranksight.analyses._nccl_join import join_log_to_traces, logical_operations
+from ranksight.views.comm_extract import rank_collectives
+from ranksight.views.nccl_join import join_log_to_traces, logical_operations
 from ranksight.data import example_path
 from ranksight.errors import TraceNotFoundError
 from ranksight.io.nccl_log import parse_nccl_logs
@@ -103,7 +104,7 @@ def test_join_dlrm_log_to_the_example_traces() -> None:
     d = Path(__file__).resolve().parents[1] / "data" / "nccl_logs"
     log = parse_nccl_logs(d / "dlrm-8ranks.log.gz")
     assert log.versions == ["2.14.3+cuda11.7"] and set(log.networks["network"].to_list()) == {"Socket"}
-    joined, notes = join_log_to_traces(log, ranksight.load(example_path("dlrm")))
+    joined, notes = join_log_to_traces(log, ranksight.load(example_path("dlrm")).map(rank_collectives))
     assert joined.height == 64 and joined["bytes_match"].all()
     ar = joined.filter(pl.col("coll_type") == "all_reduce")
     # the log's tuning lines agree with the kernel names (ncclKernel_AllReduce_RING_LL_...)

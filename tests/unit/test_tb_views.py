@@ -16,7 +16,7 @@ import pytest
 from tb_plugin_mini import MINI
 
 import ranksight
-from ranksight.analyses._optree import build_op_tree
+from ranksight.views.tb_op_tree import build_op_tree
 from ranksight.analyses.gpu_metrics import gpu_metrics
 from ranksight.analyses.kernel_config import kernel_config, kernel_table
 from ranksight.analyses.ops import op_table

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import ranksight
-from ranksight.analyses._tensor_cores import (
+from ranksight.views.tensor_cores import (
     KERNEL_RULES,
     tc_eligible_op,
     tensor_core_mask,

@@ -2,8 +2,9 @@
 
 An analysis is a module in :mod:`ranksight.analyses` (one slug per module) that calls
 :func:`register` with an :class:`AnalysisSpec`. The CLI (``ranksight analyze NAME``), the
-Python API (``ranksight.analyses.run_analysis`` and ``Run.analyze``) and the docs all read the
-registry, so an analysis is written once.
+Python API (:class:`ranksight.analyses.Session` and ``ranksight.analyses.run_analysis``), the report
+and the docs all read the registry, so an analysis is written once. The modules are listed in
+:data:`ANALYSIS_MODULES` (a new analysis is added there).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import polars as pl
 if TYPE_CHECKING:
     from ranksight.model.run import Run
 
-__all__ = ["AnalysisResult", "Option", "AnalysisSpec", "REGISTRY", "register"]
+__all__ = ["AnalysisResult", "Option", "AnalysisSpec", "REGISTRY", "ANALYSIS_MODULES", "register", "load_all", "selected"]
 
 
 @dataclass
@@ -62,6 +63,29 @@ class AnalysisSpec:
 
 REGISTRY: dict[str, AnalysisSpec] = {}
 
+#: Every analysis module of :mod:`ranksight.analyses` (each registers one slug when imported).
+ANALYSIS_MODULES = (
+    "alignment", "all_to_all", "alpha_beta", "annotations", "bandwidth", "bubble", "collectives",
+    "cupti_counters", "diagnose", "diff", "exposed_comm", "gpu_metrics", "health", "idle",
+    "info", "kernel_config", "kernel_spread", "kernel_types", "kernels", "late_start", "launches",
+    "memcpy_bw", "memory", "mfu", "modules", "nccl_log", "op_kernels", "ops", "overlap", "overview", "queue",
+    "sequences", "steps", "stragglers", "summary", "temporal",
+)
+
+_loaded = False
+
+
+def load_all() -> None:
+    """Import every module of :data:`ANALYSIS_MODULES` (each registers its analysis)."""
+    global _loaded
+    if _loaded:
+        return
+    import importlib
+
+    for mod in ANALYSIS_MODULES:
+        importlib.import_module(f"ranksight.analyses.{mod}")
+    _loaded = True
+
 
 def register(spec: AnalysisSpec) -> AnalysisSpec:
     """Add an analysis to the registry (called at import of its module)."""
@@ -71,8 +95,10 @@ def register(spec: AnalysisSpec) -> AnalysisSpec:
     return spec
 
 
-def selected(run: Run, ranks: Sequence[int] | None) -> list[int]:
-    """The ranks an analysis should cover."""
+def selected(run: Run | None, ranks: Sequence[int] | None) -> list[int]:
+    """The ranks an analysis should cover (all of the run's by default; none without a run)."""
+    if run is None:
+        return []
     if ranks is None:
         return run.ranks
     missing = [r for r in ranks if r not in run.ranks]

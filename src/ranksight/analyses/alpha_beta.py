@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.analyses._comm_types import ring_coefficients
+from ranksight.views.comm_types import ring_coefficients
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
 from ranksight.errors import MissingDataError
 

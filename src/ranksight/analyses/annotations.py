@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 
 if TYPE_CHECKING:
@@ -64,15 +65,21 @@ def annotation_stats(ev: pl.DataFrame, top: int = 0) -> pl.DataFrame:
     return st.sort(["rank", "side", "sum_us", "name"], descending=[False, False, True, False]).select(list(_SCHEMA)).cast(_SCHEMA)  # type: ignore[arg-type]
 
 
+def _rank_annotations(trace: Trace, sides: Sequence[str]) -> pl.DataFrame:
+    return pl.concat([annotation_events(trace, s) for s in sides])
+
+
 def annotations(run: Run, *, ranks: Sequence[int] | None = None, side: str = "both", top: int = 0) -> AnalysisResult:
     """Time per CPU and GPU user annotation, per rank."""
-    rs = selected(run, ranks)
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
     sides = ["cpu", "gpu"] if side == "both" else [side]
     if any(s not in _SIDE for s in sides):
         from ranksight.errors import UsageError
 
         raise UsageError(f"--side must be cpu, gpu or both, not {side!r}")
-    ev = pl.concat([annotation_events(run[r], s) for r in rs for s in sides])
+    per = sess.map(_rank_annotations, sides=sides)
+    ev = pl.concat([per[r] for r in rs])
     table = annotation_stats(ev, top)
     notes = []
     for s in sides:

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._comm_intervals import clip_union, compute_intervals, length, step_windows
-from ranksight.analyses._intervals import intersect, subtract
+from ranksight.views.comm_intervals import clip_union, compute_intervals, length, step_windows
+from ranksight.views.intervals import intersect, subtract
 from ranksight.analyses.collectives import rank_collectives
 
 if TYPE_CHECKING:
@@ -71,8 +72,9 @@ def bubble(
     run: Run, *, ranks: Sequence[int] | None = None, stages: int | None = None, microbatches: int | None = None
 ) -> AnalysisResult:
     """Bubble per stage and step, its fraction, and the (p − 1)/(m + p − 1) expectation."""
-    rs = selected(run, ranks)
-    out = run.map(rank_bubble, rs)
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    out = sess.map(rank_bubble)
     frames = [out[r] for r in rs]
     per = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
     notes: list[str] = []

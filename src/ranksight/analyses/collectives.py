@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._comm_extract import SCHEMA, empty_table, rank_collectives
-from ranksight.analyses._comm_match import CommData, apply_offsets, estimate_offsets, instance_metrics, match_instances
+from ranksight.views.comm_extract import SCHEMA, empty_table, rank_collectives
+from ranksight.views.comm_match import CommData, apply_offsets, estimate_offsets, instance_metrics, match_instances
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
 
 __all__ = ["rank_collectives", "comm_data", "collectives", "SCHEMA", "single_rank_note", "ALIGN_OPTION"]
 
@@ -37,10 +39,22 @@ def single_rank_note(ranks: Sequence[int]) -> str:
     return f"cross-rank analysis needs several ranks: only rank {ranks[0]} loaded" if ranks else "no rank loaded"
 
 
-def comm_data(run: Run, ranks: Sequence[int] | None = None, *, align: bool = True) -> CommData:
-    """Per-rank collectives of the selected ranks, matched, aligned, with per-instance metrics."""
-    rs = selected(run, ranks)
-    tables = run.map(rank_collectives, rs)  # per rank, on the run's engine
+def _rank_comm(trace: Trace) -> tuple[pl.DataFrame, int | None]:
+    return rank_collectives(trace), trace.meta.world_size
+
+
+def comm_data(run: Run | Session, ranks: Sequence[int] | None = None, *, align: bool = True) -> CommData:
+    """Per-rank collectives of the selected ranks, matched, aligned, with per-instance metrics
+    (computed once per session, ranks and ``align``)."""
+    sess = Session.of(run, ranks)
+    return sess.memo(("comm_data", align), lambda: _comm_data(sess, align))
+
+
+def _comm_data(sess: Session, align: bool) -> CommData:
+    rs = sess.ranks
+    per = sess.map(_rank_comm)  # per rank, on the run's engine
+    tables = {r: per[r][0] for r in rs}
+    sizes = {per[r][1] for r in rs if per[r][1]}
     per_rank = pl.concat([tables[r] for r in rs], how="vertical_relaxed") if tables else empty_table()
     matched = match_instances(per_rank)
     hosts = {r: (tables[r]["host"][0] if tables[r].height else None) for r in rs}
@@ -49,18 +63,17 @@ def comm_data(run: Run, ranks: Sequence[int] | None = None, *, align: bool = Tru
         offsets = offsets.with_columns(pl.lit(0, dtype=pl.Int64).alias("offset_ns"))
     aligned = apply_offsets(matched, offsets)
     instances, participants = instance_metrics(aligned, rs)
-    notes = _notes(run, rs, per_rank, instances, align)
+    notes = _notes(max(sizes) if sizes else None, rs, per_rank, instances, align)
     return CommData(aligned, offsets, instances, participants, rs, align, notes)
 
 
-def _notes(run: Run, rs: list[int], per_rank: pl.DataFrame, instances: pl.DataFrame, align: bool) -> list[str]:
+def _notes(world: int | None, rs: list[int], per_rank: pl.DataFrame, instances: pl.DataFrame, align: bool) -> list[str]:
     notes: list[str] = []
     if len(rs) < 2:
         notes.append(single_rank_note(rs))
     if per_rank.height == 0:
         notes.append("no collective found (no communication kernel, no gloo:* annotation)")
         return notes
-    world = run.world_size
     if world and world > len(rs) and len(rs) >= 2:
         notes.append(f"world size {world} but {len(rs)} ranks loaded: instances cover the loaded ranks only")
     assumed = per_rank.filter(pl.col("pg_desc").str.ends_with("(assumed)"))

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register, selected
-from ranksight.analyses._stacks import nest
+from ranksight.views.hta_call_stack import nest
 from ranksight.model.kinds import CPU_KINDS
 
 if TYPE_CHECKING:
@@ -112,10 +113,12 @@ def cupti_table(trace: Trace) -> tuple[pl.DataFrame | None, str | None]:
 
 def cupti_counters(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
     """CUPTI counters per kernel with their operator stacks, per rank."""
-    rs = selected(run, ranks)
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
     parts, notes = [], []
+    per = sess.map(cupti_table)
     for r in rs:
-        t, why = cupti_table(run[r])
+        t, why = per[r]
         if t is None:
             notes.append(f"rank {r}: {why}")
         else:

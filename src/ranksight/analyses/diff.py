@@ -10,13 +10,13 @@ returns a :class:`DiffResult` with these tables (definitions in ``docs/diff.md``
 - ``ops``: every CPU operator, annotation, Python function and runtime call (normalised names):
   calls, time, mean and share per step on each side, added and removed ones;
 - ``kernels``: every kernel, memcpy and memset keyed by normalised name and launching op, matched
-  across names that differ through that op (:mod:`ranksight.analyses._diff_match`);
+  across names that differ through that op (:mod:`ranksight.views.diff_match`);
 - ``collectives``: per collective type: calls, bytes, time and bus bandwidth per step.
 
 **Samples.** Every quantity is measured per (rank, step). The significance test uses one sample
 per step: the mean over the ranks that have that step (ranks of one synchronous step wait for each
 other, so they are not independent samples). A side with a single step uses its (rank, step)
-values instead. **Significance**: Welch's t-test (:mod:`ranksight.analyses._significance`); a
+values instead. **Significance**: Welch's t-test (:mod:`ranksight.views.significance`); a
 difference is a change only when p < ``alpha`` (Benjamini–Hochberg adjusted within the ops,
 kernels and contributors tables) *and* it is at least ``min_change`` of the base value. The
 ``median`` and ``iqr`` columns describe all (rank, step) values of a side.
@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Missing, Session
 from ranksight.analyses._base import AnalysisResult, selected
-from ranksight.analyses._diff_match import kernel_key_table, match_keys
-from ranksight.analyses._diff_profile import rank_profile, step_windows
-from ranksight.analyses._significance import METHOD, Welch, bh_adjust, welch
+from ranksight.views.diff_match import kernel_key_table, match_keys
+from ranksight.views.diff_profile import rank_profile, step_windows
+from ranksight.views.significance import METHOD, Welch, bh_adjust, welch
 from ranksight.errors import MissingDataError, UsageError
 
 if TYPE_CHECKING:
@@ -84,31 +85,21 @@ def _concat(parts: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()
 
 
-def _run_optional(name: str, run: Run, ranks: list[int], notes: list[str], **options: Any) -> AnalysisResult | None:
-    """A registered analysis, or None (with a note) when it is absent, lacks data, or fails: one
+def _run_optional(name: str, sess: Session, notes: list[str], **options: Any) -> AnalysisResult | None:
+    """A registered analysis, or None when it is absent, lacks data, or fails (with a note): one
     optional part must not lose the whole comparison."""
-    from ranksight.analyses import REGISTRY, names
-
-    names()
-    if name not in REGISTRY:
+    res = sess.try_result(name, **options)
+    if isinstance(res, Missing):
+        if res.kind == "failed":
+            notes.append(f"{res.reason}; its part of the comparison is left out")
         return None
-    try:
-        return REGISTRY[name].func(run, ranks=ranks, **options)
-    except MissingDataError:
-        return None
-    except Exception as err:  # a bug in another analysis: report it, compare the rest
-        import warnings
-
-        msg = f"the `{name}` analysis failed ({type(err).__name__}: {err}); its part of the comparison is left out"
-        warnings.warn(msg, stacklevel=2)
-        notes.append(msg)
-        return None
+    return res
 
 
-def _steps(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
+def _steps(sess: Session, notes: list[str]) -> pl.DataFrame:
     """``rank, step, total_ns`` and ``<category>_ns``: from the overview analysis when it is
     available, else step time alone (:func:`step_windows`)."""
-    res = _run_optional("overview", run, ranks, notes)
+    res = _run_optional("overview", sess, notes)
     if res is not None and "steps" in res.tables:
         st = res["steps"]
         need = {"rank", "step", "total_us", *(f"{c}_us" for c in CATEGORIES)}
@@ -118,18 +109,18 @@ def _steps(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
                 *((pl.col(f"{c}_us") * 1e3).round().cast(pl.Int64).alias(f"{c}_ns") for c in ("total", *CATEGORIES)),
             )
     notes.append("step-breakdown categories need the `overview` analysis; only step time is compared")
-    return _concat([step_windows(run[r]) for r in ranks])
+    return _concat(list(sess.map(step_windows).values()))
 
 
-def _collectives(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
+def _collectives(sess: Session, notes: list[str]) -> pl.DataFrame:
     """``rank, step, coll_type, count, bytes, time_ns, bus_bytes`` (collectives analysis)."""
-    res = _run_optional("collectives", run, ranks, notes)
+    res = _run_optional("collectives", sess, notes)
     if res is None or "collectives" not in res.tables:
         return pl.DataFrame()
     per = res["collectives"]
     if per.height == 0 or not {"rank", "step", "coll_type", "bytes", "dur_us", "group_size"} <= set(per.columns):
         return pl.DataFrame()
-    from ranksight.analyses._comm_types import busbw_factor
+    from ranksight.views.comm_types import busbw_factor
 
     per = per.with_columns(pl.col("coll_type").cast(pl.String), pl.col("group_size").cast(pl.Int64))
     fac = per.select("coll_type", "group_size").unique()
@@ -146,9 +137,9 @@ def _collectives(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
     )
 
 
-def _mfu(run: Run, ranks: list[int], notes: list[str]) -> pl.DataFrame:
+def _mfu(sess: Session, notes: list[str]) -> pl.DataFrame:
     """``rank, step, mfu_pct``: model FLOPs utilisation per step (mfu analysis), when known."""
-    res = _run_optional("mfu", run, ranks, notes)
+    res = _run_optional("mfu", sess, notes)
     st = res.tables.get("steps") if res is not None else None
     if st is None or "mfu" not in st.columns or st["mfu"].is_null().all():
         notes.append("MFU: not known for these traces (no FLOPs from shapes or no peak for the GPU; see `ranksight analyze mfu`)")
@@ -170,15 +161,16 @@ class _Side:
 
 
 def _side(run: Run, ranks: Sequence[int] | None, label: str, *, kernel_templates: bool, shapes: bool) -> _Side:
-    rs = selected(run, ranks)
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
     notes: list[str] = []
-    steps = _steps(run, rs, notes)
+    steps = _steps(sess, notes)
     if steps.height == 0:
         raise MissingDataError(f"{label}: no complete step in these traces")
-    prof = run.map(rank_profile, rs, kernel_templates=kernel_templates, shapes=shapes)
+    prof = sess.map(rank_profile, kernel_templates=kernel_templates, shapes=shapes)
     tables = {k: _concat([p[k] for p in prof.values()]) for k in ("ops", "kernels", "kernel_sigs", "exposed", "memory")}
-    tables["collectives"] = _collectives(run, rs, notes)
-    tables["mfu"] = _mfu(run, rs, notes)
+    tables["collectives"] = _collectives(sess, notes)
+    tables["mfu"] = _mfu(sess, notes)
     keep = steps.select("rank", "step")
     for k in ("ops", "kernels", "exposed", "memory", "collectives", "mfu"):
         if tables[k].height:

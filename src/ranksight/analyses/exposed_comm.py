@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
-from ranksight.analyses._comm_intervals import clip_union, compute_intervals, length, step_windows
-from ranksight.analyses._intervals import intersect, subtract
+from ranksight.views.comm_intervals import clip_union, compute_intervals, length, step_windows
+from ranksight.views.intervals import intersect, subtract
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, rank_collectives
 
 if TYPE_CHECKING:
@@ -76,13 +77,14 @@ def _rank_exposed(trace: Trace, waits: pl.DataFrame | None) -> tuple[pl.DataFram
 
 def exposed_comm(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = False) -> AnalysisResult:
     """Exposed communication, overlap efficiency and the perfect-overlap step time per rank and step."""
-    cd = comm_data(run, ranks, align=not no_align)
+    sess = Session.of(run, ranks)
+    cd = comm_data(sess, align=not no_align)
     multi = len(cd.ranks) >= 2
     waits = None
     if multi:  # each rank's waiting intervals, back in its own clock
         p = cd.participants.filter(pl.col("wait_ns") > 0).join(cd.offsets.select("rank", "offset_ns"), on="rank")
         waits = p.select("rank", (pl.col("start_ns") + pl.col("offset_ns")).alias("start_ns"), (pl.col("start_ns") + pl.col("wait_ns") + pl.col("offset_ns")).alias("end_ns"))
-    res = run.map(_rank_exposed, cd.ranks, waits=waits)
+    res = sess.map(_rank_exposed, cd.ranks, waits=waits)
     frames = [res[r][0] for r in cd.ranks]
     bases = {res[r][1] for r in cd.ranks}
     per = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)

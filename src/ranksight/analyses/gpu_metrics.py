@@ -2,7 +2,7 @@
 (the TensorBoard plugin's GPU summary), over all steps and per step.
 
 Kernels only (memcpy/memset excluded), grouped by the kernel's ``device``. Window ``W`` = from the
-first step's start to the last step's end (device-extended steps, :mod:`ranksight.analyses._tbsteps`)
+first step's start to the last step's end (device-extended steps, :mod:`ranksight.views.tb_steps`)
 for the overall row, one step for the per-step rows.
 
 - ``utilization_pct = 100 × |∪ kernels ∩ W| / |W|``;
@@ -15,7 +15,7 @@ for the overall row, one step for the per-step rows.
   kernel's time inside ``W``: ``Σ occ × |k ∩ W| / Σ |k ∩ W|`` (kernel time only; null when no kernel
   in ``W`` has the arg);
 - ``tensor_core_pct`` (overall row only, whole trace as in the plugin): ``100 ×`` time of kernels
-  using Tensor Cores (:mod:`ranksight.analyses._tensor_cores`) / time of all kernels, over kernels
+  using Tensor Cores (:mod:`ranksight.views.tensor_cores`) / time of all kernels, over kernels
   that have a launching runtime/driver call (the plugin leaves launch-less kernels out); null
   without such kernels.
 """
@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._intervals import union
-from ranksight.analyses._tbsteps import plugin_steps
-from ranksight.analyses._tensor_cores import RULESETS, tensor_core_mask
+from ranksight.views.intervals import union
+from ranksight.views.tb_steps import plugin_steps
+from ranksight.views.tensor_cores import RULESETS, tensor_core_mask
 from ranksight.errors import MissingDataError
 from ranksight.model.kinds import LAUNCH_KINDS
 
@@ -182,8 +183,9 @@ def gpu_metrics(run: Run, *, ranks: Sequence[int] | None = None, tensor_core_rul
         from ranksight.errors import UsageError
 
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
-    rs = selected(run, ranks)
-    parts = list(run.map(trace_gpu_metrics, rs, ruleset=tensor_core_rules).values())
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    parts = list(sess.map(trace_gpu_metrics, ruleset=tensor_core_rules).values())
     overall = pl.concat([p[0] for p in parts], how="vertical_relaxed")
     per_step = pl.concat([p[1] for p in parts], how="vertical_relaxed")
     if overall.height == 0:

@@ -23,7 +23,7 @@ never GPU work):
   ``dur < 0``.
 - ``cpu_nesting``: CPU ranges (ops, annotations, Python frames, runtime calls) on one
   (pid, tid); each range's parent is the innermost range enclosing its start
-  (:func:`~ranksight.analyses._nesting.parent_spans`, sorts and as-of joins, no per-event
+  (:func:`~ranksight.views.enclosing.parent_spans`, sorts and as-of joins, no per-event
   Python); a range crosses when it ends after its parent, by ``end − parent end``. Crossings of
   at least ``noise_us`` are warnings (trap 15), smaller ones ``cpu_nesting_noise``; crossings
   where the range or its parent is a Python frame (``record_function`` enter/exit frames cross
@@ -55,8 +55,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._nesting import parent_spans
+from ranksight.views.enclosing import parent_spans
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_APIS, LAUNCH_KINDS
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def _overlap_amounts(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 def crossings(df: pl.DataFrame) -> pl.DataFrame:
     """CPU ranges (``pid, tid, ts_ns, end_ns, kind``) with ``cross``: how far each range ends
     past its parent (the innermost range on its thread enclosing its start, found by
-    :func:`~ranksight.analyses._nesting.parent_spans`), 0 when it nests; and ``cross_python``:
+    :func:`~ranksight.views.enclosing.parent_spans`), 0 when it nests; and ``cross_python``:
     the range or its parent is a Python frame."""
     c = df.with_columns(pl.struct("pid", "tid").rank("dense").alias("__thread"))
     c = c.with_columns(parent_spans(c, key="__thread").alias("__par"))
@@ -387,21 +388,38 @@ def _span(t: Trace) -> tuple[int, int] | None:
     return _bounds(t, [*NESTING_KINDS, *GPU_KINDS])
 
 
+def rank_facts(trace: Trace) -> dict[str, Any]:
+    """What :func:`run_health_facts` needs of one rank: world size, span, whether it has a base time."""
+    return {
+        "rank": trace.rank, "world_size": trace.meta.world_size, "span": _span(trace),
+        "has_base_time": trace.meta.base_time_ns is not None,
+    }
+
+
+def _rank_health(trace: Trace, noise_us: float) -> tuple[pl.DataFrame, dict[str, Any]]:
+    return trace_health(trace, noise_us=noise_us), rank_facts(trace)
+
+
 def run_health(traces: Sequence[Trace]) -> pl.DataFrame:
     """Checks across ranks (rank ``None``): world sizes, time bases, spans and clocks."""
+    return run_health_facts([rank_facts(t) for t in traces])
+
+
+def run_health_facts(facts: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    """:func:`run_health` from each rank's :func:`rank_facts`."""
     rows: list[dict[str, Any]] = []
-    ws = sorted({t.meta.world_size for t in traces if t.meta.world_size})
+    ws = sorted({f["world_size"] for f in facts if f["world_size"]})
     rows.append(_row(None, "world_size", "warning" if len(ws) > 1 else "ok", len(ws),
                      detail=f"ranks disagree on the world size: {ws} (runs mixed?)" if len(ws) > 1
-                     else (f"world size {ws[0]}, {len(traces)} rank(s) loaded" if ws else "unknown")))
+                     else (f"world size {ws[0]}, {len(facts)} rank(s) loaded" if ws else "unknown")))
     kinds = {}
     spans = {}
-    for t in traces:
-        sp = _span(t)
+    for f in facts:
+        sp = f["span"]
         if sp is None:
             continue
-        spans[t.rank] = sp
-        kinds[t.rank] = "base" if t.meta.base_time_ns is not None else ("epoch" if sp[1] >= _RELATIVE_LIMIT_NS else "relative")
+        spans[f["rank"]] = sp
+        kinds[f["rank"]] = "base" if f["has_base_time"] else ("epoch" if sp[1] >= _RELATIVE_LIMIT_NS else "relative")
     rel = sorted(r for r, k in kinds.items() if k == "relative")
     mixed = rel and len(rel) < len(kinds)
     rows.append(_row(None, "time_bases", "warning" if mixed else "ok", len(rel),
@@ -434,10 +452,11 @@ def run_health(traces: Sequence[Trace]) -> pl.DataFrame:
 def health(run: Run, *, ranks: Sequence[int] | None = None, noise_us: float = 5.0) -> AnalysisResult:
     """Per-rank and run-level health checks; tables ``checks`` (every row) and ``problems``
     (rows whose status is not ``ok``)."""
-    rs = selected(run, ranks)
-    traces = [run[r] for r in rs]
-    frames = [trace_health(t, noise_us=noise_us) for t in traces]
-    frames.append(run_health(traces))
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    per = sess.map(_rank_health, noise_us=noise_us)
+    frames = [per[r][0] for r in rs]
+    frames.append(run_health_facts([per[r][1] for r in rs]))
     checks = pl.concat(frames, how="vertical")
     problems = checks.filter(pl.col("status") != "ok")
     n_warn = int((checks["status"] == "warning").sum())

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._gpu import gpu_work, launch_ts
+from ranksight.views.gpu_work import gpu_work, launch_ts
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -156,9 +157,10 @@ def idle(
     hta_compat: bool = False,
 ) -> AnalysisResult:
     """Idle time per rank, stream and cause; optional interval statistics and per-step table."""
-    rs = selected(run, ranks)
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
     gaps = pl.concat(
-        list(run.map(idle_gaps_rank, rs, kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat).values())
+        list(sess.map(idle_gaps_rank, kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat).values())
     )
     tables = {"idle": idle_totals(gaps, ["rank", "stream"])}
     notes = []

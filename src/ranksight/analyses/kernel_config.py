@@ -7,14 +7,14 @@ Every kernel event of a rank counts (no step window; memcpys/memsets excluded). 
   ``shared_memory_bytes`` (the launch configuration; a kernel without these args has them null);
 - ``name``: kernel name only (the plugin's kernel table);
 - ``op``: name, launching operator and configuration (the plugin's "kernel + op" table). The
-  operator is the host node owning the kernel's runtime/driver call (:mod:`ranksight.analyses._optree`),
+  operator is the host node owning the kernel's runtime/driver call (:mod:`ranksight.views.tb_op_tree`),
   null when there is none.
 
 Per group: ``calls``, ``total_us``, ``mean_us``, ``min_us``, ``max_us``, ``share_pct`` of the rank's
 kernel time, ``mean_blocks_per_sm`` and ``mean_est_occupancy_pct`` (means weighted by kernel
 duration over the calls that carry the arg; null when none does: a missing arg is not a zero,
 unlike the plugin, which fills 0), and ``tensor_cores`` (name rule of
-:mod:`ranksight.analyses._tensor_cores`). Sorted by total time, descending.
+:mod:`ranksight.views.tensor_cores`). Sorted by total time, descending.
 
 Python API: ``kernel_config(run, ranks=None, group_by="config", tensor_core_rules="current")``;
 ``kernels --view launch`` calls it.
@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._optree import build_op_tree, kernel_owner_names
-from ranksight.analyses._tensor_cores import RULESETS, tensor_core_mask
+from ranksight.views.tb_op_tree import build_op_tree, kernel_owner_names
+from ranksight.views.tensor_cores import RULESETS, tensor_core_mask
 from ranksight.errors import MissingDataError, UsageError
 
 if TYPE_CHECKING:
@@ -104,8 +105,9 @@ def kernel_config(run: Run, *, ranks: Sequence[int] | None = None, group_by: str
     Tensor Core use."""
     if tensor_core_rules not in RULESETS:
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
-    rs = selected(run, ranks)
-    table = pl.concat(list(run.map(kernel_table, rs, group_by=group_by, tensor_core_rules=tensor_core_rules).values()), how="vertical_relaxed")
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    table = pl.concat(list(sess.map(kernel_table, group_by=group_by, tensor_core_rules=tensor_core_rules).values()), how="vertical_relaxed")
     if table.height == 0:
         raise MissingDataError("kernel-config needs GPU kernel events; these traces have none (CPU-only)")
     notes = []

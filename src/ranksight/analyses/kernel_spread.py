@@ -1,7 +1,7 @@
 """How the duration of the top kernels spreads across ranks (the "kernel duration distribution").
 
 Definition: the top ``top`` kernel names by total GPU time over the selected ranks (kernels,
-memcpys and memsets; GPU work as in :mod:`ranksight.analyses._gpu`), and for each of them and
+memcpys and memsets; GPU work as in :mod:`ranksight.views.gpu_work`), and for each of them and
 each rank: ``count, sum, mean, min, max, std`` (ddof 1; 0 for one event) of the durations (µs).
 Ranks where a top kernel never ran have no row. ``spread_pct`` = ``100 × (max over ranks of
 the rank mean − min over ranks of the rank mean) / mean over ranks of the rank mean``, the same
@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._gpu import gpu_work
+from ranksight.views.gpu_work import gpu_work
 from ranksight.errors import UsageError
 
 if TYPE_CHECKING:
@@ -64,8 +65,9 @@ def kernel_spread(run: Run, *, ranks: Sequence[int] | None = None, top: int = 10
     """For the ``top`` kernels by total time, their duration statistics on every rank."""
     if top < 1:
         raise UsageError("top must be ≥ 1")
-    rs = selected(run, ranks)
-    per = pl.concat(list(run.map(kernel_durations_rank, rs).values()))
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    per = pl.concat(list(sess.map(kernel_durations_rank).values()))
     if per.height == 0:
         return AnalysisResult({"kernel_spread": pl.DataFrame(schema={**_SCHEMA, "spread_pct": pl.Float64})}, ["no GPU kernels in these traces"])
     order = (

@@ -1,12 +1,12 @@
 """GPU time by kernel type, with the overlap segments (HTA's kernel-type breakdown).
 
-Definition, per rank (GPU work as in :mod:`ranksight.analyses._gpu`; OTHER rows ignored):
+Definition, per rank (GPU work as in :mod:`ranksight.views.gpu_work`; OTHER rows ignored):
 
 - the intervals of each type (COMPUTATION, COMMUNICATION and, with ``include_memory``, MEMORY)
   are merged separately;
 - the timeline is cut at every merged start and end; each piece where at least one type runs is
   labelled with the set of running types in that order, joined by ``" overlapping "``, e.g.
-  ``COMPUTATION overlapping COMMUNICATION`` (see :func:`~ranksight.analyses._gpu.segments`; at
+  ``COMPUTATION overlapping COMMUNICATION`` (see :func:`~ranksight.views.gpu_work.segments`; at
   equal timestamps ends sort before starts, so no zero-length piece gets a label);
 - ``sum_us`` per label is summed over the selected ranks; ``pct = round(100 × sum / Σ sums, 1)``;
   rows sorted by sum, largest first. The pieces of one rank are disjoint, so Σ sums per rank is
@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._gpu import TYPE_BITS, gpu_work, merge, parse_bool, pct, segments
+from ranksight.views.gpu_work import TYPE_BITS, gpu_work, merge, parse_bool, pct, segments
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -60,8 +61,9 @@ def kernel_types(
     run: Run, *, ranks: Sequence[int] | None = None, include_memory: bool = True, hta_compat: bool = False
 ) -> AnalysisResult:
     """Time by kernel type and overlap segment over the selected ranks, and per rank."""
-    rs = selected(run, ranks)
-    per = pl.concat(list(run.map(kernel_type_rank, rs, include_memory=include_memory, hta_compat=hta_compat).values()))
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    per = pl.concat(list(sess.map(kernel_type_rank, include_memory=include_memory, hta_compat=hta_compat).values()))
     total = per.group_by("kernel_type").agg(pl.col("sum_ns").sum()).sort(["sum_ns", "kernel_type"], descending=[True, False])
     grand = int(total["sum_ns"].sum()) if total.height else 0
     total = total.select("kernel_type", (pl.col("sum_ns") / 1e3).alias("sum_us"), pl.Series("pct", pct(total["sum_ns"].to_numpy(), grand, 1)))

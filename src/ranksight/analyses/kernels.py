@@ -1,7 +1,7 @@
 """Per-kernel statistics per rank and kernel type, with the top kernels and an honest "others" row.
 
 Definition, per rank and kernel type (COMPUTATION, COMMUNICATION and, with ``include_memory``,
-MEMORY; GPU work as in :mod:`ranksight.analyses._gpu`):
+MEMORY; GPU work as in :mod:`ranksight.views.gpu_work`):
 
 1. group the events by name: ``count, sum, mean, min, max, std`` of the durations (std with
    ddof 1; 0 for a single event); order by sum, largest first (ties by name);
@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._gpu import TYPE_BITS, gpu_work, parse_bool
+from ranksight.views.gpu_work import TYPE_BITS, gpu_work, parse_bool
 from ranksight.errors import MissingDataError, UsageError
 
 if TYPE_CHECKING:
@@ -118,22 +119,16 @@ def kernels(
     """Top kernels per rank and type with count/sum/mean/min/max/std (``view="name"``), or kernels
     by launch configuration (``view="launch"``, from :mod:`ranksight.analyses.kernel_config`)."""
     if view == "launch":
-        try:
-            from ranksight.analyses.kernel_config import kernel_config  # type: ignore[import-not-found]
-        except ImportError:
-            raise MissingDataError(
-                "kernels --view launch needs ranksight.analyses.kernel_config, which this installation does not have yet"
-            ) from None
-        return kernel_config(run, ranks=ranks)  # type: ignore[no-any-return]
+        return Session.of(run, ranks).result("kernel-config")
     if view != "name":
         raise UsageError(f"unknown view {view!r}; choose name or launch")
     if num_kernels < 1 or not 0.0 <= duration_ratio <= 1.0:
         raise UsageError("num_kernels must be ≥ 1 and duration_ratio within [0, 1]")
-    rs = selected(run, ranks)
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
     df = pl.concat(
         list(
-            run.map(
-                kernel_stats_rank, rs, num_kernels=num_kernels, duration_ratio=duration_ratio,
+            sess.map(kernel_stats_rank, num_kernels=num_kernels, duration_ratio=duration_ratio,
                 include_memory=include_memory, hta_compat=hta_compat,
             ).values()
         )

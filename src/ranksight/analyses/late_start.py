@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
 
 __all__ = ["late_start_metric", "late_start"]
 
@@ -44,35 +46,41 @@ _METRIC_SCHEMA = {"rank": pl.Int32, "step": pl.Int32, "stream": pl.Int64, "kerne
 _COUNT_SCHEMA = {"rank": pl.Int32, "late_steps": pl.Int64, "straggler": pl.Boolean}
 
 
-def _events(run: Run, rs: Sequence[int], steps: Sequence[int] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Over every rank's events in steps (``gpu_user_annotation`` excepted): the steps seen, first
-    start and last end (``span``), and the GPU work (``gpu``, where the candidate kernels are),
-    without copying the other events."""
-    spans, gpu = [], []
-    for r in rs:
-        ev = run[r].scan().filter(
-            pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null() & (pl.col("kind") != "gpu_user_annotation")
-        )
-        if steps is not None:
-            ev = ev.filter(pl.col("step").is_in(list(steps)))
-        spans.append(ev.select(pl.col("step").unique().implode().alias("steps"), pl.col("ts_ns").min().alias("t_min"),
-                               pl.col("end_ns").max().alias("t_max"), pl.len().alias("n")))
-        gpu.append(ev.filter(pl.col("kind").is_in(list(GPU_KINDS))).select(
-            pl.lit(r, pl.Int32).alias("rank"), "row", "kind", "kernel_class", pl.col("name").cast(pl.String), "stream",
-            "ts_ns", "dur_ns", "end_ns", "step",
-        ))
-    if not rs:
+def _rank_events(trace: Trace, steps: Sequence[int] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One rank's events in steps (``gpu_user_annotation`` excepted): the steps seen, first start
+    and last end (one row), and the GPU work (where the candidate kernels are), without copying
+    the other events."""
+    ev = trace.scan().filter(
+        pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null() & (pl.col("kind") != "gpu_user_annotation")
+    )
+    if steps is not None:
+        ev = ev.filter(pl.col("step").is_in(list(steps)))
+    span = ev.select(pl.col("step").unique().implode().alias("steps"), pl.col("ts_ns").min().alias("t_min"),
+                     pl.col("end_ns").max().alias("t_max"), pl.len().alias("n"))
+    gpu = ev.filter(pl.col("kind").is_in(list(GPU_KINDS))).select(
+        pl.lit(trace.rank, pl.Int32).alias("rank"), "row", "kind", "kernel_class", pl.col("name").cast(pl.String), "stream",
+        "ts_ns", "dur_ns", "end_ns", "step",
+    )
+    s, g = pl.collect_all([span, gpu])
+    return s, g
+
+
+def _events(sess: Session, steps: Sequence[int] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Over every rank: ``span`` (steps seen, first start, last end) and ``gpu`` (GPU work)."""
+    if not sess.ranks:
         return pl.DataFrame(), pl.DataFrame()
-    span = pl.concat(pl.collect_all(spans)).filter(pl.col("n") > 0)
-    return span, pl.concat(pl.collect_all(gpu))
+    per = sess.map(_rank_events, steps=steps)
+    span = pl.concat([per[r][0] for r in sess.ranks]).filter(pl.col("n") > 0)
+    return span, pl.concat([per[r][1] for r in sess.ranks])
 
 
 def late_start_metric(
     run: Run, *, ranks: Sequence[int] | None = None, steps: Sequence[int] | None = None, hta_names: bool = False
 ) -> tuple[pl.DataFrame, dict[str, object]]:
     """Steps 1–4: the candidate kernel's normalized start per (rank, step), plus run facts."""
-    rs = selected(run, ranks)
-    span, ev = _events(run, rs, steps)
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    span, ev = _events(sess, steps)
     facts: dict[str, object] = {"ranks": len(rs)}
     if span.height == 0:
         return pl.DataFrame(schema=_METRIC_SCHEMA), facts

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._links import HTA_LAUNCH_STATS_APIS, HTA_MEMORY_APIS, launch_children
+from ranksight.views.links import HTA_LAUNCH_STATS_APIS, HTA_MEMORY_APIS, launch_children
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -163,10 +164,10 @@ def launches(
     hta_apis: bool = False,
 ) -> AnalysisResult:
     """Launch statistics per rank (see the module docstring)."""
-    rs = selected(run, ranks)
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
     tables = list(
-        run.map(
-            launch_table, rs, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us,
+        sess.map(launch_table, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us,
             include_memory=include_memory, hta_apis=hta_apis,
         ).values()
     )

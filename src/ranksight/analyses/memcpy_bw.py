@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._intervals import union_length
-from ranksight.analyses._names import trace_values_matching
+from ranksight.views.intervals import union_length
+from ranksight.views.names import trace_values_matching
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
@@ -176,8 +177,9 @@ def bw_per_stream(cp: pl.DataFrame) -> pl.DataFrame:
 
 def memcpy_bw(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
     """Memcpy/memset bandwidth summary per copy kind and per stream, and the series."""
-    rs = selected(run, ranks)
-    parts = list(run.map(copies, rs, hta_compat=hta_compat).values())
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    parts = list(sess.map(copies, hta_compat=hta_compat).values())
     cp = pl.concat(parts) if parts else pl.DataFrame(schema=_COPY_SCHEMA)
     series = bw_series(cp)
     notes = []

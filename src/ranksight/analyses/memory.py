@@ -26,7 +26,7 @@ Definitions (per rank and device; a device is ``cpu``, ``cuda:N`` (c10 device ty
 The reader for PyTorch's ``export_memory_timeline`` raw files is
 :mod:`ranksight.io.memory_timeline`; ``timeline=PATH`` adds its per-category table.
 ``snapshot=PATH`` adds the ``snapshot_*`` tables of a PyTorch CUDA memory snapshot
-(:mod:`ranksight.analyses._memory_snapshot`); with a snapshot, traces are optional (``run`` may be
+(:mod:`ranksight.views.memory_snapshot`); with a snapshot, traces are optional (``run`` may be
 None).
 """
 
@@ -37,8 +37,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._nesting import innermost_enclosing, parent_spans
+from ranksight.views.enclosing import innermost_enclosing, parent_spans
+from ranksight.views.memory_records import DEVICE_TYPES, GPU_DEVICE_TYPES, memory_records
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -57,38 +59,6 @@ __all__ = [
 ]
 
 #: c10 ``DeviceType`` values seen in ``[memory]`` events.
-DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip"}
-GPU_DEVICE_TYPES = (1, 6)
-
-
-def _device_label() -> pl.Expr:
-    t = pl.col("device_type")
-    name = pl.when(t == 1).then(pl.lit("cuda")).when(t == 6).then(pl.lit("hip")).otherwise(pl.lit("type") + t.cast(pl.String))
-    return pl.when(t == 0).then(pl.lit("cpu")).otherwise(name + pl.lit(":") + pl.col("device_id").cast(pl.String)).alias("device")
-
-
-def memory_records(trace: Trace) -> pl.DataFrame:
-    """``[memory]`` events of one trace with time, thread, step and a device label, in event order.
-
-    Columns: ``row, ts_ns, tid, step, device, device_type, device_id, addr, bytes,
-    allocated_bytes, reserved_bytes, allocated_source``.
-    """
-    mem = trace.table("memory")
-    ev = trace.scan().filter(pl.col("row").is_in(mem["row"].implode())).select("row", "ts_ns", "tid", "step").collect()
-    df = mem.join(ev, on="row", how="left").sort(["ts_ns", "row"])
-    has_totals = df["total_allocated"].is_not_null().any() if df.height else False
-    running = pl.col("bytes").fill_null(0).cum_sum().over("device_type", "device_id", order_by=["ts_ns", "row"])
-    return df.with_columns(
-        _device_label(),
-        (pl.col("total_allocated") if has_totals else running).alias("allocated_bytes"),
-        pl.col("total_reserved").alias("reserved_bytes"),
-        pl.lit("total_allocated" if has_totals else "running_sum").alias("allocated_source"),
-    ).select(
-        "row", "ts_ns", "tid", "step", "device", "device_type", "device_id", "addr", "bytes",
-        "allocated_bytes", "reserved_bytes", "allocated_source",
-    )
-
-
 #: Ops that only allocate: an allocation inside one is charged to the op that called it.
 ALLOC_PRIMITIVES = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::resize_")
 
@@ -283,7 +253,7 @@ def memory(
     """Memory curves, peaks, fragmentation and allocations per rank and device (see module doc)."""
     from ranksight.errors import MissingDataError
 
-    parts = {r: _rank_tables(run[r], points, top) for r in selected(run, ranks)} if run is not None else {}
+    parts = Session.of(run, ranks).map(_rank_tables, points=points, top=top)
     have = {r: p for r, p in parts.items() if p is not None}
     notes = [f"rank {r}: no [memory] events" for r, p in parts.items() if p is None and (have or snapshot is not None)]
     if not have and timeline is None and snapshot is None:
@@ -299,7 +269,7 @@ def memory(
     if timeline is not None:
         tables["timeline_categories"] = timeline_categories(timeline)
     if snapshot is not None:
-        from ranksight.analyses._memory_snapshot import snapshot_tables
+        from ranksight.views.memory_snapshot import snapshot_tables
 
         snap_tables, snap_notes = snapshot_tables(snapshot, points=points, top=top)
         tables.update(snap_tables)

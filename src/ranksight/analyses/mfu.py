@@ -2,7 +2,7 @@
 
 Definitions (per rank):
 
-- **counted ops**: ``cpu_op`` events whose name has a formula in :mod:`ranksight.analyses._flops`
+- **counted ops**: ``cpu_op`` events whose name has a formula in :mod:`ranksight.views.flops`
   and whose ``Input Dims`` give a FLOP count; when counted ops nest (``aten::linear`` →
   ``aten::addmm``, ``aten::conv2d`` → ``aten::convolution`` → ``aten::cudnn_convolution``) only the
   outermost one on its thread counts, so nothing is counted twice;
@@ -25,7 +25,7 @@ Definitions (per rank):
   correctly). ``peak_tflop_per_s`` is the FLOP-weighted (harmonic) peak that makes
   ``mfu = achieved / peak``. **HFU** is the same with hardware FLOPs, shown when recomputation is
   visible;
-- peaks: :mod:`ranksight.analyses._peaks` by the name of the device(s) the rank used
+- peaks: :mod:`ranksight.views.peaks` by the name of the device(s) the rank used
   (``deviceProperties``), ``fp32`` ops against the FP32 peak unless ``allow_tf32``; a rank driving
   several GPUs gets the sum of their peaks; ``peak_tflops`` overrides every data type; ops whose
   input type maps to no data type are counted against the fp32 peak.
@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._gpu import step_windows as gpu_step_windows
-from ranksight.analyses._flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
-from ranksight.analyses._nesting import innermost_enclosing, parent_spans
-from ranksight.analyses._peaks import dtype_of, lookup, peak_for
+from ranksight.views.gpu_work import step_windows as gpu_step_windows
+from ranksight.views.flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
+from ranksight.views.enclosing import innermost_enclosing, parent_spans
+from ranksight.views.peaks import dtype_of, lookup, peak_for
 from ranksight.model.kinds import LAUNCH_KINDS
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ def _phase(trace: Trace, outer: pl.DataFrame) -> pl.DataFrame:
 
 def step_windows(trace: Trace) -> pl.DataFrame:
     """``step, start_ns, end_ns, incomplete``: the device-extended contiguous ProfilerStep windows
-    of :func:`ranksight.analyses._gpu.step_windows`, with the step's ``incomplete`` flag."""
+    of :func:`ranksight.views.gpu_work.step_windows`, with the step's ``incomplete`` flag."""
     w = gpu_step_windows(trace)
     inc = trace.steps.select("step", "incomplete")
     return w.join(inc, on="step", how="left").with_columns(pl.col("step").cast(pl.Int32), pl.col("incomplete").fill_null(False))
@@ -289,8 +290,10 @@ def mfu(
 ) -> AnalysisResult:
     """MFU / HFU and achieved FLOP/s per rank and step, and FLOPs per op (see module doc)."""
     steps, ops, notes = [], [], []
-    for r in selected(run, ranks):
-        s, o, n = _rank_rows(run[r], model_flops_per_step, peak_tflops, allow_tf32)
+    per = Session.of(run, ranks).map(
+        _rank_rows, model_flops=model_flops_per_step, peak_tflops=peak_tflops, allow_tf32=allow_tf32
+    )
+    for s, o, n in per.values():
         steps.append(s)
         if o.height:
             ops.append(o)

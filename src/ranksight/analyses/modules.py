@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register, selected
-from ranksight.analyses._nesting import innermost_enclosing, parent_spans
+from ranksight.views.enclosing import innermost_enclosing, parent_spans
 from ranksight.model.kinds import LAUNCH_KINDS
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def modules(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
     """Time per nn.Module (forward), per rank, in call-tree order."""
     from ranksight.errors import MissingDataError
 
-    parts = {r: module_table(run[r]) for r in selected(run, ranks)}
+    parts = Session.of(run, ranks).map(module_table)
     have = [p for p in parts.values() if p is not None]
     if not have:
         raise MissingDataError(

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._links import HTA_KERNEL_LAUNCH_RE, launch_children
-from ranksight.analyses._stacks import enclosing, nest
+from ranksight.views.links import HTA_KERNEL_LAUNCH_RE, launch_children
+from ranksight.views.hta_call_stack import enclosing, nest
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
@@ -117,8 +118,9 @@ def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
 
 def op_kernels(run: Run, *, ranks: Sequence[int] | None = None, hta_apis: bool = False) -> AnalysisResult:
     """ATen op → kernel sequences with counts and delays, per rank."""
-    rs = selected(run, ranks)
-    parts = list(run.map(op_kernel_table, rs, hta_apis=hta_apis).values())
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    parts = list(sess.map(op_kernel_table, hta_apis=hta_apis).values())
     table = pl.concat(parts) if parts else pl.DataFrame(schema=_TABLE_SCHEMA)
     notes = []
     empty = [r for r, p in zip(rs, parts) if p.height == 0]

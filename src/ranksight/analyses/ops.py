@@ -1,7 +1,7 @@
 """Operator view per rank (the TensorBoard plugin's operator table).
 
 Operators are the plugin's operator set of the host operator tree
-(:mod:`ranksight.analyses._optree`): ``cpu_op`` events on every thread, ProfilerSteps, DataLoader
+(:mod:`ranksight.views.tb_op_tree`): ``cpu_op`` events on every thread, ProfilerSteps, DataLoader
 and ``Optimizer.*`` nodes and ``(Distributed)DataParallel.forward`` excluded; an op whose only child
 is an op of the same name absorbs it. Every operator in the file counts (not only inside steps).
 
@@ -13,7 +13,7 @@ Per group (``--group-by name`` or ``shape`` = name + ``Input Dims``):
 - ``device_self_us`` = Σ duration of the GPU work (kernels, memcpys, memsets) launched by the op's
   own runtime/driver calls, ``device_total_us`` = the same including child ops' (plain sums);
 - ``tc_eligible``: the op (or, for ops, a child) is Tensor-Core eligible by name, or launched a
-  Tensor-Core kernel itself (:mod:`ranksight.analyses._tensor_cores`);
+  Tensor-Core kernel itself (:mod:`ranksight.views.tensor_cores`);
 - ``tc_self_pct`` / ``tc_total_pct`` = 100 × Tensor-Core kernel time / device self (total) time
   (0 when the op has no device time, as in the plugin).
 
@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._optree import build_op_tree
-from ranksight.analyses._tensor_cores import RULESETS
+from ranksight.views.tb_op_tree import build_op_tree
+from ranksight.views.tensor_cores import RULESETS
 from ranksight.errors import MissingDataError, UsageError
 
 if TYPE_CHECKING:
@@ -84,14 +85,21 @@ def op_table(trace: Trace, *, group_by: str = "name", tensor_core_rules: str = "
     return g.sort(["device_self_us", "host_self_us", *keys], descending=[True, True, *([False] * len(keys))]).select(cols)
 
 
+def _rank_ops(trace: Trace, group_by: str, tensor_core_rules: str) -> tuple[pl.DataFrame, bool]:
+    """One rank's operator table, and whether it has host operator events."""
+    has_ops = trace.kind("cpu_op", columns=["row"]).height > 0
+    return op_table(trace, group_by=group_by, tensor_core_rules=tensor_core_rules), has_ops
+
+
 def ops(run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "name", tensor_core_rules: str = "current") -> AnalysisResult:
     """Operator table per rank: calls, host/device self and total time, Tensor Core share."""
     if tensor_core_rules not in RULESETS:
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
-    rs = selected(run, ranks)
-    tables = list(run.map(op_table, rs, group_by=group_by, tensor_core_rules=tensor_core_rules).values())
-    table = pl.concat(tables, how="vertical_relaxed")
-    if table.height == 0 and all(run[r].kind("cpu_op", columns=["row"]).height == 0 for r in rs):
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    per = sess.map(_rank_ops, group_by=group_by, tensor_core_rules=tensor_core_rules)
+    table = pl.concat([per[r][0] for r in rs], how="vertical_relaxed")
+    if table.height == 0 and not any(per[r][1] for r in rs):
         raise MissingDataError("ops needs host operator events (cpu_op); these traces have none")
     notes = []
     if table.height and table["device_total_us"].sum() == 0:

@@ -1,6 +1,6 @@
 """Communication / computation overlap per rank (HTA's comm-comp overlap, plus efficiency).
 
-Definitions, per rank (GPU work as in :mod:`ranksight.analyses._gpu`; ns, reported in µs):
+Definitions, per rank (GPU work as in :mod:`ranksight.views.gpu_work`; ns, reported in µs):
 
 - ``C`` = length of the union of COMPUTATION intervals, ``M`` = of COMMUNICATION intervals,
   ``T`` = of both together; ``overlap = C + M − T`` (time when both run);
@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._gpu import gpu_work, merge, pct, segments
+from ranksight.views.gpu_work import gpu_work, merge, pct, segments
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -79,8 +80,9 @@ def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
 
 def overlap(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
     """Communication/computation overlap per rank."""
-    rs = selected(run, ranks)
-    df = pl.concat(list(run.map(overlap_rank, rs, hta_compat=hta_compat).values()))
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    df = pl.concat(list(sess.map(overlap_rank, hta_compat=hta_compat).values()))
     notes = []
     no_comm = df.filter(pl.col("comm_us") == 0)["rank"].to_list()
     if no_comm:

@@ -1,6 +1,6 @@
 """Step-time breakdown per rank and ProfilerStep (the TensorBoard plugin's overview).
 
-Steps are the plugin's device-extended steps (:mod:`ranksight.analyses._tbsteps`). Every event is
+Steps are the plugin's device-extended steps (:mod:`ranksight.views.tb_steps`). Every event is
 given one role; each role's intervals are merged (union); then, in priority order, each role
 takes the part of the steps' union that no earlier role took:
 
@@ -35,12 +35,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._intervals import intersect, subtract, union
-from ranksight.analyses._names import trace_values_matching
-from ranksight.analyses._optree import _DATALOADER_RE, COLLECTIVE_OP_NAMES
-from ranksight.analyses._tbsteps import plugin_steps
+from ranksight.views.intervals import intersect, subtract, union
+from ranksight.views.names import trace_values_matching
+from ranksight.views.tb_op_tree import _DATALOADER_RE, COLLECTIVE_OP_NAMES
+from ranksight.views.tb_steps import plugin_steps
 from ranksight.model.derive import STEP_RE
+from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.kinds import LAUNCH_KINDS
 
 if TYPE_CHECKING:
@@ -173,18 +175,26 @@ def _average(steps_us: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"rank": pl.Int32, "category": pl.String, "steps": pl.Int64, "time_us": pl.Float64, "pct": pl.Float64})
 
 
+def _rank_overview(trace: Trace, plugin_compat: bool) -> tuple[pl.DataFrame, bool, bool]:
+    """One rank's breakdown (µs), and whether it has ProfilerSteps and GPU work."""
+    has_gpu = trace.kind(*GPU_KINDS, columns=["row"]).height > 0
+    return _to_us(step_breakdown(trace, plugin_compat=plugin_compat)), trace.steps.height > 0, has_gpu
+
+
 def overview(run: Run, *, ranks: Sequence[int] | None = None, plugin_compat: bool = False) -> AnalysisResult:
     """Step-time breakdown per rank and step, and its mean per rank."""
-    rs = selected(run, ranks)
-    per = [_to_us(b) for b in run.map(step_breakdown, rs, plugin_compat=plugin_compat).values()]
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    out = sess.map(_rank_overview, plugin_compat=plugin_compat)
+    per = [out[r][0] for r in rs]
     steps = pl.concat(per, how="vertical_relaxed") if per else pl.DataFrame()
     steps = steps.select(COLUMNS) if steps.height else pl.DataFrame(schema={c: (pl.Int32 if c in ("rank", "step") else pl.Float64) for c in COLUMNS})
     notes = []
     for r in rs:
-        t = run[r]
-        if t.steps.height == 0:
+        _, has_steps, has_gpu = out[r]
+        if not has_steps:
             notes.append(f"rank {r}: no ProfilerStep; step 0 spans the whole trace (first to last host op)")
-        if t.gpu_events.height == 0:
+        if not has_gpu:
             notes.append(f"rank {r}: no GPU work (CPU-only trace): Kernel/Memcpy/Memset/Runtime are 0")
     return AnalysisResult({"steps": steps, "average": _average(steps) if steps.height else pl.DataFrame()}, notes)
 

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._links import HTA_QUEUE_APIS, launch_children
+from ranksight.views.links import HTA_QUEUE_APIS, launch_children
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -142,6 +143,10 @@ def blocked_on_full_queue(series: pl.DataFrame, durations_ns: dict[int, int], ma
     )
 
 
+def _rank_queue(trace: Trace, hta_apis: bool) -> tuple[pl.DataFrame, int | None]:
+    return queue_series(trace, hta_apis=hta_apis), trace_duration_ns(trace)
+
+
 def queue(
     run: Run,
     *,
@@ -150,11 +155,13 @@ def queue(
     hta_apis: bool = False,
 ) -> AnalysisResult:
     """Queue length summary, blocked time and the series per rank and stream."""
-    rs = selected(run, ranks)
-    parts = list(run.map(queue_series, rs, hta_apis=hta_apis).values())
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    per = sess.map(_rank_queue, hta_apis=hta_apis)
+    parts = [per[r][0] for r in rs]
     series = pl.concat(parts) if parts else pl.DataFrame(schema=_SERIES_SCHEMA)
     summary = queue_summary(series)
-    blocked = blocked_on_full_queue(series, {r: trace_duration_ns(run[r]) for r in rs}, max_queue_length)
+    blocked = blocked_on_full_queue(series, {r: per[r][1] for r in rs}, max_queue_length)
     notes = []
     empty = [r for r, p in zip(rs, parts) if p.height == 0]
     if empty:

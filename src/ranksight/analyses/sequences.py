@@ -2,7 +2,7 @@
 
 Definitions (one rank; µs):
 
-- the CPU events of each thread form a call tree (:mod:`ranksight.analyses._stacks`, HTA's call
+- the CPU events of each thread form a call tree (:mod:`ranksight.views.hta_call_stack`, HTA's call
   stack: depth 0 at top level); a launch's GPU activities (kernels, memcpys, memsets) hang below it;
 - candidates: CPU events whose name **contains** ``op`` (literal substring, as in HTA); roots: the
   candidates at the smallest depth among all candidates that have at least ``min_pattern_len`` GPU
@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.analyses._links import launch_children, names_matching
-from ranksight.analyses._stacks import ancestor_at_depth, nest
+from ranksight.views.links import launch_children, names_matching
+from ranksight.views.hta_call_stack import ancestor_at_depth, nest
 from ranksight.errors import UsageError
 from ranksight.model.kinds import CPU_KINDS
 
@@ -114,10 +115,12 @@ def sequences(
     top_k: int = 5,
 ) -> AnalysisResult:
     """Frequent kernel sequences under ``op`` on each selected rank (default: the first rank)."""
-    rs = list(ranks) if ranks else run.ranks[:1]
+    sess = Session.of(run, ranks)
+    rs = sess.ranks if ranks else sess.ranks[:1]
+    per = sess.map(kernel_patterns, rs, op=op, min_pattern_len=min_pattern_len, top_k=top_k)
     pats, occs, notes = [], [], []
     for r in rs:
-        p, o = kernel_patterns(run[r], op, min_pattern_len=min_pattern_len, top_k=top_k)
+        p, o = per[r]
         if p.height == 0:
             notes.append(f"rank {r}: no {op!r} op with at least {min_pattern_len} GPU activities below it")
         pats.append(p)

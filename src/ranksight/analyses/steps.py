@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register, selected
 
 if TYPE_CHECKING:
@@ -47,8 +48,9 @@ def step_table(trace: Trace) -> pl.DataFrame:
 
 def steps(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
     """Profiler steps of every selected rank."""
-    rs = selected(run, ranks)
-    parts = list(run.map(step_table, rs).values())
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    parts = list(sess.map(step_table).values())
     table = pl.concat(parts) if parts else pl.DataFrame(schema=_SCHEMA)
     notes = []
     none = [r for r, p in zip(rs, parts) if p.height == 0]

@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.analyses._comm_segments import DATA_FETCH_RE, WORK_SCHEMA, segment_work, segments
+from ranksight.views.comm_segments import DATA_FETCH_RE, WORK_SCHEMA, segment_work, segments
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
 
 if TYPE_CHECKING:
-    from ranksight.analyses._comm_match import CommData
+    from ranksight.views.comm_match import CommData
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
@@ -57,9 +58,9 @@ def rank_segments(trace: Trace, per_rank: pl.DataFrame, offsets: pl.DataFrame) -
     return segments(per_rank.filter(pl.col("rank") == r), st, (span[0] - off) if span else None)
 
 
-def _segments_all(run: Run, cd: CommData) -> pl.DataFrame:
+def _segments_all(sess: Session, cd: CommData) -> pl.DataFrame:
     """Segments of every rank in aligned time."""
-    seg = run.map(rank_segments, cd.ranks, per_rank=cd.per_rank, offsets=cd.offsets)
+    seg = sess.map(rank_segments, cd.ranks, per_rank=cd.per_rank, offsets=cd.offsets)
     return pl.concat([seg[r] for r in cd.ranks], how="vertical_relaxed") if seg else pl.DataFrame()
 
 
@@ -253,16 +254,17 @@ def stragglers(
     run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = False, min_skew_us: float = 10.0, evidence: int = 3
 ) -> AnalysisResult:
     """Late ranks per collective, per step and overall, with the cause and the evidence."""
-    cd = comm_data(run, ranks, align=not no_align)
+    sess = Session.of(run, ranks)
+    cd = comm_data(sess, align=not no_align)
     notes = [n for n in cd.notes if not n.startswith("times in")]
     if len(cd.ranks) < 2 or cd.participants.filter(pl.col("ranks_present") >= 2).height == 0:
         if len(cd.ranks) >= 2:
             notes.append("no collective matched on two or more ranks: no straggler can be named")
         empty = pl.DataFrame()
         return AnalysisResult({"ranks": empty, "instances": empty, "steps": empty, "wait_by_step": empty}, notes if len(cd.ranks) >= 2 else [single_rank_note(cd.ranks)])
-    seg = _segments_all(run, cd)
+    seg = _segments_all(sess, cd)
     late = late_instances(cd, seg, int(min_skew_us * 1e3))
-    work = _work(run, cd, seg, late)
+    work = _work(sess, cd, seg, late)
     ev = _evidence(work, late, cd.ranks, evidence)
     late = _carried_cause(_data_cause(work, late, cd.ranks)).join(ev, on="instance", how="left").with_columns(_detail(late).alias("detail"))
     per_inst = late.select(
@@ -285,10 +287,10 @@ def rank_segment_work(trace: Trace, seg: pl.DataFrame, offsets: pl.DataFrame) ->
     return segment_work(trace, s)
 
 
-def _work(run: Run, cd: CommData, seg: pl.DataFrame, late: pl.DataFrame) -> pl.DataFrame:
+def _work(sess: Session, cd: CommData, seg: pl.DataFrame, late: pl.DataFrame) -> pl.DataFrame:
     """Segment work of every rank for the late instances only."""
     wanted = seg.filter(pl.col("instance").is_in(late["instance"].unique().implode()))
-    out = run.map(rank_segment_work, cd.ranks, seg=wanted, offsets=cd.offsets)
+    out = sess.map(rank_segment_work, cd.ranks, seg=wanted, offsets=cd.offsets)
     return pl.concat([out[r] for r in cd.ranks], how="vertical_relaxed") if out else pl.DataFrame(schema=WORK_SCHEMA)
 
 

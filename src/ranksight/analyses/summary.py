@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._intervals import union_length
+from ranksight.views.intervals import union_length
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -63,14 +64,20 @@ def top_kernels(trace: Trace, n: int = 5) -> pl.DataFrame:
     )
 
 
+def _rank_summary(trace: Trace, top: int) -> tuple[dict[str, object], pl.DataFrame]:
+    return gpu_busy(trace), top_kernels(trace, top)
+
+
 def summary(run: Run, *, ranks: Sequence[int] | None = None, top: int = 5) -> AnalysisResult:
     """GPU busy/idle per rank and each rank's top kernels."""
-    rs = selected(run, ranks)
-    busy = pl.DataFrame([gpu_busy(run[r]) for r in rs], schema={
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    per = sess.map(_rank_summary, top=top)
+    busy = pl.DataFrame([per[r][0] for r in rs], schema={
         "rank": pl.Int32, "gpu_events": pl.Int64, "kernels": pl.Int64, "span_us": pl.Float64,
         "busy_us": pl.Float64, "idle_us": pl.Float64, "busy_pct": pl.Float64,
     })
-    tops = pl.concat([top_kernels(run[r], top) for r in rs], how="vertical_relaxed")
+    tops = pl.concat([per[r][1] for r in rs], how="vertical_relaxed")
     notes = []
     if busy["gpu_events"].sum() == 0:
         notes.append("no GPU events in these traces (CPU-only); GPU busy/idle is empty")

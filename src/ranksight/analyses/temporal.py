@@ -1,6 +1,6 @@
 """Temporal breakdown: how a rank's GPU time splits into idle, compute and non-compute.
 
-Definitions, per rank (ns, reported in µs; GPU work as in :mod:`ranksight.analyses._gpu`):
+Definitions, per rank (ns, reported in µs; GPU work as in :mod:`ranksight.views.gpu_work`):
 
 - ``kernel_time``: first start to last end of the rank's GPU work, all streams pooled (HTA's
   "kernel time": the span, not wall time, not per step);
@@ -11,7 +11,7 @@ Definitions, per rank (ns, reported in µs; GPU work as in :mod:`ranksight.analy
 - ``*_pct = round(100 × part / kernel_time, 2)`` (numpy rounding, like HTA).
 
 Per step (``per_step=True``), the same split inside each device-extended ProfilerStep window
-(:func:`~ranksight.analyses._gpu.step_windows`): ``step_time`` is the window, GPU work of any step
+(:func:`~ranksight.views.gpu_work.step_windows`): ``step_time`` is the window, GPU work of any step
 is clipped to it, and idle inside the window includes time the GPU waited for the CPU.
 """
 
@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.analyses._gpu import covered_in_windows, gpu_work, merge, pct, step_windows
+from ranksight.views.gpu_work import covered_in_windows, gpu_work, merge, pct, step_windows
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -148,15 +149,16 @@ def temporal(
     run: Run, *, ranks: Sequence[int] | None = None, per_step: bool = False, hta_compat: bool = False
 ) -> AnalysisResult:
     """Idle / compute / non-compute time per rank (and per ProfilerStep with ``per_step``)."""
-    rs = selected(run, ranks)
-    per_rank = pl.concat(list(run.map(temporal_rank, rs, hta_compat=hta_compat).values()))
+    sess = Session.of(run, ranks)
+    rs = sess.ranks
+    per_rank = pl.concat(list(sess.map(temporal_rank, hta_compat=hta_compat).values()))
     tables = {"temporal": per_rank}
     notes = []
     missing = per_rank.filter(pl.col("kernel_time_us").is_null())["rank"].to_list()
     if missing:
         notes.append(f"rank(s) {missing} have no GPU work (CPU-only trace): no temporal breakdown")
     if per_step:
-        steps = pl.concat(list(run.map(temporal_steps_rank, rs).values()))
+        steps = pl.concat(list(sess.map(temporal_steps_rank).values()))
         tables["per_step"] = steps
         if steps.height == 0:
             notes.append("no ProfilerStep in these traces: no per-step table")

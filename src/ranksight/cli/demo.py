@@ -50,17 +50,16 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             raise UsageError(f"{out} exists and is not a ranksight report; use --force to overwrite")
     if not ctx.quiet and args.format == "table":
         sys.stdout.write(f"ranksight demo: 8-rank DLRM training step ({path})\n\n")
-    from ranksight.report.html.sections import Ctx
+    from ranksight.analyses import Session
 
-    run = load(path)
-    ctx = Ctx(run)  # the report reuses what the summary computed
-    doc = build_summary(run, top=3, ctx=ctx)
+    session = Session(load(path))  # the report reuses what the summary computed
+    doc = build_summary(session, top=3)
     print_summary(doc, args.format)
     if args.no_report:
         return 0
     from ranksight.report.html import write_report
 
-    rep = write_report(run, out, title="ranksight demo: 8-rank DLRM training step", ctx=ctx)
+    rep = write_report(session, out, title="ranksight demo: 8-rank DLRM training step")
     shown = sum(1 for s in rep["sections"] if s["shown"])
     # stdout stays pure JSON/CSV with --format json/csv; the path then goes to stderr
     stream = sys.stdout if args.format == "table" else sys.stderr

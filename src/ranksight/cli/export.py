@@ -5,31 +5,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 import polars as pl
 
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
-from ranksight.errors import UsageError
+from ranksight.io.output import atomic_path, check_output
 from ranksight.io.kineto import TABLES
 
 __all__ = ["COMMAND", "export_run"]
 
 
 def _atomic_parquet(df: pl.DataFrame | pl.LazyFrame, path: str) -> None:
-    d = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".ranksight-", suffix=".parquet", dir=d)
-    os.close(fd)
-    try:
+    with atomic_path(path, suffix=".parquet") as tmp:
         if isinstance(df, pl.LazyFrame):  # streamed: never the whole table in memory when it lives in the cache
             df.sink_parquet(tmp)
         else:
             df.write_parquet(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def export_run(run, out_dir: str, *, force: bool = False, tables: bool = False) -> list[str]:  # noqa: ANN001
@@ -45,10 +36,7 @@ def export_run(run, out_dir: str, *, force: bool = False, tables: bool = False) 
 
     for rank in run.ranks:  # every path is checked before anything is written
         for _, path in paths(rank):
-            if os.path.realpath(path) in inputs:
-                raise UsageError(f"refusing to overwrite an input: {path}")
-            if os.path.exists(path) and not force:
-                raise UsageError(f"{path} exists; use --force to overwrite")
+            check_output(path, inputs=inputs, force=force)
     written = []
     for t in run:  # one rank's tables at a time
         for name, path in paths(t.rank):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import sys
 
+from ranksight.io.output import check_output as _check
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
 from ranksight.errors import UsageError
 
@@ -31,17 +31,9 @@ def default_output(traces: list[str]) -> str:
 
 
 def check_output(path: str, inputs: list[str], force: bool) -> None:
-    """Refuse to overwrite an input, a folder, or (without ``force``) an existing file."""
-    real = os.path.realpath(path)
-    if os.path.isdir(path):
-        raise UsageError(f"{path} is a directory; give a file name with -o")
-    if any(os.path.realpath(i) == real for i in inputs):
-        raise UsageError(f"refusing to overwrite an input: {path}")
-    if os.path.exists(path) and not force:
-        raise UsageError(f"{path} exists; use --force to overwrite")
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise UsageError(f"folder {d} does not exist")
+    """Refuse to overwrite an input, a folder, or (without ``force``) an existing file; the
+    folder must exist (:func:`ranksight.io.output.check_output`)."""
+    _check(path, inputs=inputs, force=force, folder_must_exist=True)
 
 
 def _add(p: argparse.ArgumentParser) -> None:
@@ -59,28 +51,20 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     run = load_run(args, ctx)
     inputs = [t.path for t in run]
     check_output(out, inputs, args.force)
-    snap = contextlib.nullcontext()
-    if getattr(args, "snapshot", None):
-        from ranksight.report.html.sections_memory_snapshot import use_snapshot
-
-        check_output(out, [args.snapshot], args.force)
-        snap = use_snapshot(args.snapshot)
-    with snap:
-        return _write(args, ctx, run, out, inputs)
-
-
-def _write(args: argparse.Namespace, ctx: Context, run, out: str, inputs: list[str]) -> int:  # noqa: ANN001
-    from ranksight.report.html import write_report
-
+    snapshot = getattr(args, "snapshot", None)
+    if snapshot:
+        check_output(out, [snapshot], args.force)
+    baseline = None
     if args.baseline:
         from ranksight.cli.diff import side_label
-        from ranksight.report.html.sections_diff import use_baseline
 
         base = load_run(argparse.Namespace(**{**vars(args), "traces": [args.baseline]}), ctx)
-        with use_baseline(base, (side_label(args.baseline), side_label(args.traces[0]))):
-            doc = write_report(run, out, title=args.title, inputs=[os.path.basename(i) for i in inputs])
-    else:
-        doc = write_report(run, out, title=args.title, inputs=[os.path.basename(i) for i in inputs])
+        baseline = (base, (side_label(args.baseline), side_label(args.traces[0])))
+    from ranksight.report.html import write_report
+
+    doc = write_report(
+        run, out, title=args.title, inputs=[os.path.basename(i) for i in inputs], baseline=baseline, snapshot=snapshot or None
+    )
     if not ctx.quiet:
         shown = sum(1 for s in doc["sections"] if s["shown"])
         sys.stderr.write(f"{shown} of {len(doc['sections'])} sections shown; {os.path.getsize(out) / 1e6:.2f} MB\n")

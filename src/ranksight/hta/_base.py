@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Mapping
 
 import polars as pl
 
+from ranksight.analyses import Session
 from ranksight.errors import UsageError
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.run import Run, load
@@ -43,11 +43,7 @@ def _filtered_trace(trace: Trace, include_last_profiler_step: bool) -> Trace:
     # rows HTA drops while loading anyway (metadata, flows, instants, counters) are kept untouched
     untimed_or_dropped = ~timed | pl.col("kind").is_in(["metadata", "flow", "counter", "memory"])
     new_events = ev.filter(keep_cpu | keep_gpu | untimed_or_dropped).collect()
-    out = copy.copy(trace)
-    out.__dict__ = {k: v for k, v in trace.__dict__.items() if k != "steps" and not k.startswith("_rs_")}
-    out.events = new_events
-    out.warnings = list(trace.warnings)
-    return out
+    return trace.with_events(new_events)
 
 
 def filter_last_step(run: Run, *, include_last_profiler_step: bool = False) -> Run:
@@ -94,6 +90,9 @@ class TraceAnalysisBase:
         #: traces, name-regex kernel types) instead of ranksight's (see docs/hta-differences.md).
         self.hta_compat = bool(hta_compat)
         self._hta_run_cache: Run | None = None
+        self._min_ts_cache: int | None = None
+        self._session_cache: Session | None = None
+        self._native_cache: Session | None = None
 
     def _hta_run(self) -> Run:
         """The run as HTA's analyses see it: HTA's last-step filter applied.
@@ -108,3 +107,16 @@ class TraceAnalysisBase:
         if self._hta_run_cache is None:
             self._hta_run_cache = filter_last_step(self.run, include_last_profiler_step=self.include_last_profiler_step)
         return self._hta_run_cache
+
+    def _session(self) -> Session:
+        """The session over :meth:`_hta_run` through which every facade method runs its analyses
+        and per-rank work (results shared between methods, per-rank work on the run's engine)."""
+        if self._session_cache is None:
+            self._session_cache = Session(self._hta_run())
+        return self._session_cache
+
+    def _native_session(self) -> Session:
+        """The session over ``self.run`` (every event; used where HTA reads the unfiltered trace)."""
+        if self._native_cache is None:
+            self._native_cache = Session(self.run)
+        return self._native_cache

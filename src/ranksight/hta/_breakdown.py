@@ -15,7 +15,6 @@ import numpy as np
 import polars as pl
 
 from ranksight.analyses.idle import idle_gaps_rank, idle_stats, idle_totals
-from ranksight.analyses.kernel_types import kernel_types
 from ranksight.analyses.kernels import kernel_stats_rank
 from ranksight.analyses.overlap import overlap_rank
 from ranksight.analyses.temporal import temporal_rank, to_hta
@@ -23,6 +22,7 @@ from ranksight.analyses.temporal import temporal_rank, to_hta
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ranksight.analyses import Session
     from ranksight.model.run import Run
 
 __all__ = ["BreakdownMixin"]
@@ -54,6 +54,7 @@ class BreakdownMixin:
 
     hta_compat: bool
     _hta_run: Callable[[], Run]
+    _session: Callable[[], Session]
 
     # ---- temporal --------------------------------------------------------------------------
 
@@ -61,8 +62,7 @@ class BreakdownMixin:
         """Per rank: ``rank, idle_time(us), compute_time(us), non_compute_time(us), kernel_time(us),
         idle_time_pctg, compute_time_pctg, non_compute_time_pctg`` (see :mod:`ranksight.analyses.temporal`).
         Ranks without GPU work are left out (HTA raises ``IndexError``)."""
-        run = self._hta_run()
-        df = pl.concat([temporal_rank(t, hta_compat=self.hta_compat) for t in run])
+        df = pl.concat(list(self._session().map(temporal_rank, hta_compat=self.hta_compat).values()))
         df = to_hta(df.filter(pl.col("kernel_time_us").is_not_null()))
         out = _pandas(df)
         if visualize:
@@ -89,12 +89,13 @@ class BreakdownMixin:
         ``[0]`` (the lowest rank when rank 0 is not loaded)."""
         import pandas as pd
 
-        run = self._hta_run()
+        sess = self._session()
         if ranks is None:
-            ranks = [0] if 0 in run.ranks else run.ranks[:1]
+            ranks = [0] if 0 in sess.ranks else sess.ranks[:1]
+        per = sess.map(idle_gaps_rank, ranks, kernel_wait_us=consecutive_kernel_delay, streams=streams, hta_compat=self.hta_compat)
         frames, stat_frames = [], []
         for r in ranks:
-            gaps = idle_gaps_rank(run[r], kernel_wait_us=consecutive_kernel_delay, streams=streams, hta_compat=self.hta_compat)
+            gaps = per[r]
             if gaps.height == 0:
                 continue
             order = gaps.select("stream").unique(maintain_order=True)  # HTA: streams in order of appearance
@@ -138,8 +139,8 @@ class BreakdownMixin:
         rank and kernel ``name, sum (us), max (us), min (us), stddev, mean (us), kernel_type, rank``
         sorted by ``kernel_type, name, rank``. Statistics are over kernel events, also for named
         kernels and the ``others`` row (HTA puts per-name totals there)."""
-        run = self._hta_run()
-        kt = kernel_types(run, include_memory=include_memory_kernels, hta_compat=self.hta_compat)["kernel_types"]
+        sess = self._session()
+        kt = sess.result("kernel-types", include_memory=include_memory_kernels, hta_compat=self.hta_compat)["kernel_types"]
         sums = kt["sum_us"].to_numpy()
         integral = bool(np.all(np.mod(sums, 1.0) == 0))
         kt = kt.select(
@@ -148,10 +149,12 @@ class BreakdownMixin:
             pl.col("pct").alias("percentage"),
         )
         per = pl.concat(
-            [
-                kernel_stats_rank(t, num_kernels=num_kernels, duration_ratio=duration_ratio, include_memory=include_memory_kernels, hta_compat=self.hta_compat)
-                for t in run
-            ]
+            list(
+                sess.map(
+                    kernel_stats_rank, num_kernels=num_kernels, duration_ratio=duration_ratio,
+                    include_memory=include_memory_kernels, hta_compat=self.hta_compat,
+                ).values()
+            )
         )
         kdf = per.sort(["kernel_type", "name", "rank"]).select(
             "name",
@@ -176,8 +179,7 @@ class BreakdownMixin:
     def get_comm_comp_overlap(self, visualize: bool = True) -> pd.DataFrame:
         """Per rank ``rank, comp_comm_overlap_pctg``: the share of communication time overlapped by
         computation (NaN without communication)."""
-        run = self._hta_run()
-        df = pl.concat([overlap_rank(t, hta_compat=self.hta_compat) for t in run]).select("rank", "comp_comm_overlap_pctg")
+        df = pl.concat(list(self._session().map(overlap_rank, hta_compat=self.hta_compat).values())).select("rank", "comp_comm_overlap_pctg")
         out = _pandas(df)
         if visualize:
             from ranksight.report.plots import overlap_figure

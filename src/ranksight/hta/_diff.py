@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._names import hta_short_name
+from ranksight.views.names import hta_short_name
 from ranksight.errors import UsageError
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class LabeledTrace:
         ).select("row", "name", "cat", "kind", "ts_ns", "dur_ns", "stream", "step").collect()
         base = trace.meta.base_time_ns or 0
         if self.hta_compat:
-            from ranksight.analyses._gpu import hta_round, needs_hta_rounding
+            from ranksight.views.gpu_work import hta_round, needs_hta_rounding
 
             if needs_hta_rounding(trace) and ev.height:
                 ts, end = hta_round(ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(), base)

@@ -39,6 +39,7 @@ from ranksight.report.counters import write_counters
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ranksight.analyses import Session
     from ranksight.model.trace import Trace
 
 __all__ = ["LaunchMixin", "TimeSeriesTypes"]
@@ -79,42 +80,72 @@ def _us(values_ns: pl.Series) -> pl.Series:
     return values_ns / 1e3
 
 
+def _first_ts_ns(trace: Trace) -> int | None:
+    """Earliest start of a timed event (the profiler's ``Trace`` span excluded), relative to the
+    trace's base time."""
+    lo = trace.scan().filter(pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")).select(pl.col("ts_ns").min()).collect().item()
+    return None if lo is None else int(lo) - int(trace.meta.base_time_ns or 0)
+
+
+def _launch_stats(trace: Trace, hta_compat: bool, include_memory: bool) -> pl.DataFrame:
+    if hta_compat:
+        return hta_launch_stats(trace, include_memory=include_memory)
+    return launch_table(trace, include_memory=include_memory).select(
+        "correlation", pl.col("cpu_dur_us").alias("cpu_duration"),
+        pl.col("gpu_dur_us").alias("gpu_duration"), pl.col("launch_delay_us").alias("launch_delay"),
+    )
+
+
+def _queue_series(trace: Trace, hta_apis: bool) -> tuple[pl.DataFrame, int | None]:
+    return queue_series(trace, hta_apis=hta_apis), trace.meta.base_time_ns
+
+
+def _bw_series(trace: Trace, hta_compat: bool) -> tuple[pl.DataFrame, int | None]:
+    return bw_series(copies(trace, hta_compat=hta_compat), hta_order=hta_compat), trace.meta.base_time_ns
+
+
+def _cupti_table(trace: Trace) -> tuple[tuple[pl.DataFrame | None, str | None], int | None]:
+    return cupti_table(trace), trace.meta.base_time_ns
+
+
+def _step_numbers(trace: Trace) -> list[int]:
+    return [int(s) for s in trace.steps["step"].to_list()]
+
+
 class LaunchMixin:
     """HTA's launch, op-kernel, sequence, counter, step, straggler and annotation methods."""
 
     run: Run
     hta_compat: bool
     _hta_run: Callable[[], Run]
+    _session: Callable[[], Session]
+    _native_session: Callable[[], Session]
+    _min_ts_cache: int | None
 
     # ---- helpers ---------------------------------------------------------------------------
 
     def _ranks(self, ranks: Sequence[int] | None) -> list[int]:
         """HTA's default ``[0]`` (the first rank when there is no rank 0); unknown ranks raise."""
-        run = self._hta_run()
+        loaded = self._session().ranks
         if not ranks:
-            return [0] if 0 in run.ranks else run.ranks[:1]
-        bad = [r for r in ranks if r not in run.ranks]
+            return [0] if 0 in loaded else loaded[:1]
+        bad = [r for r in ranks if r not in loaded]
         if bad:
-            raise UsageError(f"rank(s) {bad} not loaded; ranks: {run.ranks}")
+            raise UsageError(f"rank(s) {bad} not loaded; ranks: {loaded}")
         return list(ranks)
 
     def _min_ts_ns(self) -> int:
         """HTA's ``Trace.min_ts``: the earliest start of a timed event over all ranks (before the
         last-step filter; the profiler's ``Trace`` span excluded), in the files' own time base."""
-        cached = self.__dict__.get("_rs_min_ts_ns")
-        if cached is not None:
-            return int(cached)
-        mins = []
-        for t in self.run:
-            lo = t.scan().filter(pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")).select(pl.col("ts_ns").min()).collect().item()
-            if lo is not None:
-                mins.append(int(lo) - int(t.meta.base_time_ns or 0))
+        if self._min_ts_cache is not None:
+            return self._min_ts_cache
+        mins = [lo for lo in self._native_session().map(_first_ts_ns).values() if lo is not None]
         out = min(mins) if mins else 0
-        self.__dict__["_rs_min_ts_ns"] = out
+        self._min_ts_cache = out
         return out
 
-    def _rebased(self, trace: Trace, ts_ns: pl.Series) -> pl.Series:
-        return _us(ts_ns - int(trace.meta.base_time_ns or 0) - self._min_ts_ns())
+    def _rebased(self, base_ns: int | None, ts_ns: pl.Series) -> pl.Series:
+        return _us(ts_ns - int(base_ns or 0) - self._min_ts_ns())
 
     # ---- launches --------------------------------------------------------------------------
 
@@ -132,16 +163,10 @@ class LaunchMixin:
         summed over its activities, delay of the first); ``hta_compat`` uses HTA's names and one row
         per GPU activity."""
         out: dict[int, pd.DataFrame] = {}
-        run = self._hta_run()
-        for r in self._ranks(ranks):
-            if self.hta_compat:
-                df = hta_launch_stats(run[r], include_memory=include_memory_events)
-            else:
-                df = launch_table(run[r], include_memory=include_memory_events).select(
-                    "correlation", pl.col("cpu_dur_us").alias("cpu_duration"),
-                    pl.col("gpu_dur_us").alias("gpu_duration"), pl.col("launch_delay_us").alias("launch_delay"),
-                )
-            out[r] = df.to_pandas()
+        rs = self._ranks(ranks)
+        per = self._session().map(_launch_stats, rs, hta_compat=self.hta_compat, include_memory=include_memory_events)
+        for r in rs:
+            out[r] = per[r].to_pandas()
             if visualize:
                 _show(plots.launch_stats_figures, r, out[r], runtime_cutoff, launch_delay_cutoff)
         return out
@@ -154,9 +179,10 @@ class LaunchMixin:
         rows (HTA accumulates earlier ranks)."""
         sort_by = list(sort_by or ["occurrence_count"])
         out: dict[int, pd.DataFrame] = {}
-        run = self._hta_run()
-        for r in self._ranks(ranks):
-            df = op_kernel_table(run[r], hta_apis=self.hta_compat).drop("rank")
+        rs = self._ranks(ranks)
+        per = self._session().map(op_kernel_table, rs, hta_apis=self.hta_compat)
+        for r in rs:
+            df = per[r].drop("rank")
             bad = [c for c in sort_by if c not in df.columns]
             if bad:
                 raise UsageError(f"cannot sort by {bad}; columns: {df.columns}")
@@ -187,7 +213,7 @@ class LaunchMixin:
         if not os.path.isdir(output_dir) or not os.access(output_dir, os.W_OK):
             warnings.warn(f"output_dir {output_dir!r} is not a writable directory", RanksightWarning, stacklevel=2)
             return pd_.DataFrame()
-        trace = self._hta_run()[rank]
+        trace = self._session().trace(rank)  # the overlaid file is written from this rank's trace here
         pats, occ = kernel_patterns(trace, operator_name, min_pattern_len=min_pattern_len, top_k=top_k)
         if pats.height == 0:
             warnings.warn(f"no {operator_name!r} op with at least {min_pattern_len} kernels below it", RanksightWarning, stacklevel=2)
@@ -204,20 +230,18 @@ class LaunchMixin:
 
     # ---- queue length ----------------------------------------------------------------------
 
-    def _queue_pl(self, r: int) -> pl.DataFrame:
-        return queue_series(self._hta_run()[r], hta_apis=self.hta_compat)
-
     def get_queue_length_time_series(self, ranks: list[int] | None = None) -> dict[int, pd.DataFrame]:
         """Per rank: ``ts, pid, tid, stream, queue_length`` (index ``index`` = the event's position
         in ``traceEvents``), one row per change; ranks without launches are left out."""
         out: dict[int, pd.DataFrame] = {}
-        run = self._hta_run()
-        for r in self._ranks(ranks):
-            s = self._queue_pl(r)
+        rs = self._ranks(ranks)
+        per = self._session().map(_queue_series, rs, hta_apis=self.hta_compat)
+        for r in rs:
+            s, base_ns = per[r]
             if s.height == 0:
                 continue
             df = s.select(
-                pl.col("row").cast(pl.Int64).alias("index"), self._rebased(run[r], s["ts_ns"]).alias("ts"),
+                pl.col("row").cast(pl.Int64).alias("index"), self._rebased(base_ns, s["ts_ns"]).alias("ts"),
                 "pid", "tid", "stream", "queue_length",
             ).to_pandas()
             out[r] = df.set_index("index")
@@ -242,14 +266,16 @@ class LaunchMixin:
         **every** stream that reaches ``max_queue_length`` (HTA keeps one stream per rank)."""
         pd_ = _pd()
         rows = []
-        run = self._hta_run()
+        sess = self._session()
+        known = [r for r in queue_length_dict if r in sess.ranks]
+        spans = sess.map(trace_duration_ns, known) if known else {}
         for r, df in queue_length_dict.items():
             d = df[["stream", "ts", "queue_length"]].copy()
             d["dur"] = d.groupby("stream")["ts"].shift(-1) - d["ts"]
             hit = d[d["queue_length"] >= max_queue_length]
             if hit.empty:
                 continue
-            span_us = trace_duration_ns(run[r]) / 1e3 if r in run.ranks else float("nan")
+            span_us = spans[r] / 1e3 if r in spans else float("nan")
             agg = hit.groupby("stream", sort=True)["dur"].sum()
             for stream, dur in agg.items():
                 rows.append({"rank": r, "stream": stream, "duration_at_max_queue_length": dur,
@@ -261,13 +287,14 @@ class LaunchMixin:
     def get_memory_bw_time_series(self, ranks: list[int] | None = None) -> dict[int, pd.DataFrame]:
         """Per rank: ``ts, pid, name, memory_bw_gbps``: bandwidth in use per copy kind."""
         out: dict[int, pd.DataFrame] = {}
-        run = self._hta_run()
-        for r in self._ranks(ranks):
-            s = bw_series(copies(run[r], hta_compat=self.hta_compat), hta_order=self.hta_compat)
+        rs = self._ranks(ranks)
+        per = self._session().map(_bw_series, rs, hta_compat=self.hta_compat)
+        for r in rs:
+            s, base_ns = per[r]
             if s.height == 0:
                 continue
             out[r] = s.select(
-                self._rebased(run[r], s["ts_ns"]).alias("ts"), "pid", pl.col("copy_kind").alias("name"),
+                self._rebased(base_ns, s["ts_ns"]).alias("ts"), "pid", pl.col("copy_kind").alias("name"),
                 pl.col("bw_gbps").alias("memory_bw_gbps"),
             ).to_pandas()
         return out
@@ -304,8 +331,8 @@ class LaunchMixin:
     def get_profiler_steps(self) -> list[int]:
         """ProfilerStep numbers present (over all ranks) after HTA's last-step filter."""
         steps: set[int] = set()
-        for t in self._hta_run():
-            steps.update(int(s) for s in t.steps["step"].to_list())
+        for st in self._session().map(_step_numbers).values():
+            steps.update(st)
         return sorted(steps)
 
     def get_potential_stragglers(
@@ -326,7 +353,7 @@ class LaunchMixin:
             warnings.warn(f"no valid profiler step: profiler_steps={profiler_steps}; available profiler steps={available}",
                           RanksightWarning, stacklevel=2)
             return []
-        res = late_start(self._hta_run(), steps=steps, candidates=max(1, num_candidates), hta_names=self.hta_compat)
+        res = late_start(self._session(), steps=steps, candidates=max(1, num_candidates), hta_names=self.hta_compat)
         out = [int(r) for r in res["stragglers"].filter(pl.col("straggler"))["rank"].to_list()]
         if not out:
             warnings.warn("; ".join(res.notes) or "no straggler found", RanksightWarning, stacklevel=2)
@@ -340,15 +367,16 @@ class LaunchMixin:
         """One frame per rank in CUPTI range-profiler mode: the kernel's ``name``, ``ts``, ``dur``,
         one column per counter, ``op_stack``, ``top_level_op``, ``bottom_level_op`` (and ``flops``)."""
         out = []
-        run = self._hta_run()
-        for r in self._ranks(ranks):
-            t, why = cupti_table(run[r])
+        rs = self._ranks(ranks)
+        per = self._session().map(_cupti_table, rs)
+        for r in rs:
+            (t, why), base_ns = per[r]
             if t is None:
                 if "cannot pair" in (why or ""):
                     warnings.warn(f"rank {r}: {why}", RanksightWarning, stacklevel=2)
                 continue
             df = t.with_columns(
-                self._rebased(run[r], t["ts_ns"]).alias("ts"), _us(t["dur_ns"]).alias("dur"),
+                self._rebased(base_ns, t["ts_ns"]).alias("ts"), _us(t["dur_ns"]).alias("dur"),
                 pl.col("row").cast(pl.Int64).alias("index"), pl.col("launch_row").alias("index_runtime"),
                 pl.lit("cuda_profiler_range").alias("cat"), pl.col("kernel").alias("name"),
             ).drop("ts_ns", "dur_ns", "row", "launch_row", "kernel", "rank")
@@ -375,12 +403,12 @@ class LaunchMixin:
         names stay). ranksight computes the ``others`` row over its events; ``hta_compat``
         reproduces HTA's statistics over the per-name sums."""
         side = "gpu" if use_gpu_annotation else "cpu"
-        run = self._hta_run()
-        ev = pl.concat([annotation_events(t, side) for t in run])
+        sess = self._session()
+        ev = pl.concat(list(sess.map(annotation_events, side=side).values()))
         if ev.height == 0:
             return None
         allow = [re.compile(p) for p in allowlist_patterns or []]
-        parts = [self._annotation_rank(ev.filter(pl.col("rank") == r), r, duration_ratio, num_kernels, allow) for r in run.ranks]
+        parts = [self._annotation_rank(ev.filter(pl.col("rank") == r), r, duration_ratio, num_kernels, allow) for r in sess.ranks]
         df = pl.concat([p for p in parts if p.height], how="vertical_relaxed").sort(["rank", "name"]).to_pandas()
         if visualize:
             _show(plots.user_annotation_figure, df, renderer=image_renderer)

@@ -13,13 +13,13 @@ import gzip
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ranksight.errors import TraceFormatError, UsageError
+from ranksight.errors import TraceFormatError
+from ranksight.io.output import atomic_path, check_output
 
-__all__ = ["read_text", "rewrite_trace", "check_output"]
+__all__ = ["read_text", "rewrite_trace"]
 
 _EVENTS_OPEN = re.compile(rb'"traceEvents"\s*:\s*\[')
 
@@ -33,33 +33,16 @@ def read_text(path: str) -> bytes:
     return gzip.decompress(data) if head == b"\x1f\x8b" else data
 
 
-def check_output(dst: str, *, inputs: Iterable[str] = (), force: bool = False) -> None:
-    """Refuse to write ``dst`` when it is an input, or exists and ``force`` is false."""
-    real = os.path.realpath(dst)
-    if real in {os.path.realpath(p) for p in inputs}:
-        raise UsageError(f"refusing to overwrite an input: {dst}")
-    if os.path.exists(dst) and not force:
-        raise UsageError(f"{dst} exists; use --force to overwrite")
-
-
 def _atomic_write(dst: str, chunks: Sequence[bytes]) -> None:
-    d = os.path.dirname(os.path.abspath(dst)) or "."
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ranksight-", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if dst.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
-                    for c in chunks:
-                        gz.write(c)
-            else:
+    os.makedirs(os.path.dirname(os.path.abspath(dst)) or ".", exist_ok=True)
+    with atomic_path(dst) as tmp, open(tmp, "wb") as raw:
+        if dst.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
                 for c in chunks:
-                    raw.write(c)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+                    gz.write(c)
+        else:
+            for c in chunks:
+                raw.write(c)
 
 
 def rewrite_trace(

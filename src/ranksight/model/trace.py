@@ -143,6 +143,7 @@ class Trace:
     ) -> None:
         self.rank = rank
         self.path = path
+        self._memos: dict[str, Any] = {}
         self.warnings: list[str] = list(warnings)
         self.tables: Mapping[str, pl.DataFrame] = tables
         self._events: pl.DataFrame | None = events
@@ -189,6 +190,24 @@ class Trace:
         self._events, self._events_file, self._events_fallback = df, None, None
         self.n_events = df.height
 
+    def with_events(self, events: pl.DataFrame) -> Trace:
+        """A trace like this one (same rank, path, metadata and side tables) whose events table is
+        ``events`` (e.g. a filtered copy); nothing derived from the old events is carried over."""
+        out = Trace.__new__(Trace)
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("steps", "_memos")})
+        out._memos = {}
+        out.events = events
+        out.warnings = list(self.warnings)
+        return out
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per ``key`` for this trace: where views keep what they derive from
+        the events (``key`` names the view and its options, e.g. ``"gpu_work:hta"``). Memos hold
+        small or compact tables only; a trace made by :meth:`with_events` starts with none."""
+        if key not in self._memos:
+            self._memos[key] = compute()
+        return self._memos[key]
+
     @property
     def events_resident(self) -> bool:
         """Whether the events table is held in memory (else read from the cache entry per query)."""
@@ -229,11 +248,11 @@ class Trace:
     def distinct_names(self) -> list[str]:
         """The distinct event names (strings), computed once per trace (test a pattern on these,
         then filter with ``pl.col("name").is_in(...)``: no string per event)."""
-        cached = self.__dict__.get("_rs_names")
-        if cached is None:
-            cached = self.scan().select(pl.col("name").unique().drop_nulls()).collect().to_series().cast(pl.String).to_list()
-            self.__dict__["_rs_names"] = cached
-        return list(cached)
+        names = self.memo(
+            "distinct_names",
+            lambda: self.scan().select(pl.col("name").unique().drop_nulls()).collect().to_series().cast(pl.String).to_list(),
+        )
+        return list(names)
 
     # ---- views -------------------------------------------------------------------------------
 

@@ -24,7 +24,8 @@ import polars as pl
 from ranksight.analyses.memcpy_bw import bw_series, copies
 from ranksight.analyses.queue import queue_series
 from ranksight.errors import UsageError
-from ranksight.io.rewrite import check_output, rewrite_trace
+from ranksight.io.output import check_output
+from ranksight.io.rewrite import rewrite_trace
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

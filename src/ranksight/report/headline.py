@@ -164,17 +164,17 @@ def findings_table(found: list[Any], top: int | None = None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 5, ctx: Any = None) -> SummaryDoc:
+def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 5) -> SummaryDoc:
     """Headline numbers per rank from every available analysis, the top kernels, the top findings.
 
-    ``ctx`` (a :class:`~ranksight.report.html.sections.Ctx`) caches analysis results so that a
-    report built afterwards with the same ``ctx`` does not run them again.
+    ``run`` is a run or a :class:`~ranksight.analyses.Session`: a report built afterwards from
+    the same session does not run the analyses again. Headlines are read on the whole run and
+    filtered to ``ranks``.
     """
-    from ranksight.analyses._base import selected
-    from ranksight.report.html.sections import Ctx, Skip
+    from ranksight.analyses import Missing, Session
 
-    ctx = ctx or Ctx(run)
-    rs = selected(run, ranks)
+    session = Session.of(run)
+    rs = Session.of(session, ranks).ranks
     notes: list[str] = []
     per_rank = pl.DataFrame({"rank": rs}, schema={"rank": pl.Int64})
     columns: dict[str, str] = {"rank": "rank"}
@@ -183,12 +183,10 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
         opts = dict(hl.options)
         if hl.analysis == "summary":
             opts["top"] = top
-        ctx.notes = []
-        try:
-            res = ctx.result(hl.analysis, **opts)
-        except Skip as why:
-            if "not available" not in str(why):
-                notes.append(str(why))
+        res = session.try_result(hl.analysis, **opts)
+        if isinstance(res, Missing):
+            if res.kind != "unknown":
+                notes.append(res.reason if res.kind == "failed" else f"`{hl.analysis}`: {res.reason}")
             continue
         if hl.analysis == "summary":
             top_kernels = res.tables.get("top_kernels")
@@ -207,11 +205,13 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
     tables: dict[str, pl.DataFrame] = {"per_rank": per_rank}
     if top_kernels is not None:
         tables["top_kernels"] = top_kernels.filter(pl.col("rank").is_in(rs))
+    from ranksight.analyses.diagnose import findings as all_findings
+    from ranksight.errors import RanksightError
+
     try:
-        found, _rules, _n = ctx.findings()
-    except Skip as why:
-        if "not available" not in str(why):
-            notes.append(str(why))
+        found, _rules, _n = all_findings(session)
+    except RanksightError as err:
+        notes.append(f"`diagnose`: {err}")
     else:
         if ranks is not None:
             found = [f for f in found if not f.ranks or set(f.ranks) & set(rs)]

@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register, selected
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
+from ranksight.analyses._session import Missing, Session
+from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
 
 __all__ = ["Finding", "Context", "diagnose", "findings", "to_json", "SCHEMA", "SCHEMA_VERSION", "SEVERITIES"]
 
@@ -52,36 +55,45 @@ class Finding:
 
 
 class Context:
-    """What the rules share: the run, the selected ranks, and a cache of analysis results."""
+    """What the rules share: the session (the run, the selected ranks, analysis results) and notes."""
 
-    def __init__(self, run: Run, ranks: Sequence[int] | None = None) -> None:
-        self.run = run
-        self.ranks = selected(run, ranks)
-        self._cache: dict[tuple[str, tuple[tuple[str, Any], ...]], AnalysisResult | None] = {}
+    def __init__(self, run: Run | Session, ranks: Sequence[int] | None = None) -> None:
+        self.session = Session.of(run, ranks)
+        self.ranks = self.session.ranks
         self.notes: list[str] = []
 
-    def result(self, name: str, **options: Any) -> AnalysisResult | None:
-        """A registered analysis' result on the selected ranks; None when the traces lack its data."""
-        from ranksight.analyses import run_analysis
-        from ranksight.errors import MissingDataError
+    @property
+    def run(self) -> Run:
+        return self.session.run  # type: ignore[return-value]
 
-        key = (name, tuple(sorted(options.items())))
-        if key not in self._cache:
-            try:
-                self._cache[key] = run_analysis(name, self.run, ranks=self.ranks, **options)
-            except MissingDataError:
-                self._cache[key] = None
-        return self._cache[key]
+    def result(self, name: str, **options: Any) -> AnalysisResult | None:
+        """A registered analysis' result on the selected ranks (run once per session); None when
+        the traces lack its data or the analysis failed (a failure is also noted)."""
+        res = self.session.try_result(name, **options)
+        if isinstance(res, Missing):
+            if res.kind == "failed" and res.reason not in self.notes:
+                self.notes.append(res.reason)
+            return None
+        return res
+
+    def trace(self, rank: int) -> Trace:
+        """One rank's trace, read in this process (the rules' small per-rank queries)."""
+        return self.session.trace(rank)
 
     def has_gpu(self, rank: int) -> bool:
-        return self.run[rank].gpu_events.height > 0
+        return self.session.trace(rank).kind(*GPU_KINDS, columns=["row"]).height > 0
 
 
-def findings(run: Run, *, ranks: Sequence[int] | None = None) -> tuple[list[Finding], list[str], list[str]]:
-    """All findings (worst first), the rules that ran, and notes."""
+def findings(run: Run | Session, *, ranks: Sequence[int] | None = None) -> tuple[list[Finding], list[str], list[str]]:
+    """All findings (worst first), the rules that ran, and notes (computed once per session)."""
+    sess = Session.of(run, ranks)
+    return sess.memo(("diagnose-findings",), lambda: _findings(sess))  # type: ignore[no-any-return]
+
+
+def _findings(sess: Session) -> tuple[list[Finding], list[str], list[str]]:
     from ranksight.analyses.diagnose._rules import RULES
 
-    ctx = Context(run, ranks)
+    ctx = Context(sess)
     out: list[Finding] = []
     for rule in RULES:
         out.extend(_merge(rule(ctx)))
@@ -141,7 +153,7 @@ def _table(found: list[Finding]) -> pl.DataFrame:
     )
 
 
-def diagnose(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
+def diagnose(run: Run | Session, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
     """Findings as a table (worst first); ``ranksight diagnose`` prints them in full."""
     found, rules, notes = findings(run, ranks=ranks)
     if not found:

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._intervals import union_length, with_outermost
+from ranksight.views.intervals import union_length, with_outermost
 from ranksight.analyses.diagnose import Context, Finding
 from ranksight.model.kinds import LAUNCH_KINDS
 
@@ -60,7 +60,7 @@ def _mean_steps(ctx: Context) -> pl.DataFrame | None:
 
 
 def _loader_names(ctx: Context, rank: int) -> list[str]:
-    ev = ctx.run[rank].kind("cpu_op", "user_annotation")
+    ev = ctx.trace(rank).kind("cpu_op", "user_annotation")
     n = ev["name"].cast(pl.String)
     return n.filter(n.str.starts_with("enumerate(DataLoader)") | n.str.starts_with("enumerate(DataPipe)")).unique().sort().to_list()
 
@@ -106,7 +106,7 @@ def rule_dataloader_bound(ctx: Context) -> list[Finding]:
 
 
 def _kernel_stats(ctx: Context, rank: int) -> dict[str, float]:
-    k = ctx.run[rank].kind("kernel").filter(pl.col("dur_ns").is_not_null() & pl.col("step").is_not_null())
+    k = ctx.trace(rank).kind("kernel").filter(pl.col("dur_ns").is_not_null() & pl.col("step").is_not_null())
     if k.height == 0:
         return {}
     d = k["dur_ns"].to_numpy() / 1e3
@@ -115,7 +115,7 @@ def _kernel_stats(ctx: Context, rank: int) -> dict[str, float]:
 
 
 def _top_tiny(ctx: Context, rank: int, n: int = 3) -> list[str]:
-    k = ctx.run[rank].kind("kernel").filter(pl.col("dur_ns") < TINY_KERNEL_US * 1e3)
+    k = ctx.trace(rank).kind("kernel").filter(pl.col("dur_ns") < TINY_KERNEL_US * 1e3)
     return k["name"].cast(pl.String).value_counts(sort=True).head(n)["name"].to_list()
 
 
@@ -136,11 +136,11 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
             continue
         wait_dl = dl.filter(pl.col("rank") == r)["dataloader_us"].sum() if dl.height else 0.0
         util = 100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)  # idle spent loading data is not launch overhead
-        nk = ctx.run[r].kind("kernel").filter(pl.col("step").is_not_null()).height
+        nk = ctx.trace(r).kind("kernel").filter(pl.col("step").is_not_null()).height
         if nk < LAUNCH_BOUND_MIN_KERNELS or util >= LAUNCH_BOUND_UTIL_PCT:
             continue
         idle = 1 - util / 100
-        launch_us = ctx.run[r].kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum() / 1e3
+        launch_us = ctx.trace(r).kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum() / 1e3
         out.append(Finding(
             rule="launch-bound", title="Launch-bound: many tiny kernels, idle GPU", severity=_sev(idle, 0.7, 0.5), impact=_r(idle * ks["tiny_share"], 4),
             ranks=[r],
@@ -204,7 +204,7 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
         return []
     w = j.row(0, named=True)
     share = float(w["share"])
-    comm = ctx.run[int(w["rank"])].kind("kernel").filter(pl.col("kernel_class") == "COMMUNICATION")
+    comm = ctx.trace(int(w["rank"])).kind("kernel").filter(pl.col("kernel_class") == "COMMUNICATION")
     top = comm.group_by(pl.col("name").cast(pl.String)).agg((pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True).head(3)
     return [Finding(
         rule="exposed-communication", title="Communication not overlapped with compute", severity=_sev(share, 0.3, 0.15), impact=_r(share, 4),
@@ -232,7 +232,7 @@ def _syncs(ctx: Context, rank: int) -> pl.DataFrame:
     ``_local_scalar_dense`` on a GPU value, i.e. with a copy or sync API call running inside it on
     the same thread (``.item()`` on a CPU tensor, such as an optimizer's step counter, waits for
     nothing). ``outer`` marks the events no other kept event on the thread encloses."""
-    t = ctx.run[rank]
+    t = ctx.trace(rank)
     n = pl.col("name").cast(pl.String)
     ev = t.scan().filter(
         pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null()
@@ -268,11 +268,11 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
             continue
         n_sync = int(s["outer"].sum())
         by_name = s.group_by("name").agg(pl.len().alias("n"), (pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True)
-        callers = attach_ops(ctx.run[r], s.filter(~pl.col("name").is_in(list(SYNC_OPS))))
+        callers = attach_ops(ctx.trace(r), s.filter(~pl.col("name").is_in(list(SYNC_OPS))))
         top_callers = callers["op"].drop_nulls().value_counts(sort=True).head(3)
         longest = s.sort("dur_ns", descending=True).row(0, named=True)
-        t0 = ctx.run[r].span_ns[0] if ctx.run[r].span_ns else 0
-        dtoh = ctx.run[r].kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern) & pl.col("step").is_not_null()).height
+        t0 = ctx.trace(r).span_ns[0] if ctx.trace(r).span_ns else 0
+        dtoh = ctx.trace(r).kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern) & pl.col("step").is_not_null()).height
         out.append(Finding(
             rule="host-device-sync", title="The CPU waits for the GPU inside steps", severity=_sev(share, 0.10, 0.03), impact=_r(share, 4), ranks=[r],
             summary=f"rank {r}: {n_sync} synchronisations in {steps.height} steps block the CPU for {100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
@@ -304,7 +304,7 @@ def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
     st = _mean_steps(ctx)
     out = []
     for r in ctx.ranks:
-        t = ctx.run[r]
+        t = ctx.trace(r)
         m = t.with_args(t.kind("memcpy", columns=["row", "name", "dur_ns", "launch_row", "step"]).filter(pl.col("name").cast(pl.String).str.contains("Pageable")), "transfer")
         if m.height == 0 or (m["bytes"].fill_null(0).sum() < PAGEABLE_MIN_BYTES):
             continue
@@ -334,7 +334,7 @@ def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
 
 
 def _has_matrix_units(ctx: Context, rank: int) -> bool:
-    meta = ctx.run[rank].meta
+    meta = ctx.trace(rank).meta
     for d in meta.devices_used or []:
         p = meta.device(d) or {}
         name = str(p.get("name", ""))
@@ -381,7 +381,7 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
             evidence={
                 "tensor_core_pct": _r(tc_pct), "eligible_share_pct": _r(100 * share),
                 "top_eligible_ops_device_us": {n: _r(u) for n, u in top.select("name", "device_self_us").iter_rows()},
-                "flop_share_by_dtype_pct": dtypes, "gpu": str((ctx.run[r].meta.device((ctx.run[r].meta.devices_used or [0])[0]) or {}).get("name", "")),
+                "flop_share_by_dtype_pct": dtypes, "gpu": str((ctx.trace(r).meta.device((ctx.trace(r).meta.devices_used or [0])[0]) or {}).get("name", "")),
             },
             fixes=[
                 "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 with a GradScaler)",
@@ -395,7 +395,7 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
 def _flop_dtypes(ctx: Context, rank: int) -> dict[str, float]:
     from ranksight.analyses.mfu import counted_ops
 
-    c = counted_ops(ctx.run[rank])
+    c = counted_ops(ctx.trace(rank))
     if c.height == 0:
         return {}
     g = c.group_by(pl.col("dtype").fill_null("?")).agg(pl.col("flops").sum()).with_columns((100 * pl.col("flops") / pl.col("flops").sum()).alias("p"))

@@ -21,11 +21,12 @@ _DATA_OPEN = '<script type="application/json" id="rs-data">'
 
 
 def write_report(
-    run: Any, path: str | os.PathLike[str], *, title: str | None = None, inputs: Sequence[str] = (), ctx: Any = None
+    run: Any, path: str | os.PathLike[str], *, title: str | None = None, inputs: Sequence[str] = (), **options: Any
 ) -> dict[str, Any]:
-    """Build the report of ``run`` and write it to ``path`` atomically; returns the payload.
-    ``ctx`` (a :class:`~ranksight.report.html.sections.Ctx`) shares analysis results already computed."""
-    doc = build_payload(run, title=title, inputs=inputs, ctx=ctx)
+    """Build the report of a run or a :class:`~ranksight.analyses.Session` (whose results it
+    reuses) and write it to ``path`` atomically; returns the payload. ``options``: ``baseline``
+    and ``snapshot`` of :func:`build_payload`."""
+    doc = build_payload(run, title=title, inputs=inputs, **options)
     write_atomic(render_html(doc), os.fspath(path))
     return doc
 

@@ -10,13 +10,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ranksight.analyses import Session
 from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION, StringTable
 from ranksight.report.html.sections import GROUPS, SECTIONS, Ctx, Section, Skip
 
 __all__ = ["build_payload", "load_sections", "covered_analyses", "GENERIC_EXCLUDED"]
 
-#: Registered analyses that get no generic section (they need two runs or are covered elsewhere).
-GENERIC_EXCLUDED = frozenset({"diff"})
+#: Registered analyses that get no generic section (they need two runs, or NCCL logs).
+GENERIC_EXCLUDED = frozenset({"diff", "nccl-log"})
 
 _loaded = False
 
@@ -68,8 +69,6 @@ def _sections_to_run() -> list[Section]:
 
 
 def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
-    from ranksight.analyses import names
-
     out: dict[str, Any] = {
         "slug": sec.slug,
         "title": sec.title,
@@ -81,10 +80,6 @@ def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
         "notes": [],
         "blocks": [],
     }
-    missing = [n for n in sec.needs if n not in names()]
-    if missing:
-        out["reason"] = "needs the " + ", ".join(f"`{n}`" for n in missing) + " analysis, not available in this ranksight version"
-        return out
     ctx.notes = []
     t0 = time.perf_counter()
     try:
@@ -107,14 +102,23 @@ def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
     return out
 
 
-def build_payload(run: Any, *, title: str | None = None, inputs: Sequence[str] = (), ctx: Ctx | None = None) -> dict[str, Any]:
-    """The report document (see ``docs/report-schema.json``). Pass ``ctx`` to reuse analysis
-    results computed before (e.g. by :func:`ranksight.report.headline.build_summary`)."""
+def build_payload(
+    run: Any,
+    *,
+    title: str | None = None,
+    inputs: Sequence[str] = (),
+    baseline: tuple[Any, tuple[str, str]] | None = None,
+    snapshot: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """The report document (see ``docs/report-schema.json``) of a run or a
+    :class:`~ranksight.analyses.Session` (pass the session to reuse the analysis results it
+    holds, e.g. after :func:`ranksight.report.headline.build_summary`). ``baseline`` is
+    ``(base run, (base label, this run's label))`` for the comparison section; ``snapshot`` a
+    PyTorch memory snapshot file for its section."""
     from ranksight import __version__
 
-    ctx = ctx or Ctx(run)
-    ctx.strings = StringTable()
-    ctx.shown = set()
+    ctx = Ctx(Session.of(run), baseline=baseline, snapshot=None if snapshot is None else os.fspath(snapshot))
+    run = ctx.run
     todo = _sections_to_run()
     # findings link to the sections that show their evidence: build them last, show them first
     built: dict[str, dict[str, Any]] = {}

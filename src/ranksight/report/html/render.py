@@ -10,11 +10,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import tempfile
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
 
+from ranksight.io.output import atomic_path
 from ranksight.report.html.payload import script_json
 
 __all__ = ["render_html", "write_atomic", "ASSETS", "csp_for"]
@@ -98,14 +98,5 @@ def render_html(doc: dict[str, Any]) -> str:
 
 def write_atomic(text: str, path: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ranksight-", suffix=".html.tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path, suffix=".html.tmp", mode=0o644) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)

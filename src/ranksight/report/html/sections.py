@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ranksight.analyses import AnalysisResult, Missing, Session
+from ranksight.errors import RanksightError
 from ranksight.report.html.payload import StringTable, encode_table, series
 
 __all__ = ["Section", "SECTIONS", "GROUPS", "section", "Skip", "Ctx", "downsample", "histogram"]
@@ -80,70 +82,79 @@ def section(
 
 @dataclass
 class Ctx:
-    """What a builder gets: the run, cached analysis results, and block constructors."""
+    """What a builder gets: the session (the run and its analyses, each computed once), the
+    optional baseline and memory snapshot, and block constructors."""
 
-    run: Any
+    session: Session
     strings: StringTable = field(default_factory=StringTable)
     notes: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
     shown: set[str] = field(default_factory=set)
-    _cache: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = field(default_factory=dict)
+    #: the run compared against and the two labels (``ranksight report --baseline``), if any
+    baseline: tuple[Any, tuple[str, str]] | None = None
+    #: a PyTorch memory snapshot file (``ranksight report --snapshot``), if any
+    snapshot: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.session, Session):  # a Run
+            self.session = Session.of(self.session)
+
+    @property
+    def run(self) -> Any:
+        return self.session.run
+
+    @property
+    def failures(self) -> list[str]:
+        """Analyses and sections that failed with a bug (one line each)."""
+        return self.session.failures
 
     # ---- analyses ---------------------------------------------------------------------------
 
-    def call(self, key: Any, fn: Callable[[], Any], label: str) -> Any:
-        """``fn()`` once per ``key``; a ``RanksightError`` (missing data) or a bug becomes
-        :class:`Skip` with the reason (bugs are also listed in :attr:`failures` and warned)."""
-        from ranksight.errors import RanksightError
-
-        if key not in self._cache:
-            try:
-                self._cache[key] = fn()
-            except Skip as why:
-                self._cache[key] = why
-            except RanksightError as err:
-                self._cache[key] = Skip(f"`{label}`: {err}")
-            except Exception as err:  # a bug in one analysis must not lose the whole report
-                msg = f"analysis `{label}` failed: {type(err).__name__}: {err}"
-                self.failures.append(msg)
-                warnings.warn(msg, stacklevel=3)
-                self._cache[key] = Skip(msg)
-        res = self._cache[key]
-        if isinstance(res, Skip):
-            raise Skip(str(res))
-        return res
-
-    def result(self, name: str, **options: Any) -> Any:
-        """The analysis ``name`` run once per set of options; its notes go to the section.
-
-        Raises :class:`Skip` when the analysis is not registered or the traces lack its data.
-        """
-        from ranksight.analyses import REGISTRY, names
-
-        def run() -> Any:
-            if name not in names():  # names() imports every analysis module
-                raise Skip(f"the `{name}` analysis is not available in this ranksight version")
-            return REGISTRY[name].func(self.run, **options)
-
-        res = self.call(("analysis", name, tuple(sorted(options.items()))), run, name)
+    def result(self, name: str, **options: Any) -> AnalysisResult:
+        """The analysis ``name`` (computed once per set of options by the session); its notes go
+        to the section. Raises :class:`Skip` with the reason when the result is :class:`Missing`."""
+        res = self.session.try_result(name, **options)
+        if isinstance(res, Missing):
+            raise Skip(res.reason if res.kind != "no-data" else f"`{name}`: {res.reason}")
         for n in res.notes:
             if n not in self.notes:
                 self.notes.append(n)
         return res
 
+    def call(self, key: tuple[Any, ...], fn: Callable[[], Any], label: str) -> Any:
+        """``fn()`` once per ``key`` for this session (data a section reads that is not an
+        analysis, e.g. a memory snapshot's tables); a ``RanksightError`` or a bug becomes
+        :class:`Skip` with the reason (bugs are also listed in :attr:`failures` and warned)."""
+
+        def guarded() -> Any:
+            try:
+                return fn()
+            except RanksightError as err:
+                return Skip(f"`{label}`: {err}")
+            except Exception as err:  # a bug in one part must not lose the whole report
+                msg = f"analysis `{label}` failed: {type(err).__name__}: {err}"
+                self.failures.append(msg)
+                warnings.warn(msg, stacklevel=4)
+                return Skip(msg)
+
+        res = self.session.memo(("report", *key), guarded)
+        if isinstance(res, Skip):
+            raise Skip(str(res))
+        return res
+
     def findings(self) -> tuple[list[Any], list[str], list[str]]:
         """``diagnose``'s findings (worst first), the rules run, and notes (computed once)."""
+        from ranksight.analyses.diagnose import findings
 
-        def run() -> Any:
-            from ranksight.analyses import names
-
-            if "diagnose" not in names():
-                raise Skip("the `diagnose` analysis is not available in this ranksight version")
-            from ranksight.analyses.diagnose import findings
-
-            return findings(self.run)
-
-        return self.call(("findings",), run, "diagnose")
+        try:
+            return findings(self.session)
+        except RanksightError as err:
+            raise Skip(f"`diagnose`: {err}") from None
+        except Exception as err:  # a bug in one rule must not lose the whole report
+            msg = f"analysis `diagnose` failed: {type(err).__name__}: {err}"
+            if msg not in self.failures:
+                self.failures.append(msg)
+                warnings.warn(msg, stacklevel=2)
+            raise Skip(msg) from None
 
     def tables(self, name: str, *needed: str, **options: Any) -> dict[str, pl.DataFrame]:
         """The analysis' tables; :class:`Skip` when one of ``needed`` is absent or empty."""

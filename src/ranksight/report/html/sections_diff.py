@@ -1,7 +1,7 @@
 """The "Comparison with the baseline" section: ``ranksight report --baseline BASE TEST``.
 
-The report is built for the TEST run; the baseline run is given for the duration of one report by
-:func:`use_baseline` (a context variable, so reports built in parallel do not mix). Without a
+The report is built for the TEST run; the baseline run is a parameter of the report
+(``build_payload(..., baseline=(BASE, labels))``, :attr:`Ctx.baseline`). Without a
 baseline the section is listed under "Not shown" with the command that adds it. The blocks come
 from :func:`ranksight.report.diff.diff_sections` (the same tables as ``ranksight diff``), plus a
 stacked bar of the step breakdown of both runs.
@@ -9,30 +9,14 @@ stacked bar of the step breakdown of both runs.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import Any
 
 from ranksight.report.html.sections import Ctx, Skip, section
 
-__all__ = ["use_baseline", "BASELINE"]
-
-#: (baseline run, (baseline label, test label)) while a report with a baseline is built.
-BASELINE: ContextVar[tuple[Any, tuple[str, str]] | None] = ContextVar("ranksight_report_baseline", default=None)
+__all__ = ["MAX_ROWS"]
 
 #: Rows of the long tables put in the report (sorted by |delta|; the CLI's CSV has all).
 MAX_ROWS = 500
-
-
-@contextlib.contextmanager
-def use_baseline(run: Any, labels: tuple[str, str] = ("baseline", "this run")) -> Iterator[None]:
-    """Within the block, reports get the comparison section against ``run``."""
-    token = BASELINE.set((run, labels))
-    try:
-        yield
-    finally:
-        BASELINE.reset(token)
 
 
 def _breakdown_bar(ctx: Ctx, res: Any, labels: tuple[str, str]) -> dict[str, Any] | None:
@@ -58,7 +42,7 @@ def comparison(ctx: Ctx) -> list[dict[str, Any]]:
     from ranksight.analyses.diff import diff
     from ranksight.report.diff import diff_sections
 
-    given = BASELINE.get()
+    given = ctx.baseline
     if given is None:
         raise Skip("no baseline given: `ranksight report --baseline BASE TEST` adds this comparison")
     base, labels = given

@@ -1,7 +1,7 @@
 """The "CUDA memory snapshot" section: ``ranksight report TRACES --snapshot FILE``.
 
-The snapshot (a pickled ``torch.cuda.memory._snapshot()``) is given for the duration of one report
-by :func:`use_snapshot` (a context variable, as the baseline of the comparison section). The
+The snapshot (a pickled ``torch.cuda.memory._snapshot()``) is a parameter of the report
+(``build_payload(..., snapshot=FILE)``, :attr:`Ctx.snapshot`). The
 blocks come from the ``memory`` analysis' ``snapshot_*`` tables (``ranksight analyze memory
 --snapshot FILE``): key facts per device, allocated and reserved over the recorded history, the
 segments by pool, the largest allocations with their stack frames, and out-of-memory events.
@@ -9,36 +9,19 @@ segments by pool, the largest allocations with their stack frames, and out-of-me
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import Any
 
 from ranksight.report.html.sections import Ctx, Skip, section
 
-__all__ = ["use_snapshot", "SNAPSHOT"]
-
-#: Path of the memory snapshot while a report with one is built.
-SNAPSHOT: ContextVar[str | None] = ContextVar("ranksight_report_snapshot", default=None)
+__all__: list[str] = []
 
 _B = {c: "B" for c in ("reserved_bytes", "allocated_bytes", "requested_bytes", "rounding_bytes", "pending_free_bytes",
                        "cached_free_bytes", "largest_free_block_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
                        "size", "requested_size", "bytes", "largest_bytes", "largest_segment_bytes", "device_free_bytes")}
 
 
-@contextlib.contextmanager
-def use_snapshot(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Within the block, reports get the memory-snapshot section for ``path``."""
-    token = SNAPSHOT.set(os.fspath(path))
-    try:
-        yield
-    finally:
-        SNAPSHOT.reset(token)
-
-
 def _tables(ctx: Ctx, path: str) -> Any:
-    from ranksight.analyses._memory_snapshot import snapshot_tables
+    from ranksight.views.memory_snapshot import snapshot_tables
 
     return ctx.call(("memory-snapshot", path), lambda: snapshot_tables(path, points=400, top=50), "memory --snapshot")
 
@@ -53,7 +36,7 @@ def _tables(ctx: Ctx, path: str) -> Any:
     "with the Python frames that made them.",
 )
 def memory_snapshot(ctx: Ctx) -> list[dict[str, Any]]:
-    path = SNAPSHOT.get()
+    path = ctx.snapshot
     if path is None:
         raise Skip("no memory snapshot given: `ranksight report TRACES --snapshot FILE` adds this section")
     tabs, notes = _tables(ctx, path)

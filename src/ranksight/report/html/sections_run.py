@@ -1,8 +1,7 @@
-"""Run overview (from the trace model) and the headline GPU sections (from ``summary``)."""
+"""Run overview (the ``info`` analysis) and the headline GPU sections (from ``summary``)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import polars as pl
@@ -10,65 +9,33 @@ import polars as pl
 from ranksight.report.html.sections import Ctx, Skip, section
 
 
-def _files(run: Any) -> pl.DataFrame:
-    rows = []
-    for t in run:
-        m = t.meta
-        steps = t.steps
-        span = t.span_ns
-        rows.append(
-            {
-                "rank": t.rank,
-                "file": os.path.basename(t.path),
-                "rank_from": m.rank_source,
-                "json_mb": round(m.json_bytes / 1e6, 3),
-                "events": t.stats.get("events", t.n_events),
-                "gpu": m.gpu_model or (m.gpu_vendor or "none"),
-                "devices": ",".join(str(d) for d in m.devices_used),
-                "world_size": m.world_size,
-                "steps": steps.height,
-                "first_step": steps["step"].min() if steps.height else None,
-                "last_step": steps["step"].max() if steps.height else None,
-                "span_ms": round((span[1] - span[0]) / 1e6, 3) if span else None,
-                "warnings": len(t.warnings),
-            }
-        )
-    return pl.DataFrame(rows, infer_schema_length=None)
-
-
 @section(
     "overview",
     "Run overview",
+    needs=("info",),
     group="Run",
     order=10,
     help="Files, ranks, GPUs, steps and time span of the traces, and any trace warnings.",
 )
 def overview(ctx: Ctx) -> list[dict[str, Any]]:
-    run = ctx.run
-    if len(run) == 0:
+    if len(ctx.session.ranks) == 0:
         raise Skip("no traces loaded")
-    files = _files(run)
-    gpus = sorted({g for g in files["gpu"].to_list() if g})
-    spans = [t.span_ns for t in run if t.span_ns]
-    span_ms = (max(s[1] for s in spans) - min(s[0] for s in spans)) / 1e6 if spans else None
-    ws = sorted({t.meta.world_size for t in run if t.meta.world_size})
-    steps = sorted({s for t in run for s in t.steps["step"].to_list()})
+    res = ctx.result("info")
+    files = res["files"].drop("time_base")
+    r = res["run"].row(0, named=True)
     facts: list[tuple[str, Any]] = [
-        ("ranks loaded", len(run)),
-        ("world size", ", ".join(map(str, ws)) if ws else "unknown"),
-        ("GPU", ", ".join(gpus) if gpus else "none"),
-        ("steps", f"{len(steps)} (#{steps[0]}–#{steps[-1]})" if steps else "none found"),
-        ("time span (all ranks)", f"{span_ms:,.3f} ms" if span_ms is not None else "empty"),
-        ("events", int(files["events"].sum())),
-        ("trace warnings", len(run.warnings)),
+        ("ranks loaded", r["ranks"]),
+        ("world size", r["world_size"] or "unknown"),
+        ("GPU", r["gpus"]),
+        ("steps", f"{r['steps']} (#{r['first_step']}–#{r['last_step']})" if r["steps"] else "none found"),
+        ("time span (all ranks)", f"{r['span_ms']:,.3f} ms" if r["span_ms"] is not None else "empty"),
+        ("events", r["events"]),
+        ("trace warnings", r["warnings"]),
     ]
     blocks = [ctx.kv(facts, id="overview-facts"), ctx.table(files, id="overview-files", title="Files", units={"json_mb": "MB", "span_ms": "ms"})]
-    if ws and len(ws) == 1 and len(run) < ws[0]:
-        ctx.notes.append(f"{len(run)} of {ws[0]} ranks loaded")
-    elif len(ws) > 1:
-        ctx.notes.append(f"ranks disagree on the world size: {ws} (runs mixed in one folder?)")
-    if run.warnings:
-        w = pl.DataFrame({"warning": [str(x) for x in run.warnings]})
+    warnings = ctx.run.warnings
+    if warnings:
+        w = pl.DataFrame({"warning": [str(x) for x in warnings]})
         blocks.append(ctx.table(w, id="overview-warnings", title="Trace warnings"))
     return blocks
 

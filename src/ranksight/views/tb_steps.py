@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._names import trace_values_matching
+from ranksight.views.names import trace_values_matching
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.model.trace import Trace
 

@@ -1,7 +1,7 @@
 """Matching kernels between two runs, also when their names differ.
 
 A kernel key is ``(kind, name, op)``: the normalised kernel name and the normalised name of the op
-that launched it (see :mod:`ranksight.analyses._diff_profile`). Keys are matched in phases; each
+that launched it (see :mod:`ranksight.views.diff_profile`). Keys are matched in phases; each
 phase looks only at keys that no earlier phase matched, groups them by the phase's columns, and
 matches every group that has keys on both sides (all keys of a group, from both sides, become one
 row of the kernel table):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ranksight.analyses._comm_types import P2P_TYPES, SIZE_BUCKETS, SIZE_CONSISTENT_TYPES, parse_int_list
+from ranksight.views.comm_types import P2P_TYPES, SIZE_BUCKETS, SIZE_CONSISTENT_TYPES, parse_int_list
 
 __all__ = ["match_instances", "estimate_offsets", "apply_offsets", "instance_metrics", "CommData", "OFFSET_SCHEMA"]
 

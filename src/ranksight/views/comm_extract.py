@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ranksight.analyses._comm_types import canonical_type, dtype_bytes, kernel_name_details, numel_args
-from ranksight.analyses._names import trace_values_matching
+from ranksight.views.comm_types import canonical_type, dtype_bytes, kernel_name_details, numel_args
+from ranksight.views.names import trace_values_matching
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace

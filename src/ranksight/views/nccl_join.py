@@ -13,16 +13,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from ranksight.analyses.collectives import rank_collectives
-
 if TYPE_CHECKING:
     from ranksight.io.nccl_log import NcclLog
-    from ranksight.model.run import Run
 
 __all__ = ["logical_operations", "join_log_to_traces"]
 
@@ -82,13 +80,13 @@ def _best_offset(trace_keys: list[str], log_keys: list[str]) -> tuple[int, int, 
     return best[0], best[1], ties
 
 
-def join_log_to_traces(log: NcclLog, run: Run) -> tuple[pl.DataFrame, list[str]]:
-    """Every traced collective with the matching log operation (schema ``JOIN_SCHEMA``)."""
+def join_log_to_traces(log: NcclLog, colls: Mapping[int, pl.DataFrame]) -> tuple[pl.DataFrame, list[str]]:
+    """Every traced collective with the matching log operation (schema ``JOIN_SCHEMA``), from
+    each rank's :func:`~ranksight.views.comm_extract.rank_collectives` table."""
     ops = logical_operations(log.operations)
     notes: list[str] = []
     rows = []
-    colls = run.map(rank_collectives)
-    for r in run.ranks:
+    for r in sorted(colls):
         tc = colls[r]
         mine = ops.filter(pl.col("global_rank") == r)
         if tc.height == 0 or mine.height == 0:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._intervals import union
+from ranksight.views.intervals import union
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
@@ -87,13 +87,8 @@ def hta_kernel_type(name: str) -> str:
 
 def needs_hta_rounding(trace: Trace) -> bool:
     """True when HTA's loader would round this trace to µs (any event has a fractional µs ``ts``)."""
-    cached = trace.__dict__.get("_rs_hta_rounding")
-    if cached is not None:
-        return bool(cached)
     base = trace.meta.base_time_ns or 0
-    out = bool(trace.scan().select(((pl.col("ts_ns") - base) % 1000 != 0).any()).collect().item())
-    trace.__dict__["_rs_hta_rounding"] = out
-    return out
+    return bool(trace.memo("hta_rounding", lambda: trace.scan().select(((pl.col("ts_ns") - base) % 1000 != 0).any()).collect().item()))
 
 
 def hta_round(ts_ns: np.ndarray, dur_ns: np.ndarray, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,10 +105,11 @@ def hta_round(ts_ns: np.ndarray, dur_ns: np.ndarray, base_ns: int) -> tuple[np.n
 def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     """GPU intervals of one rank: ``row, name, kind, stream, ts_ns, end_ns, dur_ns, launch_row, step,
     kernel_type`` (see the module docstring for the two definitions)."""
-    key = "_rs_gpu_work_hta" if hta_compat else "_rs_gpu_work"
-    cached = trace.__dict__.get(key)
-    if cached is not None:
-        return _with_string_names(cached)
+    g = trace.memo("gpu_work:hta" if hta_compat else "gpu_work", lambda: _gpu_work(trace, hta_compat))
+    return _with_string_names(g)
+
+
+def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
     kinds = [*GPU_KINDS, "sync"] if hta_compat else list(GPU_KINDS)
     cond = pl.col("kind").is_in(kinds) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
     if hta_compat:
@@ -143,9 +139,7 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
         g = g.with_columns(
             pl.col("kernel_class").replace_strict(_CLASS_TO_TYPE, default="OTHER", return_dtype=pl.String).alias("kernel_type")
         )
-    g = g.drop("kernel_class").cast({c: t for c, t in _SCHEMA.items() if c != "name"})  # type: ignore[arg-type]
-    trace.__dict__[key] = g
-    return _with_string_names(g)
+    return g.drop("kernel_class").cast({c: t for c, t in _SCHEMA.items() if c != "name"})  # type: ignore[arg-type]
 
 
 def _with_string_names(g: pl.DataFrame) -> pl.DataFrame:
@@ -178,7 +172,7 @@ def launch_ts(trace: Trace, launch_row: pl.Series, *, hta_compat: bool = False) 
 def merge(start: np.ndarray, end: np.ndarray, *, hta_compat: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Merge intervals into sorted disjoint groups (touching intervals merge).
 
-    ranksight: :func:`~ranksight.analyses._intervals.union` (negative lengths clamped to 0).
+    ranksight: :func:`~ranksight.views.intervals.union` (negative lengths clamped to 0).
     HTA (``merge_kernel_intervals``): sort by start; a new group starts where the start is strictly
     beyond the running maximum of the earlier ends; a group is ``[min start, max end]``, which can
     be shorter than zero after HTA's ns rounding (a lone ``dur = −1`` event).

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._intervals import union
+from ranksight.views.intervals import union
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace

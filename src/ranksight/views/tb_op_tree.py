@@ -42,9 +42,9 @@ import numpy as np
 import polars as pl
 
 from ranksight import _core
-from ranksight.analyses._names import values_matching
-from ranksight.analyses._nesting import innermost_enclosing
-from ranksight.analyses._tensor_cores import tc_eligible_mask, tensor_core_mask
+from ranksight.views.names import values_matching
+from ranksight.views.enclosing import innermost_enclosing
+from ranksight.views.tensor_cores import tc_eligible_mask, tensor_core_mask
 from ranksight.model.derive import STEP_RE
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.trace import Trace

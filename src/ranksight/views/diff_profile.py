@@ -17,7 +17,7 @@ Per rank (:func:`rank_profile`, a pure function of one :class:`Trace`, run throu
   TensorBoard plugin's DataLoader role. This is how CPU work can lengthen a step: exposed time is
   what the contributors table compares for CPU ops;
 - ``memory``: per step, the largest allocated total of any GPU device (``[memory]`` events, read
-  with :func:`ranksight.analyses.memory.memory_records`).
+  with :func:`ranksight.views.memory_records.memory_records`).
 
 Steps: an event belongs to the ProfilerStep of its ``step`` column (CPU: the step containing its
 start; GPU: its launch's step); events outside every step are ignored. A trace without
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._intervals import union
-from ranksight.analyses._names import normalize_kernel, normalize_op, normalize_series
-from ranksight.analyses._nesting import innermost_enclosing
+from ranksight.views.intervals import union
+from ranksight.views.names import normalize_kernel, normalize_op, normalize_series
+from ranksight.views.enclosing import innermost_enclosing
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -162,7 +162,7 @@ def _exposed(trace: Trace, norm: Callable[[str], str]) -> pl.DataFrame:
 
 def _memory(trace: Trace) -> pl.DataFrame:
     """``step, peak_bytes``: the largest allocated total of any GPU device in each step."""
-    from ranksight.analyses.memory import memory_records
+    from ranksight.views.memory_records import memory_records
 
     rec = memory_records(trace)
     rec = _with_step(trace, rec.filter(pl.col("device_type") != 0))
@@ -188,10 +188,10 @@ def rank_profile(trace: Trace, *, kernel_templates: bool = True, shapes: bool = 
 
 def step_windows(trace: Trace) -> pl.DataFrame:
     """``rank, step, total_ns`` without the overview analysis: the TensorBoard plugin's
-    device-extended contiguous windows (:func:`ranksight.analyses._gpu.step_windows`), steps marked
+    device-extended contiguous windows (:func:`ranksight.views.gpu_work.step_windows`), steps marked
     ``incomplete`` dropped. A trace without ProfilerSteps is one step 0 from its first to its last
     timed event."""
-    from ranksight.analyses._gpu import step_windows as plugin_windows
+    from ranksight.views.gpu_work import step_windows as plugin_windows
 
     if trace.steps.height == 0:
         span = trace.span_ns

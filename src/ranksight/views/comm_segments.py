@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ranksight.analyses._intervals import with_outermost
+from ranksight.views.intervals import with_outermost
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
