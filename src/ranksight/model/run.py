@@ -54,7 +54,7 @@ class Run:
         self._sources: dict[int, TraceSource] = {s.rank: s for s in sources}
         self.engine: Engine = engine or LocalEngine()
         self.max_resident = max_resident
-        self._warnings: list[str] = []
+        self._warnings: list[str] | None = None  # set by load(): the warnings of every rank's decode
 
     @property
     def ranks(self) -> list[int]:
@@ -95,8 +95,9 @@ class Run:
 
     @property
     def warnings(self) -> list[str]:
-        """Every trace's warnings, prefixed with its rank."""
-        if self._warnings:
+        """Every trace's warnings, prefixed with its rank (as collected while loading, without
+        loading any trace again)."""
+        if self._warnings is not None:
             return list(self._warnings)
         return [f"rank {t.rank}: {w}" for t in self for w in t.warnings]
 
@@ -127,7 +128,7 @@ class Run:
         if local:
             return {r: fn(self[r], **kwargs) for r in rs}
         results = self.engine.map(fn, [self._sources[r] for r in rs], kwargs)
-        return dict(zip(rs, results))
+        return dict(zip(rs, results, strict=True))
 
 
 def _cache_config(cache: bool | str | os.PathLike[str] | CacheConfig | None) -> CacheConfig | None:
@@ -221,7 +222,7 @@ def load(
         remote = list(sources)
     done = 0
     if remote:
-        for s, ws in zip(remote, engine.build(remote)):
+        for s, ws in zip(remote, engine.build(remote), strict=True):
             run_warnings.extend(f"rank {s.rank}: {w}" for w in ws)
             done += 1
             if progress:
@@ -231,7 +232,7 @@ def load(
         local = [s for s in sources if s not in remote]
         n_threads = max(1, min(os.cpu_count() or 1, len(local)))
         with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            for s, t in zip(local, pool.map(TraceSource.load, local)):
+            for s, t in zip(local, pool.map(TraceSource.load, local), strict=True):
                 resident.append(t)
                 run_warnings.extend(f"rank {t.rank}: {w}" for w in t.warnings)
                 done += 1

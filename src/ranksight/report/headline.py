@@ -18,6 +18,10 @@ __all__ = ["Headline", "HEADLINES", "SummaryDoc", "build_summary", "SCHEMA_NAME"
 SCHEMA_NAME = "ranksight-summary"
 SCHEMA_VERSION = 1
 
+#: Kernels per rank that the ``summary`` analysis is asked for, by this module and the report
+#: alike (one computation serves both; fewer are then taken per rank).
+SUMMARY_TOP = 10
+
 #: Columns of the findings table, in order.
 FINDING_COLUMNS = ("severity", "rule", "title", "ranks", "impact", "summary", "fix")
 
@@ -69,7 +73,7 @@ HEADLINES: list[Headline] = [
             (pl.col("span_us") / 1e3).alias("gpu_span_ms"),
             pl.col("busy_pct").alias("gpu_busy_pct"),
         ),
-        {"top": 5},
+        {"top": SUMMARY_TOP},
     ),
     Headline(
         "overview",
@@ -83,6 +87,7 @@ HEADLINES: list[Headline] = [
             "idle_pct": "GPU idle / GPU span × 100 (HTA temporal breakdown)",
         },
         _pick("temporal", {"compute_pct": "compute_pct", "idle_pct": "idle_pct"}),
+        {"per_step": True},  # the options the report and diagnose read: one computation
     ),
     Headline(
         "exposed-comm",
@@ -182,14 +187,14 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
     for hl in HEADLINES:
         opts = dict(hl.options)
         if hl.analysis == "summary":
-            opts["top"] = top
+            opts["top"] = max(top, SUMMARY_TOP)
         res = session.try_result(hl.analysis, **opts)
         if isinstance(res, Missing):
             if res.kind != "unknown":
                 notes.append(res.reason if res.kind == "failed" else f"`{hl.analysis}`: {res.reason}")
             continue
-        if hl.analysis == "summary":
-            top_kernels = res.tables.get("top_kernels")
+        if hl.analysis == "summary" and "top_kernels" in res.tables:
+            top_kernels = res.tables["top_kernels"].group_by("rank", maintain_order=True).head(top)
         if all(df.height == 0 for df in res.tables.values()):
             notes.append(f"`{hl.analysis}`: " + (res.notes[0] if res.notes else "nothing found in these traces"))
             continue

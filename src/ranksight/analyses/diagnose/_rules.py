@@ -194,7 +194,7 @@ def rule_low_gpu_utilization(ctx: Context) -> list[Finding]:
 def rule_exposed_communication(ctx: Context) -> list[Finding]:
     """Communication not hidden by computation (``overlap``: exposed_comm_us) > 10 % of the GPU
     span (``temporal``: kernel_time_us)."""
-    ov, tp = ctx.result("overlap"), ctx.result("temporal")
+    ov, tp = ctx.result("overlap"), ctx.result("temporal", per_step=True)
     if ov is None or tp is None or ov["overlap"].height == 0:
         return []
     j = ov["overlap"].join(tp["temporal"].select("rank", "kernel_time_us"), on="rank").with_columns(
@@ -406,7 +406,7 @@ def _flop_dtypes(ctx: Context, rank: int) -> dict[str, float]:
 
 
 def _gpu_peaks(ctx: Context) -> pl.DataFrame | None:
-    m = ctx.result("memory", points=0, top=1)
+    m = ctx.result("memory")  # default options: the result the report and summary read too
     if m is None or "peaks" not in m.tables:
         return None
     p = m["peaks"].filter(pl.col("device") != "cpu")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 import time
 import warnings
 from collections.abc import Sequence
@@ -14,23 +13,27 @@ from ranksight.analyses import Session
 from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION, StringTable
 from ranksight.report.html.sections import GROUPS, SECTIONS, Ctx, Section, Skip
 
-__all__ = ["build_payload", "load_sections", "covered_analyses", "GENERIC_EXCLUDED"]
+__all__ = ["build_payload", "load_sections", "covered_analyses", "GENERIC_EXCLUDED", "SECTION_MODULES"]
 
 #: Registered analyses that get no generic section (they need two runs, or NCCL logs).
 GENERIC_EXCLUDED = frozenset({"diff", "nccl-log"})
+
+#: Every module of report sections (each registers its sections when imported); a new module is
+#: added here.
+SECTION_MODULES = (
+    "sections_cpu", "sections_diff", "sections_dist", "sections_findings", "sections_gpu", "sections_health",
+    "sections_kernels", "sections_memory", "sections_memory_snapshot", "sections_run", "sections_steps",
+)
 
 _loaded = False
 
 
 def load_sections() -> list[Section]:
-    """Import every ``sections_*`` module (each registers its sections) and return them in order."""
+    """Import every module of :data:`SECTION_MODULES` and return the sections in page order."""
     global _loaded
     if not _loaded:
-        import ranksight.report.html as pkg
-
-        for m in pkgutil.iter_modules(pkg.__path__):
-            if m.name.startswith("sections_"):
-                importlib.import_module(f"{pkg.__name__}.{m.name}")
+        for m in SECTION_MODULES:
+            importlib.import_module(f"ranksight.report.html.{m}")
         _loaded = True
     return sorted(SECTIONS, key=lambda s: (GROUPS.index(s.group), s.order, s.slug))
 

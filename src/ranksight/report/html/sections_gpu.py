@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from ranksight.report.html.sections import Ctx, Skip, rank_labels, section, wide
+from ranksight.report.html.sections import Ctx, rank_labels, section, wide
 
 US = {c: "µs" for c in ("kernel_time_us", "idle_us", "compute_us", "non_compute_us", "sum_us", "comm_us", "union_us",
                         "overlap_us", "exposed_comm_us", "window_us", "busy_us")}
@@ -22,7 +22,7 @@ US = {c: "µs" for c in ("kernel_time_us", "idle_us", "compute_us", "non_compute
     "non-compute work (communication, memory) and idle (HTA's temporal breakdown).",
 )
 def temporal(ctx: Ctx) -> list[dict[str, Any]]:
-    t = ctx.tables("temporal", "temporal")["temporal"]
+    t = ctx.tables("temporal", "temporal", per_step=True)["temporal"]  # per_step: the options summary reads too
     blocks = [
         ctx.bar(
             rank_labels(t["rank"].to_list()),
@@ -34,10 +34,7 @@ def temporal(ctx: Ctx) -> list[dict[str, Any]]:
         ),
         ctx.table(t, id="temporal-table", title="Per rank", units=US),
     ]
-    try:
-        ps = ctx.result("temporal", per_step=True).tables
-    except Skip:
-        ps = {}
+    ps = ctx.result("temporal", per_step=True).tables
     step_tables = [df for name, df in ps.items() if "step" in df.columns and df.height]
     if step_tables:
         st = step_tables[0]
@@ -127,7 +124,7 @@ def overlap(ctx: Ctx) -> list[dict[str, Any]]:
 def gpu_metrics(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("gpu-metrics", "overall")
     o = tabs["overall"]
-    cats = [f"rank {r}" + (f" gpu {d}" if o.filter(pl.col("rank") == r).height > 1 else "") for r, d in zip(o["rank"].to_list(), o["device"].to_list())]
+    cats = [f"rank {r}" + (f" gpu {d}" if o.filter(pl.col("rank") == r).height > 1 else "") for r, d in zip(o["rank"].to_list(), o["device"].to_list(), strict=True)]
     metrics = [c for c in ("utilization_pct", "sm_efficiency_pct", "occupancy_pct", "tensor_core_pct") if c in o.columns]
     blocks = [
         ctx.bar(cats, {m: o[m].to_list() for m in metrics}, id="gpu-metrics-chart", title="GPU metrics per rank", stacked=False, unit="%", y_label="%"),

@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from ranksight.report.headline import SUMMARY_TOP
 from ranksight.report.html.sections import Ctx, Skip, section
 
 
@@ -50,7 +51,7 @@ def overview(ctx: Ctx) -> list[dict[str, Any]]:
     "span = first start to last end of GPU work on the rank.",
 )
 def gpu_busy(ctx: Ctx) -> list[dict[str, Any]]:
-    t = ctx.tables("summary", "gpu", top=10)["gpu"]
+    t = ctx.tables("summary", "gpu", top=SUMMARY_TOP)["gpu"]
     t = t.filter(pl.col("span_us").is_not_null())
     if t.height == 0:
         raise Skip("no GPU events in these traces (CPU-only)")
@@ -75,7 +76,7 @@ def gpu_busy(ctx: Ctx) -> list[dict[str, Any]]:
     help="Kernels by total duration (sum of dur) on each rank, with count and mean.",
 )
 def top_kernels(ctx: Ctx) -> list[dict[str, Any]]:
-    t = ctx.tables("summary", "top_kernels", top=10)["top_kernels"]
+    t = ctx.tables("summary", "top_kernels", top=SUMMARY_TOP)["top_kernels"]
     ranks = sorted(t["rank"].unique().to_list())
     top = (
         t.group_by("name").agg(pl.col("total_us").sum().alias("all")).sort(["all", "name"], descending=[True, False]).head(10)
