@@ -102,8 +102,6 @@ class _RecordingEngine(Engine):
 
 #: Analyses whose work is not per-rank work on the run (they read inputs other than a run).
 NEEDS_OTHER_INPUTS = {"diff": "two runs", "nccl-log": "NCCL log files"}
-#: Analyses that still read a rank's trace in this process, and why (work left in issue 18).
-READ_IN_PROCESS = {"diagnose": "its rules' small per-rank queries go through Session.trace"}
 
 
 def test_every_analysis_maps_its_per_rank_work_on_the_engine(monkeypatch):
@@ -129,8 +127,7 @@ def test_every_analysis_maps_its_per_rank_work_on_the_engine(monkeypatch):
         res = Session(run).try_result(name)
         assert not (isinstance(res, Missing) and res.kind == "failed"), res
         mapped[name] = len(engine.maps) - before
-    allowed = {n for n in outside if n in READ_IN_PROCESS}
-    assert {n: c for n, c in outside.items() if n not in allowed} == {}
+    assert dict(outside) == {}  # no trace read in this process: every read went to the engine
     assert {n for n, k in mapped.items() if k == 0} == set()  # each analysis reached the engine
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from ranksight.model.trace import Trace
 
 __all__ = ["Finding", "Context", "diagnose", "findings", "to_json", "SCHEMA", "SCHEMA_VERSION", "SEVERITIES"]
+
+T = TypeVar("T")
 
 SCHEMA = "ranksight.diagnose"
 #: Bumped when a field is removed or changes meaning; adding fields or rules keeps the version.
@@ -76,12 +78,17 @@ class Context:
             return None
         return res
 
-    def trace(self, rank: int) -> Trace:
-        """One rank's trace, read in this process (the rules' small per-rank queries)."""
-        return self.session.trace(rank)
+    def on_rank(self, fn: Callable[..., T], rank: int, **kwargs: Any) -> T:
+        """``fn(trace, **kwargs)`` on one rank, run on the run's engine (``fn`` module-level)."""
+        return self.session.map(fn, [rank], **kwargs)[rank]  # type: ignore[no-any-return]
 
     def has_gpu(self, rank: int) -> bool:
-        return self.session.trace(rank).kind(*GPU_KINDS, columns=["row"]).height > 0
+        return self.on_rank(has_gpu_work, rank)
+
+
+def has_gpu_work(trace: Trace) -> bool:
+    """Whether the trace has GPU work (kernels, copies, sets)."""
+    return trace.kind(*GPU_KINDS, columns=["row"]).height > 0
 
 
 def findings(run: Run | Session, *, ranks: Sequence[int] | None = None) -> tuple[list[Finding], list[str], list[str]]:

@@ -8,6 +8,7 @@ unless a rule says otherwise; GPU rules skip ranks without GPU work.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -15,6 +16,10 @@ import polars as pl
 from ranksight.views.intervals import union_length, with_outermost
 from ranksight.analyses.diagnose import Context, Finding
 from ranksight.model.kinds import LAUNCH_KINDS
+
+if TYPE_CHECKING:
+    from ranksight.model.meta import TraceMeta
+    from ranksight.model.trace import Trace
 
 __all__ = ["RULES"]
 
@@ -59,8 +64,8 @@ def _mean_steps(ctx: Context) -> pl.DataFrame | None:
 # ---- 1. DataLoader -----------------------------------------------------------------------------
 
 
-def _loader_names(ctx: Context, rank: int) -> list[str]:
-    ev = ctx.trace(rank).kind("cpu_op", "user_annotation")
+def _loader_names(trace: Trace) -> list[str]:
+    ev = trace.kind("cpu_op", "user_annotation")
     n = ev["name"].cast(pl.String)
     return n.filter(n.str.starts_with("enumerate(DataLoader)") | n.str.starts_with("enumerate(DataPipe)")).unique().sort().to_list()
 
@@ -79,7 +84,7 @@ def rule_dataloader_bound(ctx: Context) -> list[Finding]:
     share = float(per["share"][0])
     steps = st.filter(pl.col("rank") == worst).with_columns((pl.col("dataloader_us") / pl.col("total_us")).alias("s"))
     ws = steps.sort("s", descending=True).row(0, named=True)
-    names = _loader_names(ctx, worst)
+    names = ctx.on_rank(_loader_names, worst)
     single = any("_SingleProcessDataLoaderIter" in n for n in names)
     return [Finding(
         rule="dataloader-bound", title="Steps wait for the DataLoader", severity=_sev(share, 0.25, 0.10), impact=_r(share, 4),
@@ -105,8 +110,8 @@ def rule_dataloader_bound(ctx: Context) -> list[Finding]:
 # ---- 2./3. GPU utilization and launch-bound ---------------------------------------------------
 
 
-def _kernel_stats(ctx: Context, rank: int) -> dict[str, float]:
-    k = ctx.trace(rank).kind("kernel").filter(pl.col("dur_ns").is_not_null() & pl.col("step").is_not_null())
+def _kernel_stats(trace: Trace) -> dict[str, float]:
+    k = trace.kind("kernel").filter(pl.col("dur_ns").is_not_null() & pl.col("step").is_not_null())
     if k.height == 0:
         return {}
     d = k["dur_ns"].to_numpy() / 1e3
@@ -114,9 +119,12 @@ def _kernel_stats(ctx: Context, rank: int) -> dict[str, float]:
     return {"kernels_per_step": k.height / steps, "median_kernel_us": float(np.median(d)), "tiny_share": float((d < TINY_KERNEL_US).mean())}
 
 
-def _top_tiny(ctx: Context, rank: int, n: int = 3) -> list[str]:
-    k = ctx.trace(rank).kind("kernel").filter(pl.col("dur_ns") < TINY_KERNEL_US * 1e3)
-    return k["name"].cast(pl.String).value_counts(sort=True).head(n)["name"].to_list()
+def _launch_facts(trace: Trace, n: int = 3) -> tuple[int, float, list[str]]:
+    """Kernels in steps, µs of launch calls (with GPU work) in steps, the ``n`` most frequent tiny kernels."""
+    nk = trace.kind("kernel").filter(pl.col("step").is_not_null()).height
+    launch_us = trace.kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum() / 1e3
+    k = trace.kind("kernel").filter(pl.col("dur_ns") < TINY_KERNEL_US * 1e3)
+    return nk, launch_us, k["name"].cast(pl.String).value_counts(sort=True).head(n)["name"].to_list()
 
 
 def rule_launch_bound(ctx: Context) -> list[Finding]:
@@ -131,16 +139,17 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
     out = []
     for row in gm["overall"].iter_rows(named=True):
         r = int(row["rank"])
-        ks = _kernel_stats(ctx, r)
+        ks = ctx.on_rank(_kernel_stats, r)
         if not ks or row["utilization_pct"] is None or ks["median_kernel_us"] >= LAUNCH_BOUND_MEDIAN_US:
             continue
         wait_dl = dl.filter(pl.col("rank") == r)["dataloader_us"].sum() if dl.height else 0.0
         util = 100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)  # idle spent loading data is not launch overhead
-        nk = ctx.trace(r).kind("kernel").filter(pl.col("step").is_not_null()).height
-        if nk < LAUNCH_BOUND_MIN_KERNELS or util >= LAUNCH_BOUND_UTIL_PCT:
+        if util >= LAUNCH_BOUND_UTIL_PCT:
+            continue
+        nk, launch_us, top_tiny = ctx.on_rank(_launch_facts, r)
+        if nk < LAUNCH_BOUND_MIN_KERNELS:
             continue
         idle = 1 - util / 100
-        launch_us = ctx.trace(r).kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum() / 1e3
         out.append(Finding(
             rule="launch-bound", title="Launch-bound: many tiny kernels, idle GPU", severity=_sev(idle, 0.7, 0.5), impact=_r(idle * ks["tiny_share"], 4),
             ranks=[r],
@@ -148,7 +157,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
             evidence={
                 "device": row["device"], "busy_pct_outside_dataloader": _r(util), "utilization_pct": _r(row["utilization_pct"]), "kernels_per_step": _r(ks["kernels_per_step"], 1),
                 "median_kernel_us": _r(ks["median_kernel_us"]), "tiny_kernel_share_pct": _r(100 * ks["tiny_share"]),
-                "launch_call_us_in_steps": _r(launch_us), "top_tiny_kernels": _top_tiny(ctx, r),
+                "launch_call_us_in_steps": _r(launch_us), "top_tiny_kernels": top_tiny,
             },
             fixes=[
                 "capture the step in CUDA graphs (torch.cuda.graphs / torch.compile(mode='reduce-overhead'))",
@@ -204,8 +213,7 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
         return []
     w = j.row(0, named=True)
     share = float(w["share"])
-    comm = ctx.trace(int(w["rank"])).kind("kernel").filter(pl.col("kernel_class") == "COMMUNICATION")
-    top = comm.group_by(pl.col("name").cast(pl.String)).agg((pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True).head(3)
+    top = ctx.on_rank(_top_comm_kernels, int(w["rank"]))
     return [Finding(
         rule="exposed-communication", title="Communication not overlapped with compute", severity=_sev(share, 0.3, 0.15), impact=_r(share, 4),
         ranks=sorted(int(r) for r in j["rank"]),
@@ -227,12 +235,17 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
 # ---- 5. host-device synchronisation -----------------------------------------------------------
 
 
-def _syncs(ctx: Context, rank: int) -> pl.DataFrame:
+def _top_comm_kernels(trace: Trace) -> pl.DataFrame:
+    comm = trace.kind("kernel").filter(pl.col("kernel_class") == "COMMUNICATION")
+    return comm.group_by(pl.col("name").cast(pl.String)).agg((pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True).head(3)
+
+
+def _syncs(trace: Trace) -> pl.DataFrame:
     """Synchronising events inside steps: sync API calls, and ``aten::item`` /
     ``_local_scalar_dense`` on a GPU value, i.e. with a copy or sync API call running inside it on
     the same thread (``.item()`` on a CPU tensor, such as an optimizer's step counter, waits for
     nothing). ``outer`` marks the events no other kept event on the thread encloses."""
-    t = ctx.trace(rank)
+    t = trace
     n = pl.col("name").cast(pl.String)
     ev = t.scan().filter(
         pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null()
@@ -250,14 +263,12 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
     value, ``cudaStreamSynchronize``/``DeviceSynchronize``/``EventSynchronize``, synchronous
     ``cudaMemcpy``) whose blocked time (union of their spans) is ≥ 1 % of the step time; the count
     is of outermost spans (an ``item`` and the sync call inside it are one synchronisation)."""
-    from ranksight.analyses.memory import attach_ops
-
     st = _mean_steps(ctx)
     out = []
     for r in ctx.ranks:
         if not ctx.has_gpu(r) or st is None:
             continue
-        s = _syncs(ctx, r)
+        s = ctx.on_rank(_syncs, r)
         steps = st.filter(pl.col("rank") == r)
         if s.height == 0 or steps.height == 0:
             continue
@@ -268,11 +279,8 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
             continue
         n_sync = int(s["outer"].sum())
         by_name = s.group_by("name").agg(pl.len().alias("n"), (pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True)
-        callers = attach_ops(ctx.trace(r), s.filter(~pl.col("name").is_in(list(SYNC_OPS))))
-        top_callers = callers["op"].drop_nulls().value_counts(sort=True).head(3)
+        top_callers, t0, dtoh = ctx.on_rank(_sync_details, r, syncs=s)
         longest = s.sort("dur_ns", descending=True).row(0, named=True)
-        t0 = ctx.trace(r).span_ns[0] if ctx.trace(r).span_ns else 0
-        dtoh = ctx.trace(r).kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern) & pl.col("step").is_not_null()).height
         out.append(Finding(
             rule="host-device-sync", title="The CPU waits for the GPU inside steps", severity=_sev(share, 0.10, 0.03), impact=_r(share, 4), ranks=[r],
             summary=f"rank {r}: {n_sync} synchronisations in {steps.height} steps block the CPU for {100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
@@ -293,26 +301,34 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
     return out
 
 
+def _sync_details(trace: Trace, syncs: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
+    """The three ops that call the sync APIs most, the trace's first timestamp, and the
+    device-to-host copies in steps."""
+    from ranksight.analyses.memory import attach_ops
+
+    callers = attach_ops(trace, syncs.filter(~pl.col("name").is_in(list(SYNC_OPS))))
+    top_callers = callers["op"].drop_nulls().value_counts(sort=True).head(3)
+    span = trace.span_ns
+    dtoh = trace.kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern) & pl.col("step").is_not_null()).height
+    return top_callers, span[0] if span else 0, dtoh
+
+
 # ---- 6. pageable copies -----------------------------------------------------------------------
 
 
 def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
     """Host-device copies from or to pageable host memory (``Memcpy HtoD (Pageable -> Device)``),
     at least 1 MiB in total: such copies are synchronous and slower than from pinned memory."""
-    from ranksight.analyses.memory import attach_ops
-
     st = _mean_steps(ctx)
     out = []
     for r in ctx.ranks:
-        t = ctx.trace(r)
-        m = t.with_args(t.kind("memcpy", columns=["row", "name", "dur_ns", "launch_row", "step"]).filter(pl.col("name").cast(pl.String).str.contains("Pageable")), "transfer")
-        if m.height == 0 or (m["bytes"].fill_null(0).sum() < PAGEABLE_MIN_BYTES):
+        found = ctx.on_rank(_pageable_copies, r)
+        if found is None:
             continue
+        m, ops = found
         us = float(m["dur_ns"].sum()) / 1e3
         total_us = float(st.filter(pl.col("rank") == r)["total_us"].sum()) if st is not None else 0.0
         share = us / total_us if total_us else 0.0
-        launches = t.scan().filter(pl.col("row").is_in(m["launch_row"].drop_nulls().implode())).select("tid", "ts_ns").collect()
-        ops = attach_ops(t, launches)["op"].drop_nulls().value_counts(sort=True).head(3)
         out.append(Finding(
             rule="pageable-memcpy", title="Copies from pageable host memory", severity=_sev(share, 0.05, 0.01), impact=_r(share, 4), ranks=[r],
             summary=f"rank {r}: {m.height} copies of {m['bytes'].sum() / 2**20:.1f} MiB use pageable host memory ({us / 1e3:.2f} ms, {100 * share:.2f}% of step time)",
@@ -330,11 +346,30 @@ def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
     return out
 
 
+def _pageable_copies(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """The copies from/to pageable memory (with their bytes) and the three ops that launch most of
+    them; None below :data:`PAGEABLE_MIN_BYTES`."""
+    from ranksight.analyses.memory import attach_ops
+
+    t = trace
+    m = t.with_args(t.kind("memcpy", columns=["row", "name", "dur_ns", "launch_row", "step"]).filter(pl.col("name").cast(pl.String).str.contains("Pageable")), "transfer")
+    if m.height == 0 or (m["bytes"].fill_null(0).sum() < PAGEABLE_MIN_BYTES):
+        return None
+    launches = t.scan().filter(pl.col("row").is_in(m["launch_row"].drop_nulls().implode())).select("tid", "ts_ns").collect()
+    return m, attach_ops(t, launches)["op"].drop_nulls().value_counts(sort=True).head(3)
+
+
 # ---- 7. Tensor Cores --------------------------------------------------------------------------
 
 
-def _has_matrix_units(ctx: Context, rank: int) -> bool:
-    meta = ctx.trace(rank).meta
+def _matrix_units(trace: Trace) -> tuple[bool, str]:
+    """Whether the rank's GPU has tensor / matrix cores, and its name."""
+    meta = trace.meta
+    gpu = str((meta.device((meta.devices_used or [0])[0]) or {}).get("name", ""))
+    return _has_matrix_units(meta), gpu
+
+
+def _has_matrix_units(meta: TraceMeta) -> bool:
     for d in meta.devices_used or []:
         p = meta.device(d) or {}
         name = str(p.get("name", ""))
@@ -358,7 +393,10 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
     for r in ctx.ranks:
         o = ops["ops"].filter(pl.col("rank") == r)
         g = gm["overall"].filter(pl.col("rank") == r)
-        if o.height == 0 or g.height == 0 or not _has_matrix_units(ctx, r):
+        if o.height == 0 or g.height == 0:
+            continue
+        has_units, gpu = ctx.on_rank(_matrix_units, r)
+        if not has_units:
             continue
         tc = g["tensor_core_pct"].drop_nulls()
         dev = float(o["device_self_us"].sum())
@@ -369,7 +407,7 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
         share = float(elig["device_self_us"].sum()) / dev
         if share < TC_ELIGIBLE_SHARE or tc_pct >= TC_LOW_PCT:
             continue
-        dtypes = _flop_dtypes(ctx, r)
+        dtypes = ctx.on_rank(_flop_dtypes, r)
         if dtypes and sum(v for k, v in dtypes.items() if k in ("fp32", "fp64")) < 50:
             continue  # the matmuls already run in reduced precision: kernel names, not the model, are unrecognised
         top = elig.sort("device_self_us", descending=True).head(3)
@@ -381,7 +419,7 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
             evidence={
                 "tensor_core_pct": _r(tc_pct), "eligible_share_pct": _r(100 * share),
                 "top_eligible_ops_device_us": {n: _r(u) for n, u in top.select("name", "device_self_us").iter_rows()},
-                "flop_share_by_dtype_pct": dtypes, "gpu": str((ctx.trace(r).meta.device((ctx.trace(r).meta.devices_used or [0])[0]) or {}).get("name", "")),
+                "flop_share_by_dtype_pct": dtypes, "gpu": gpu,
             },
             fixes=[
                 "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 with a GradScaler)",
@@ -392,10 +430,10 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
     return out
 
 
-def _flop_dtypes(ctx: Context, rank: int) -> dict[str, float]:
+def _flop_dtypes(trace: Trace) -> dict[str, float]:
     from ranksight.analyses.mfu import counted_ops
 
-    c = counted_ops(ctx.trace(rank))
+    c = counted_ops(trace)
     if c.height == 0:
         return {}
     g = c.group_by(pl.col("dtype").fill_null("?")).agg(pl.col("flops").sum()).with_columns((100 * pl.col("flops") / pl.col("flops").sum()).alias("p"))
