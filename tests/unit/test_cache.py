@@ -122,6 +122,10 @@ def test_process_pool_map_equals_local(cfg, tmp_path, data):
 
     assert pooled.engine.name == "process"
     assert pooled.map(gpu_busy) == local.map(gpu_busy)
+    pool = pooled.engine._executor
+    assert pooled.map(gpu_busy) == local.map(gpu_busy) and pooled.engine._executor is pool  # one pool per engine
+    pooled.engine.close()
+    assert pooled.engine._executor is None and pooled.map(gpu_busy) == local.map(gpu_busy)
     assert pl.DataFrame(list(local.map(gpu_busy).values()))["kernels"].to_list() == [1154, 1104]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -158,27 +159,38 @@ class LocalEngine(Engine):
 
 
 class ProcessEngine(Engine):
-    """A local process pool (spawned workers; polars is not fork-safe)."""
+    """A local process pool (spawned workers; polars is not fork-safe). The pool is started on
+    first use and kept for the engine's life (one start for every map of a session, not one per
+    analysis); :meth:`close` or garbage collection shuts it down."""
 
     name = "process"
 
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self._executor: ProcessPoolExecutor | None = None
 
-    def _pool(self, n: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=min(self.jobs, n), mp_context=multiprocessing.get_context("spawn"))
+    def _pool(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            ex = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"))
+            weakref.finalize(self, ex.shutdown, wait=True)
+            self._executor = ex
+        return self._executor
+
+    def close(self) -> None:
+        """Shut the worker processes down (a later map starts new ones)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def map(self, fn: Callable[..., Any], sources: Sequence[TraceSource], kwargs: dict[str, Any]) -> list[Any]:
         if not sources:
             return []
-        with self._pool(len(sources)) as pool:
-            return list(pool.map(_apply, sources, [fn] * len(sources), [kwargs] * len(sources)))
+        return list(self._pool().map(_apply, sources, [fn] * len(sources), [kwargs] * len(sources)))
 
     def build(self, sources: Sequence[TraceSource]) -> list[list[str]]:
         if len(sources) <= 1:
             return super().build(sources)
-        with self._pool(len(sources)) as pool:
-            return list(pool.map(build_source, sources))
+        return list(self._pool().map(build_source, sources))
 
 
 class DaskEngine(Engine):
