@@ -33,7 +33,10 @@ from ranksight.io.kineto import TABLES, scan_spans
 from ranksight.model import trace as _trace
 from ranksight.model.trace import LazyTables, Trace
 
-__all__ = ["FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry", "table_loader", "spans_loader"]
+__all__ = [
+    "FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry", "table_loader",
+    "spans_loader", "store", "is_valid",
+]
 
 #: Bump when the decoded or derived tables change shape or meaning.
 FORMAT_VERSION = 2
@@ -125,7 +128,7 @@ def write_entry(cfg: CacheConfig, trace: Trace, key: str, *, on_written: Callabl
             "stats": trace.stats,
             "warnings": trace.warnings,
             "devices_used": trace.meta.devices_used,
-            "runtime_names": sorted(trace._runtime_names),
+            "runtime_names": sorted(trace.runtime_names),
             "tables": list(TABLES),
             "sizes": sizes,
         }
@@ -143,6 +146,38 @@ def write_entry(cfg: CacheConfig, trace: Trace, key: str, *, on_written: Callabl
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def store(cfg: CacheConfig, trace: Trace, key: str, *, rebuild: Callable[[], Trace], spill: bool = True) -> None:
+    """Write ``trace``'s cache entry; with ``spill``, let go of each side table and the spans once
+    written (read back from the entry when needed) and, for a trace over
+    :data:`~ranksight.model.trace.EVENTS_RESIDENT_MAX` events, of the events table too.
+    ``rebuild()`` decodes the file again (once) if the entry vanishes later. An unwritable cache
+    only adds a warning to the trace."""
+    from ranksight.model.trace import EVENTS_RESIDENT_MAX
+
+    final = entry_dir(cfg, trace.path, key)
+
+    def written(fname: str) -> None:  # each table is read back when needed, not held
+        if not spill:
+            return
+        if fname.startswith("t_"):
+            name = fname[2:].removesuffix(".parquet")
+            trace.spill_table(name, table_loader(final, name, lambda: rebuild().tables))
+        elif fname == "spans.parquet":
+            trace.spill_spans(spans_loader(final, trace.path))
+
+    try:
+        entry = write_entry(cfg, trace, key, on_written=written)
+        if spill and trace.n_events > EVENTS_RESIDENT_MAX:
+            trace.spill_events(entry / EVENTS_FILE, lambda: rebuild().events)
+    except OSError as err:  # an unwritable cache never stops the analysis
+        trace.warnings.append(f"could not write the cache entry: {err}")
+
+
+def is_valid(d: Path, key: str) -> bool:
+    """Whether ``d`` holds a complete entry for ``key``."""
+    return _valid(d, key) is not None
 
 
 def _valid(d: Path, key: str) -> dict[str, Any] | None:

@@ -45,7 +45,6 @@ class TraceSource:
         back from the entry per query instead of holding them; if the entry vanishes meanwhile,
         the file is decoded again (once)."""
         from ranksight.model import cache as _cache
-        from ranksight.model import trace as _trace
 
         rebuilt = _Once(self._decode)
         if self.cache is not None and self.key is not None:
@@ -57,23 +56,7 @@ class TraceSource:
                 return t
         t = self._decode()
         if self.cache is not None and self.key is not None:
-            final = _cache.entry_dir(self.cache, t.path, self.key)
-
-            def written(fname: str) -> None:  # each table is read back when needed, not held
-                if self.nsys is not None:
-                    return
-                if fname.startswith("t_"):
-                    name = fname[2:].removesuffix(".parquet")
-                    t.tables.spill(name, _cache.table_loader(final, name, lambda: rebuilt().tables))  # type: ignore[attr-defined]
-                elif fname == "spans.parquet":
-                    t._spans = _cache.spans_loader(final, t.path)
-
-            try:
-                entry = _cache.write_entry(self.cache, t, self.key, on_written=written)
-                if self.nsys is None and t.n_events > _trace.EVENTS_RESIDENT_MAX:
-                    t.spill_events(entry / _cache.EVENTS_FILE, lambda: rebuilt().events)
-            except OSError as err:  # an unwritable cache never stops the analysis
-                t.warnings.append(f"could not write the cache entry: {err}")
+            _cache.store(self.cache, t, self.key, rebuild=rebuilt, spill=self.nsys is None)
         return t
 
     def _decode(self) -> Trace:
@@ -97,7 +80,7 @@ class TraceSource:
     def is_cached(self) -> bool:
         from ranksight.model import cache as _cache
 
-        return self.cache is not None and self.key is not None and _cache._valid(_cache.entry_dir(self.cache, self.path, self.key), self.key) is not None
+        return self.cache is not None and self.key is not None and _cache.is_valid(_cache.entry_dir(self.cache, self.path, self.key), self.key)
 
 
 class _Once:
@@ -113,7 +96,7 @@ class _Once:
 
 
 def _is_sqlite(path: str) -> bool:
-    from ranksight.io._sqlite import is_sqlite
+    from ranksight.io.nsys import is_sqlite
 
     return is_sqlite(path)
 

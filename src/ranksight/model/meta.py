@@ -98,10 +98,10 @@ def build_meta(
     runtime_names: set[str],
     stats: dict[str, int],
 ) -> TraceMeta:
-    props = raw.get("deviceProperties")
-    if not isinstance(props, list):
-        props = raw.get("computeProperties") if isinstance(raw.get("computeProperties"), list) else []
-    props = [p for p in props if isinstance(p, dict)]
+    listed = raw.get("deviceProperties")
+    if not isinstance(listed, list):
+        listed = raw.get("computeProperties")
+    props = [p for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
     info = raw.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
     groups = []

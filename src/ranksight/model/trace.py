@@ -222,6 +222,20 @@ class Trace:
         if isinstance(self.tables, LazyTables):  # side tables read back per use too
             self.tables.keep = False
 
+    def spill_table(self, name: str, loader: Callable[[], pl.DataFrame]) -> None:
+        """Drop the held side table ``name``; ``loader()`` reads it (from the cache entry) on use."""
+        if isinstance(self.tables, LazyTables):
+            self.tables.spill(name, loader)
+
+    def spill_spans(self, loader: Callable[[], pl.DataFrame]) -> None:
+        """Drop the held byte spans; ``loader()`` reads them (from the cache entry) on use."""
+        self._spans = loader
+
+    @property
+    def runtime_names(self) -> set[str]:
+        """Names of the runtime/driver launch calls in this trace."""
+        return set(self._runtime_names)
+
     def scan(self) -> pl.LazyFrame:
         """The events table as a polars LazyFrame: select and filter before ``collect()`` so
         that only the needed columns and rows are materialised (read from the cache entry when
