@@ -142,7 +142,7 @@ fn spawn_reader(mut src: Source, opts: &Options) -> std::sync::mpsc::Receiver<Ms
         let mut index: u64 = 0;
         let mut truncated = None;
         let mut reached_events = false;
-        let mut consumed_to: u64 = 0;
+        let mut consumed_to: u64;
         loop {
             let mut buf = std::mem::take(&mut carry);
             let start_len = buf.len();

@@ -1,12 +1,24 @@
-//! ranksight's native core: a fast, exact decoder for PyTorch profiler (Kineto) traces.
+//! ranksight's native core: a fast, exact decoder for PyTorch profiler (Kineto) traces, and the
+//! sorted sweeps (operator nesting, call stacks, enclosing ranges) that the analyses run on it.
+//!
+//! Modules, from the bytes up: `json` (the lexer the scanner and the event fast path share),
+//! `scan` (the document's structure: metadata and event spans), `event` (one event's fields
+//! into column parts, merged into the trace's columns), `numbers` (exact number text),
+//! `decode` (the pipeline: reader thread, parallel parsing), `schema` (the one declaration of
+//! arg keys, phases and output tables), `export` (the tables as Arrow arrays), `nest`. This
+//! file is the Python binding (`ranksight._core`).
+
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod columns;
 pub mod decode;
 pub mod event;
 pub mod export;
+pub mod json;
 pub mod nest;
 pub mod numbers;
 pub mod scan;
+pub mod schema;
 
 use arrow_data::ArrayData;
 use pyo3::create_exception;
@@ -160,7 +172,8 @@ extern "C" {
 #[pyfunction]
 fn set_mmap_threshold(bytes: i32) -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt(M_MMAP_THRESHOLD) only changes an allocation policy.
+    // SAFETY: `mallopt` is glibc's, declared above with its C signature; it takes two ints by
+    // value, changes only the allocator's own (lock-protected) settings and is thread-safe.
     unsafe {
         const M_MMAP_THRESHOLD: i32 = -3;
         return mallopt(M_MMAP_THRESHOLD, bytes) == 1;
@@ -176,7 +189,9 @@ fn set_mmap_threshold(bytes: i32) -> bool {
 /// the system, so that it does not count against the analyses that follow.
 fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory; it is safe to call at any time.
+    // SAFETY: `malloc_trim` is glibc's, declared above with its C signature; it takes the
+    // allocator's locks and only returns free pages to the system, so any thread may call it at
+    // any time.
     unsafe {
         malloc_trim(0);
     }
@@ -192,7 +207,7 @@ fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk
             let events = d.columns.n;
             let nstrings = d.columns.strings.len();
             let stats = stats_of(&d, nstrings, events);
-            let cols = std::mem::replace(&mut d.columns, event::Columns::new());
+            let cols = std::mem::take(&mut d.columns);
             let (tables, id_names, _) = export::tables(cols);
             Decoded::new(tables, meta_strings(d.meta), id_names, stats)
         })
@@ -201,11 +216,14 @@ fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk
     result.map_err(to_py_err)
 }
 
+/// (meta key/raw text pairs, reached_events, gzip)
+type Header = (Vec<(String, String)>, bool, bool);
+
 /// Read the top-level keys that precede `traceEvents`, without decoding events.
 /// Returns (meta, reached_events, gzip).
 #[pyfunction]
 #[pyo3(signature = (path, *, max_bytes=0))]
-fn read_header(py: Python<'_>, path: String, max_bytes: u64) -> PyResult<(Vec<(String, String)>, bool, bool)> {
+fn read_header(py: Python<'_>, path: String, max_bytes: u64) -> PyResult<Header> {
     let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, strict: false, header_only: true, spans_only: false };
     let r = py.detach(|| decode::decode(&path, &opts));
     let d = r.map_err(to_py_err)?;
@@ -239,10 +257,11 @@ fn extract_events(py: Python<'_>, path: String, offsets: Vec<u64>, lengths: Vec<
 /// An int64 buffer (native byte order) read in place when it is 8-byte aligned (Python bytes
 /// objects are), copied otherwise: multi-million-element inputs are not duplicated.
 fn i64s<'a>(b: &'a [u8], what: &str) -> PyResult<std::borrow::Cow<'a, [i64]>> {
-    if b.len() % 8 != 0 {
+    if !b.len().is_multiple_of(8) {
         return Err(PyValueError::new_err(format!("{what}: length {} is not a multiple of 8", b.len())));
     }
-    // SAFETY: every bit pattern is a valid i64, and align_to only reinterprets the aligned middle
+    // SAFETY: i64 is plain data (every bit pattern valid, no drop), and `align_to` hands back as
+    // `mid` only the part of `b` that is aligned for i64, borrowed for `b`'s lifetime
     let (pre, mid, post) = unsafe { b.align_to::<i64>() };
     if pre.is_empty() && post.is_empty() {
         return Ok(std::borrow::Cow::Borrowed(mid));
@@ -303,6 +322,20 @@ fn enclosing<'py>(py: Python<'py>, key: &[u8], start: &[u8], end: &[u8], is_poin
     i64_bytes(py, &out)
 }
 
+/// Every table the decoder outputs, in order, with its columns in order: `[(table, [(column,
+/// type)])]`, types named by `schema::Out::name` (`u32`, `u64`, `i32`, `i64`, `f64`, `dict`:
+/// dictionary<uint32, utf8>, `phase`: dictionary<uint8, utf8> over `phases()`).
+#[pyfunction(name = "schema")]
+fn table_schema() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
+    schema::tables().iter().map(|t| (t.name, t.columns.iter().map(|c| (c.name, c.ty.name())).collect())).collect()
+}
+
+/// The trace event phases in code order (the values of a `phase` column); unknown phases are `?`.
+#[pyfunction]
+fn phases() -> Vec<&'static str> {
+    schema::PHASES.to_vec()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoded>()?;
@@ -316,6 +349,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(enclosing, m)?)?;
     m.add_function(wrap_pyfunction!(call_stack, m)?)?;
     m.add_function(wrap_pyfunction!(set_mmap_threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(table_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(phases, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! element of `traceEvents`. Input arrives in chunks; when an item is cut by the end of the current
 //! buffer the scanner stops at the item's start and resumes there once more bytes are appended.
 
-use memchr::{memchr2, memchr3};
+use crate::json::{object_end, skip_ws, string_end, value_end};
 
 #[derive(Debug, Clone)]
 pub struct ScanError {
@@ -46,116 +46,9 @@ pub enum Progress {
     ReachedEvents(usize),
 }
 
-#[inline]
-fn is_ws(c: u8) -> bool {
-    c == b' ' || c == b'\n' || c == b'\r' || c == b'\t'
-}
-
-#[inline]
-fn skip_ws(buf: &[u8], mut i: usize) -> usize {
-    while i < buf.len() && is_ws(buf[i]) {
-        i += 1;
-    }
-    i
-}
-
-/// Index just after the closing quote of a string whose opening quote is at `i - 1`.
-#[inline]
-fn string_end(buf: &[u8], mut i: usize) -> Option<usize> {
-    // short strings (most keys and values) are faster byte by byte than with memchr
-    let lim = (i + 24).min(buf.len());
-    while i < lim {
-        match buf[i] {
-            b'"' => return Some(i + 1),
-            b'\\' => i += 2,
-            _ => i += 1,
-        }
-    }
-    if i >= buf.len() {
-        return None;
-    }
-    loop {
-        let k = memchr2(b'"', b'\\', &buf[i..])?;
-        let j = i + k;
-        if buf[j] == b'"' {
-            return Some(j + 1);
-        }
-        i = j + 2;
-        if i > buf.len() {
-            return None;
-        }
-    }
-}
-
-/// End of a JSON object starting at `i` (`buf[i] == b'{'`), counting only braces (brackets can
-/// only appear nested inside it). None when the buffer ends first.
-#[inline]
-pub fn object_end(buf: &[u8], i: usize) -> Option<usize> {
-    let mut depth: usize = 0;
-    let mut j = i;
-    loop {
-        let k = memchr3(b'"', b'{', b'}', &buf[j..])?;
-        let p = j + k;
-        match buf[p] {
-            b'"' => {
-                j = string_end(buf, p + 1)?;
-            }
-            b'{' => {
-                depth += 1;
-                j = p + 1;
-            }
-            _ => {
-                depth -= 1;
-                j = p + 1;
-                if depth == 0 {
-                    return Some(j);
-                }
-            }
-        }
-    }
-}
-
-/// End of any JSON value starting at `i`. None when the buffer ends first.
-fn value_end(buf: &[u8], i: usize, eof: bool) -> Option<usize> {
-    match buf[i] {
-        b'"' => string_end(buf, i + 1),
-        b'{' | b'[' => {
-            let mut depth: usize = 0;
-            let mut j = i;
-            while j < buf.len() {
-                match buf[j] {
-                    b'"' => {
-                        j = string_end(buf, j + 1)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(j + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-            None
-        }
-        _ => {
-            let mut j = i;
-            while j < buf.len() {
-                let c = buf[j];
-                if c == b',' || c == b'}' || c == b']' || is_ws(c) {
-                    return Some(j);
-                }
-                j += 1;
-            }
-            if eof {
-                Some(j)
-            } else {
-                None
-            }
-        }
+impl Default for Scanner {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

@@ -1,0 +1,134 @@
+//! The trace's columns: the parts of `parse_part` appended in order (string codes remapped into
+//! one interner, rows shifted, string pids/tids given synthetic ids), then shifted to the
+//! trace's time base.
+
+use super::part::{Flows, Head, Part};
+use crate::columns::{Col, Interner, Vals};
+
+/// The trace's columns, built by appending parts in order.
+pub struct Columns {
+    pub strings: Interner,
+    pub n: usize,
+    pub head: Head,
+    pub dur: Col,
+    pub correlation: Col,
+    pub external_id: Col,
+    pub stream: Col,
+    pub device: Col,
+    pub offset: Vec<u64>,
+    pub len: Vec<u32>,
+    pub tables: Vec<(Vec<u32>, Vec<Col>)>,
+    pub flows: Flows,
+    /// synthetic id -> original string, for pids/tids that were strings
+    pub id_names: Vec<(i64, String)>,
+    id_codes: rustc_hash::FxHashMap<u32, i64>,
+    pub repaired: usize,
+    pub bad_numbers: usize,
+}
+
+/// Synthetic ids for string pids/tids (and ids outside the i32 range): far below any real id.
+const SYNTH_BASE: i64 = -(1 << 30);
+
+impl Default for Columns {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Columns {
+    pub fn new() -> Self {
+        let p = Part::new();
+        Columns {
+            strings: Interner::default(),
+            n: 0,
+            head: p.head,
+            dur: p.dur,
+            correlation: p.correlation,
+            external_id: p.external_id,
+            stream: p.stream,
+            device: p.device,
+            offset: p.offset,
+            len: p.len,
+            tables: p.tables,
+            flows: p.flows,
+            id_names: Vec::new(),
+            id_codes: Default::default(),
+            repaired: 0,
+            bad_numbers: 0,
+        }
+    }
+
+    pub fn append(&mut self, part: &Part) {
+        let remap: Vec<u32> = part.strings.strings().iter().map(|s| self.strings.intern(s)).collect();
+        let base = self.n as u32;
+        let (codes, names, strings) = (&mut self.id_codes, &mut self.id_names, &self.strings);
+        let mut synth = |code: u32| -> i32 {
+            let v = *codes.entry(code).or_insert_with(|| {
+                let v = (SYNTH_BASE - names.len() as i64).max(i32::MIN as i64);
+                names.push((v, strings.strings()[code as usize].to_string()));
+                v
+            });
+            v as i32
+        };
+        self.head.extend(&part.head, base, &remap, &mut synth);
+        self.flows.head.extend(&part.flows.head, base, &remap, &mut synth);
+        self.flows.id.extend_from(&part.flows.id, &remap);
+        self.flows.bp.extend_from(&part.flows.bp, &remap);
+        self.dur.extend_from(&part.dur, &remap);
+        self.correlation.extend_from(&part.correlation, &remap);
+        self.external_id.extend_from(&part.external_id, &remap);
+        self.stream.extend_from(&part.stream, &remap);
+        self.device.extend_from(&part.device, &remap);
+        self.offset.extend_from_slice(&part.offset);
+        self.len.extend_from_slice(&part.len);
+        for (t, (rows, cols)) in self.tables.iter_mut().zip(part.tables.iter()) {
+            t.0.extend(rows.iter().map(|&r| r + base));
+            for (a, b) in t.1.iter_mut().zip(cols.iter()) {
+                a.extend_from(b, &remap);
+            }
+        }
+        self.repaired += part.repaired;
+        self.bad_numbers += part.bad_numbers;
+        self.n += part.n;
+    }
+
+    /// Add `base_ns` to every timestamp (baseTimeNanoseconds).
+    pub fn shift_time(&mut self, base_ns: i64) {
+        for col in [&mut self.head.ts, &mut self.flows.head.ts] {
+            if let Vals::I64(v) = &mut col.vals {
+                for (x, ok) in v.iter_mut().zip(col.valid.iter()) {
+                    if *ok {
+                        *x = x.saturating_add(base_ns);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::parse_part;
+
+    #[test]
+    fn parts_append_in_order_with_one_string_table() {
+        let a = br#"{"ph":"X","name":"a","pid":"Spans","tid":1,"ts":1}"#;
+        let b = br#"{"ph":"X","name":"b","pid":"Spans","tid":2,"ts":2}{"ph":"X","name":"a","pid":3,"tid":"x","ts":3}"#;
+        let mut cols = Columns::new();
+        cols.append(&parse_part(a, &[(0, a.len())], 0));
+        cols.append(&parse_part(b, &[(0, 50), (50, b.len())], a.len() as u64));
+        assert_eq!(cols.n, 3);
+        assert_eq!(cols.head.rows, vec![0, 1, 2]);
+        let names: Vec<&str> = cols.head.name.iter().map(|&c| cols.strings.strings()[c as usize].as_ref()).collect();
+        assert_eq!(names, ["a", "b", "a"]);
+        // one synthetic id per distinct string id, across parts
+        assert_eq!(cols.head.pid[0], cols.head.pid[1]);
+        assert_eq!(cols.head.pid[2], 3);
+        assert_eq!(cols.id_names, vec![(-(1 << 30), "Spans".to_string()), (-(1 << 30) - 1, "x".to_string())]);
+        assert_eq!(cols.offset, vec![0, a.len() as u64, a.len() as u64 + 50]);
+        cols.shift_time(1000);
+        let Vals::I64(ts) = &cols.head.ts.vals else { panic!("ts is i64") };
+        assert_eq!(ts, &vec![2000, 3000, 4000]);
+    }
+}
