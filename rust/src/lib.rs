@@ -4,14 +4,16 @@
 //! Modules, from the bytes up: `json` (the lexer the scanner and the event fast path share),
 //! `scan` (the document's structure: metadata and event spans), `event` (one event's fields
 //! into column parts, merged into the trace's columns), `numbers` (exact number text),
-//! `decode` (the pipeline: reader thread, parallel parsing), `schema` (the one declaration of
-//! arg keys, phases and output tables), `export` (the tables as Arrow arrays), `nest`. This
-//! file is the Python binding (`ranksight._core`).
+//! `decode` (the pipeline: reader thread, parallel parsing, errors in `error`), `schema` (the
+//! one declaration of arg keys, phases and output tables), `export` (the tables as Arrow
+//! arrays), `nest`. This file is the Python binding (`ranksight._core`; its stub is
+//! `src/ranksight/_core.pyi`).
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod columns;
 pub mod decode;
+pub mod error;
 pub mod event;
 pub mod export;
 pub mod json;
@@ -21,16 +23,90 @@ pub mod scan;
 pub mod schema;
 
 use arrow_data::ArrayData;
+use error::ErrorKind;
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCapsule, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyTuple, PyType};
 use std::ffi::CString;
+use std::sync::Mutex;
 
-create_exception!(_core, DecodeError, PyValueError, "A trace could not be decoded.");
+create_exception!(ranksight._core, DecodeError, PyValueError, "A trace could not be decoded (args: kind, message, offset, event_index).");
+create_exception!(ranksight._core, ReadError, DecodeError, "The file cannot be opened or read.");
+create_exception!(ranksight._core, ChangedError, DecodeError, "The file changed since it was loaded: its events cannot be read back.");
+create_exception!(ranksight._core, RequestError, DecodeError, "The request is inconsistent (overlapping event spans).");
+create_exception!(ranksight._core, EmptyError, DecodeError, "The file is empty.");
+create_exception!(ranksight._core, TooLargeError, DecodeError, "The decompressed input exceeds the size cap.");
+create_exception!(ranksight._core, GzipError, DecodeError, "The gzip stream is corrupt.");
+create_exception!(ranksight._core, FormatError, DecodeError, "Not a JSON trace, or an event that is not JSON.");
+create_exception!(ranksight._core, TruncatedError, DecodeError, "The document ends early.");
+create_exception!(ranksight._core, InternalError, PyRuntimeError, "A bug in the Rust core (a panic, caught at the boundary).");
 
-fn to_py_err(e: decode::DecodeError) -> PyErr {
-    DecodeError::new_err((e.kind, e.message, e.offset, e.event_index))
+/// The extension's exception class of each error kind.
+fn error_type(py: Python<'_>, kind: ErrorKind) -> Bound<'_, PyType> {
+    match kind {
+        ErrorKind::Io => py.get_type::<ReadError>(),
+        ErrorKind::Changed => py.get_type::<ChangedError>(),
+        ErrorKind::Request => py.get_type::<RequestError>(),
+        ErrorKind::Empty => py.get_type::<EmptyError>(),
+        ErrorKind::TooLarge => py.get_type::<TooLargeError>(),
+        ErrorKind::Gzip => py.get_type::<GzipError>(),
+        ErrorKind::Format => py.get_type::<FormatError>(),
+        ErrorKind::Truncated => py.get_type::<TruncatedError>(),
+    }
+}
+
+fn to_py_err(e: error::DecodeError) -> PyErr {
+    let args = (e.kind.name(), e.message, e.offset, e.event_index);
+    match e.kind {
+        ErrorKind::Io => ReadError::new_err(args),
+        ErrorKind::Changed => ChangedError::new_err(args),
+        ErrorKind::Request => RequestError::new_err(args),
+        ErrorKind::Empty => EmptyError::new_err(args),
+        ErrorKind::TooLarge => TooLargeError::new_err(args),
+        ErrorKind::Gzip => GzipError::new_err(args),
+        ErrorKind::Format => FormatError::new_err(args),
+        ErrorKind::Truncated => TruncatedError::new_err(args),
+    }
+}
+
+/// Where the last panic happened (set by the panic hook, read by `guard`).
+static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+
+/// A panic hook that records where a panic happened instead of printing it: the panic reaches
+/// Python as one `InternalError` whose message says what and where. `RANKSIGHT_RUST_PANIC_TRACE`
+/// set in the environment prints Rust's usual report as well.
+fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Some(l) = info.location() {
+            if let Ok(mut last) = LAST_PANIC.lock() {
+                *last = Some(format!("{}:{}", l.file(), l.line()));
+            }
+        }
+        if std::env::var_os("RANKSIGHT_RUST_PANIC_TRACE").is_some() {
+            default(info);
+        }
+    }));
+}
+
+/// Run `f`, turning a panic (on this thread, or a parser or reader thread's carried over) into
+/// `InternalError`, an ordinary exception (pyo3 would raise `PanicException`, a
+/// `BaseException` that `except Exception` misses and that does not pickle).
+fn guard<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            let at = LAST_PANIC.lock().ok().and_then(|mut l| l.take()).map(|l| format!(" at {l}")).unwrap_or_default();
+            let msg = format!("the Rust core panicked: {what}{at}").replace(['\n', '\r'], " ");
+            Err(InternalError::new_err(msg))
+        }
+    }
 }
 
 /// One Arrow array (a struct array = a table), exportable through `__arrow_c_array__`.
@@ -201,19 +277,21 @@ fn release_free_memory() {
 #[pyfunction]
 #[pyo3(signature = (path, *, max_bytes=0, strict=false, chunk_bytes=32 << 20))]
 fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk_bytes: usize) -> PyResult<Decoded> {
-    let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, strict, header_only: false, spans_only: false };
-    let result = py.detach(|| {
-        decode::decode(&path, &opts).map(|mut d| {
-            let events = d.columns.n;
-            let nstrings = d.columns.strings.len();
-            let stats = stats_of(&d, nstrings, events);
-            let cols = std::mem::take(&mut d.columns);
-            let (tables, id_names, _) = export::tables(cols);
-            Decoded::new(tables, meta_strings(d.meta), id_names, stats)
-        })
-    });
-    release_free_memory();
-    result.map_err(to_py_err)
+    guard(|| {
+        let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, strict, header_only: false, spans_only: false };
+        let result = py.detach(|| {
+            decode::decode(&path, &opts).map(|mut d| {
+                let events = d.columns.n;
+                let nstrings = d.columns.strings.len();
+                let stats = stats_of(&d, nstrings, events);
+                let cols = std::mem::take(&mut d.columns);
+                let (tables, id_names, _) = export::tables(cols);
+                Decoded::new(tables, meta_strings(d.meta), id_names, stats)
+            })
+        });
+        release_free_memory();
+        result.map_err(to_py_err)
+    })
 }
 
 /// (meta key/raw text pairs, reached_events, gzip)
@@ -224,10 +302,12 @@ type Header = (Vec<(String, String)>, bool, bool);
 #[pyfunction]
 #[pyo3(signature = (path, *, max_bytes=0))]
 fn read_header(py: Python<'_>, path: String, max_bytes: u64) -> PyResult<Header> {
-    let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, strict: false, header_only: true, spans_only: false };
-    let r = py.detach(|| decode::decode(&path, &opts));
-    let d = r.map_err(to_py_err)?;
-    Ok((meta_strings(d.meta), d.reached_events, d.gzip))
+    guard(|| {
+        let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, strict: false, header_only: true, spans_only: false };
+        let r = py.detach(|| decode::decode(&path, &opts));
+        let d = r.map_err(to_py_err)?;
+        Ok((meta_strings(d.meta), d.reached_events, d.gzip))
+    })
 }
 
 /// Byte offset and length of every event in the (decompressed) JSON text, without parsing the
@@ -236,22 +316,26 @@ fn read_header(py: Python<'_>, path: String, max_bytes: u64) -> PyResult<Header>
 #[pyfunction]
 #[pyo3(signature = (path, *, max_bytes=0))]
 fn scan_spans<'py>(py: Python<'py>, path: String, max_bytes: u64) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let opts = decode::Options { chunk_bytes: 32 << 20, max_bytes, strict: false, header_only: false, spans_only: true };
-    let d = py.detach(|| decode::decode(&path, &opts)).map_err(to_py_err)?;
-    let off: Vec<u8> = d.columns.offset.iter().flat_map(|x| x.to_ne_bytes()).collect();
-    let len: Vec<u8> = d.columns.len.iter().flat_map(|x| x.to_ne_bytes()).collect();
-    Ok((PyBytes::new(py, &off), PyBytes::new(py, &len)))
+    guard(|| {
+        let opts = decode::Options { chunk_bytes: 32 << 20, max_bytes, strict: false, header_only: false, spans_only: true };
+        let d = py.detach(|| decode::decode(&path, &opts)).map_err(to_py_err)?;
+        let off: Vec<u8> = d.columns.offset.iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let len: Vec<u8> = d.columns.len.iter().flat_map(|x| x.to_ne_bytes()).collect();
+        Ok((PyBytes::new(py, &off), PyBytes::new(py, &len)))
+    })
 }
 
 /// The raw JSON text of events, given their stream offsets and lengths (from the `spans` table).
 #[pyfunction]
 fn extract_events(py: Python<'_>, path: String, offsets: Vec<u64>, lengths: Vec<u32>) -> PyResult<Vec<String>> {
-    if offsets.len() != lengths.len() {
-        return Err(PyValueError::new_err("offsets and lengths differ in length"));
-    }
-    let r = py.detach(|| decode::extract(&path, &offsets, &lengths));
-    let v = r.map_err(to_py_err)?;
-    Ok(v.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect())
+    guard(|| {
+        if offsets.len() != lengths.len() {
+            return Err(PyValueError::new_err("offsets and lengths differ in length"));
+        }
+        let r = py.detach(|| decode::extract(&path, &offsets, &lengths));
+        let v = r.map_err(to_py_err)?;
+        Ok(v.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect())
+    })
 }
 
 /// An int64 buffer (native byte order) read in place when it is 8-byte aligned (Python bytes
@@ -283,27 +367,31 @@ fn i64_bytes<'py>(py: Python<'py>, v: &[i64]) -> PyResult<Bound<'py, PyBytes>> {
 /// start, −end). Returns (parent, depth, kept) as int64, int64 and uint8 buffers.
 #[pyfunction(name = "nest")]
 fn nest_nodes<'py>(py: Python<'py>, tid: &[u8], start: &[u8], end: &[u8]) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let (t, s, e) = (i64s(tid, "tid")?, i64s(start, "start")?, i64s(end, "end")?);
-    if t.len() != s.len() || t.len() != e.len() {
-        return Err(PyValueError::new_err("tid, start and end differ in length"));
-    }
-    let (p, d, k) = py.detach(|| nest::nest(&t, &s, &e));
-    Ok((i64_bytes(py, &p)?, i64_bytes(py, &d)?, PyBytes::new(py, &k)))
+    guard(|| {
+        let (t, s, e) = (i64s(tid, "tid")?, i64s(start, "start")?, i64s(end, "end")?);
+        if t.len() != s.len() || t.len() != e.len() {
+            return Err(PyValueError::new_err("tid, start and end differ in length"));
+        }
+        let (p, d, k) = py.detach(|| nest::nest(&t, &s, &e));
+        Ok((i64_bytes(py, &p)?, i64_bytes(py, &d)?, PyBytes::new(py, &k)))
+    })
 }
 
 /// HTA's call stack over int64 buffers `thread`, `ts`, `end`, `row` (events of positive
 /// duration, any order; see `nest::call_stack`). Returns (parent index, depth) as int64 buffers.
 #[pyfunction]
 fn call_stack<'py>(py: Python<'py>, thread: &[u8], ts: &[u8], end: &[u8], row: &[u8]) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let (t, s, e, r) = (i64s(thread, "thread")?, i64s(ts, "ts")?, i64s(end, "end")?, i64s(row, "row")?);
-    if t.len() != s.len() || t.len() != e.len() || t.len() != r.len() {
-        return Err(PyValueError::new_err("thread, ts, end and row differ in length"));
-    }
-    if t.len() > u32::MAX as usize {
-        return Err(PyValueError::new_err("more than 2^32 events"));
-    }
-    let (p, d) = py.detach(|| nest::call_stack(&t, &s, &e, &r));
-    Ok((i64_bytes(py, &p)?, i64_bytes(py, &d)?))
+    guard(|| {
+        let (t, s, e, r) = (i64s(thread, "thread")?, i64s(ts, "ts")?, i64s(end, "end")?, i64s(row, "row")?);
+        if t.len() != s.len() || t.len() != e.len() || t.len() != r.len() {
+            return Err(PyValueError::new_err("thread, ts, end and row differ in length"));
+        }
+        if t.len() > u32::MAX as usize {
+            return Err(PyValueError::new_err("more than 2^32 events"));
+        }
+        let (p, d) = py.detach(|| nest::call_stack(&t, &s, &e, &r));
+        Ok((i64_bytes(py, &p)?, i64_bytes(py, &d)?))
+    })
 }
 
 /// Innermost enclosing span of each item (see `nest::enclosing`): buffers of int64 `key`,
@@ -311,15 +399,17 @@ fn call_stack<'py>(py: Python<'py>, thread: &[u8], ts: &[u8], end: &[u8], row: &
 /// (−1 = none).
 #[pyfunction]
 fn enclosing<'py>(py: Python<'py>, key: &[u8], start: &[u8], end: &[u8], is_point: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-    let (k, s, e) = (i64s(key, "key")?, i64s(start, "start")?, i64s(end, "end")?);
-    if k.len() != s.len() || k.len() != e.len() || k.len() != is_point.len() {
-        return Err(PyValueError::new_err("key, start, end and is_point differ in length"));
-    }
-    if k.len() > u32::MAX as usize {
-        return Err(PyValueError::new_err("more than 2^32 items"));
-    }
-    let out = py.detach(|| nest::enclosing(&k, &s, &e, is_point));
-    i64_bytes(py, &out)
+    guard(|| {
+        let (k, s, e) = (i64s(key, "key")?, i64s(start, "start")?, i64s(end, "end")?);
+        if k.len() != s.len() || k.len() != e.len() || k.len() != is_point.len() {
+            return Err(PyValueError::new_err("key, start, end and is_point differ in length"));
+        }
+        if k.len() > u32::MAX as usize {
+            return Err(PyValueError::new_err("more than 2^32 items"));
+        }
+        let out = py.detach(|| nest::enclosing(&k, &s, &e, is_point));
+        i64_bytes(py, &out)
+    })
 }
 
 /// Every table the decoder outputs, in order, with its columns in order: `[(table, [(column,
@@ -336,11 +426,37 @@ fn phases() -> Vec<&'static str> {
     schema::PHASES.to_vec()
 }
 
+/// Every decoder error kind with its exception class: `[(kind, class)]`.
+#[pyfunction]
+fn error_kinds(py: Python<'_>) -> Vec<(&'static str, Bound<'_, PyType>)> {
+    ErrorKind::ALL.iter().map(|&k| (k.name(), error_type(py, k))).collect()
+}
+
+/// Test hook: panic with `message`, inside the boundary's guard (an `InternalError`), or with
+/// `guarded=False` outside it (pyo3's `PanicException`, as from a path the guard misses).
+#[pyfunction]
+#[pyo3(signature = (message, *, guarded=true))]
+fn _panic_for_tests(message: &str, guarded: bool) -> PyResult<()> {
+    if guarded {
+        guard(|| panic!("{message}"))
+    } else {
+        panic!("{message}")
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    install_panic_hook();
+    let py = m.py();
     m.add_class::<Decoded>()?;
     m.add_class::<ArrowTable>()?;
-    m.add("DecodeError", m.py().get_type::<DecodeError>())?;
+    m.add("DecodeError", py.get_type::<DecodeError>())?;
+    for k in ErrorKind::ALL {
+        let t = error_type(py, k);
+        t.setattr("kind", k.name())?;
+        m.add(t.name()?, t)?;
+    }
+    m.add("InternalError", py.get_type::<InternalError>())?;
     m.add_function(wrap_pyfunction!(decode_file, m)?)?;
     m.add_function(wrap_pyfunction!(read_header, m)?)?;
     m.add_function(wrap_pyfunction!(extract_events, m)?)?;
@@ -351,6 +467,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_mmap_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(table_schema, m)?)?;
     m.add_function(wrap_pyfunction!(phases, m)?)?;
+    m.add_function(wrap_pyfunction!(error_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
