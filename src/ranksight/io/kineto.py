@@ -15,7 +15,7 @@ import pyarrow as pa
 from ranksight import _core
 from ranksight.errors import InputTooLargeError, TraceFormatError, TraceNotFoundError
 
-__all__ = ["DecodedTrace", "decode", "read_header", "scan_spans", "DEFAULT_MAX_BYTES", "TABLES"]
+__all__ = ["DecodedTrace", "decode", "read_header", "scan_spans", "DEFAULT_MAX_BYTES", "TABLES", "SCHEMA", "polars_schema"]
 
 #: Refuse inputs that decompress to more than this many bytes unless told otherwise.
 DEFAULT_MAX_BYTES = 64 << 30
@@ -23,12 +23,35 @@ DEFAULT_MAX_BYTES = 64 << 30
 #: Kineto's relative timestamps stay below one 7,889,238 s period (~7.9e15 ns); epoch ns are ~1.7e18.
 RELATIVE_TS_LIMIT_NS = 10**17
 
-#: Trace event phases (one byte per event); anything else is "?".
-PHASES = ["X", "B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "R", "c", "V", "v", "?"]
+# The decoder's output is declared once, in the Rust core (rust/src/schema.rs); these read it.
+
+#: Trace event phases (one byte per event), in code order; anything else is "?".
+PHASES: list[str] = list(_core.phases())
 PHASE_DTYPE = pl.Enum(PHASES)
 
+#: Every table the decoder produces, in order, with its columns in order and their types
+#: (``u32``, ``u64``, ``i32``, ``i64``, ``f64``, ``dict``: dictionary-encoded strings, ``phase``).
+SCHEMA: dict[str, dict[str, str]] = {table: dict(columns) for table, columns in _core.schema()}
+
 #: Side tables the decoder produces, keyed by event row.
-TABLES = ("kernel", "transfer", "op", "collective", "memory", "sync", "meta", "flow")
+TABLES: tuple[str, ...] = tuple(t for t in SCHEMA if t not in ("events", "spans"))
+
+#: The polars type each schema type becomes on import (dictionary columns are categoricals; the
+#: phase columns are cast to :data:`PHASE_DTYPE`).
+POLARS_TYPES: dict[str, pl.DataType] = {
+    "u32": pl.UInt32(),
+    "u64": pl.UInt64(),
+    "i32": pl.Int32(),
+    "i64": pl.Int64(),
+    "f64": pl.Float64(),
+    "dict": pl.Categorical(),
+    "phase": PHASE_DTYPE,
+}
+
+
+def polars_schema(table: str) -> dict[str, pl.DataType]:
+    """The columns of decoded table ``table`` with their polars types, in order."""
+    return {name: POLARS_TYPES[ty] for name, ty in SCHEMA[table].items()}
 
 
 @dataclass
@@ -51,8 +74,9 @@ def _column(decoded: Any, name: str, i: int, col: str) -> pl.Series:
 
 def _table(decoded: Any, name: str) -> pl.DataFrame:
     """One decoded table, imported column by column without copying (except dictionary columns,
-    which polars turns into categoricals): each column's Rust buffers live only as long as it."""
-    return pl.DataFrame([_column(decoded, name, i, col) for i, col in enumerate(decoded.column_names(name))])
+    which polars turns into categoricals): each column's Rust buffers live only as long as it.
+    The columns are those of :data:`SCHEMA`, in its order (the decoder builds them so)."""
+    return pl.DataFrame([_column(decoded, name, i, col) for i, col in enumerate(SCHEMA[name])])
 
 
 def _parse_meta_value(text: str) -> Any:
