@@ -13,6 +13,7 @@ __all__ = [
     "RanksightError",
     "TraceFormatError",
     "TraceNotFoundError",
+    "TraceChangedError",
     "DuplicateRankError",
     "MixedRunsError",
     "InputTooLargeError",
@@ -25,6 +26,8 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED_GATE = 1
 EXIT_BAD_INPUT = 2
+#: A bug (an unexpected exception, or a panic in the Rust core): the CLI says so in one line.
+EXIT_INTERNAL = 3
 
 
 class RanksightError(Exception):
@@ -68,6 +71,10 @@ class TraceFormatError(RanksightError, ValueError):
 
 class TraceNotFoundError(RanksightError, FileNotFoundError):
     """A path given by the user does not exist or holds no trace."""
+
+
+class TraceChangedError(RanksightError):
+    """A trace file changed on disk after it was loaded: its events can no longer be read back."""
 
 
 class DuplicateRankError(RanksightError, ValueError):

@@ -2,8 +2,9 @@
 
 Each module in this package (not starting with ``_``) defines ``COMMAND``, a
 :class:`~ranksight.cli._common.Command`; subcommands are discovered, so adding one is adding a
-module. Exit codes: 0 success, 1 a failed gate (``diff --fail-if-slower``), 2 bad input or usage.
-A failure prints one line on stderr; ``-v`` shows the traceback.
+module. Exit codes: 0 success, 1 a failed gate (``diff --fail-if-slower``), 2 bad input or usage,
+3 an internal error (a bug; a panic in the Rust core included). A failure prints one line on
+stderr; ``-v`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import warnings
 from collections.abc import Sequence
 
 from ranksight.cli._common import Command, Context
-from ranksight.errors import EXIT_BAD_INPUT, RanksightError, RanksightWarning
+from ranksight.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, RanksightError, RanksightWarning
 
 __all__ = ["main", "build_parser"]
 
@@ -37,6 +38,14 @@ def _commands() -> list[Command]:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit code 2
         self.exit(EXIT_BAD_INPUT, f"ranksight: error: {message} (see {self.prog} --help)\n")
+
+
+def _is_rust_panic(err: BaseException) -> bool:
+    """A panic of the Rust core that reached Python as pyo3's ``PanicException`` (a
+    ``BaseException``; the core turns the panics of its functions into ``_core.InternalError``,
+    an ``Exception``, but a panic elsewhere in it still arrives this way)."""
+    t = type(err)
+    return t.__name__ == "PanicException" and t.__module__ == "pyo3_runtime"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ctx.verbose:
             traceback.print_exc()
         sys.stderr.write(f"ranksight: internal error: {type(err).__name__}: {err} (run with -v for details)\n")
-        return 3
+        return EXIT_INTERNAL
+    except BaseException as err:
+        if not _is_rust_panic(err):
+            raise
+        if ctx.verbose:
+            traceback.print_exc()
+        sys.stderr.write(f"ranksight: internal error: the Rust core panicked: {err} (run with -v for details)\n")
+        return EXIT_INTERNAL
     finally:
         warnings.showwarning = old
 

@@ -6,14 +6,21 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from ranksight import _core
-from ranksight.errors import InputTooLargeError, TraceFormatError, TraceNotFoundError
+from ranksight.errors import (
+    InputTooLargeError,
+    RanksightError,
+    TraceChangedError,
+    TraceFormatError,
+    TraceNotFoundError,
+    UsageError,
+)
 
 __all__ = ["DecodedTrace", "decode", "read_header", "scan_spans", "DEFAULT_MAX_BYTES", "TABLES", "SCHEMA", "polars_schema"]
 
@@ -92,15 +99,35 @@ def _parse_meta_value(text: str) -> Any:
             return text
 
 
-def _raise(path: str, err: Exception) -> None:
-    kind, message, offset, index = err.args if len(err.args) == 4 else ("format", str(err), None, None)
-    if kind == "io":
+#: The error ranksight raises for each error kind of the decoder (an exception class of the
+#: extension; ``_core.error_kinds()`` lists them, a test checks that each is mapped).
+ERRORS: dict[type[Exception], type[RanksightError]] = {
+    _core.ReadError: TraceNotFoundError,
+    _core.ChangedError: TraceChangedError,
+    _core.RequestError: UsageError,
+    _core.EmptyError: TraceFormatError,
+    _core.TooLargeError: InputTooLargeError,
+    _core.GzipError: TraceFormatError,
+    _core.FormatError: TraceFormatError,
+    _core.TruncatedError: TraceFormatError,
+}
+
+
+def _raise(path: str, err: Exception) -> NoReturn:
+    """Raise the :class:`RanksightError` for a decoder error (``_core.DecodeError``)."""
+    _kind, message, offset, index = err.args if len(err.args) == 4 else ("format", str(err), None, None)
+    cls = ERRORS.get(type(err), TraceFormatError)
+    if cls is TraceNotFoundError:
         raise TraceNotFoundError(message, path=path) from None
-    if kind == "too_large":
+    if cls is InputTooLargeError:
         raise InputTooLargeError(
             f"{message}; raise it with --max-size (or max_bytes=) if the file is trusted", path=path
         ) from None
-    if kind == "empty":
+    if cls is TraceChangedError:
+        raise TraceChangedError(message, path=path, offset=offset) from None
+    if cls is UsageError:
+        raise UsageError(message, path=path) from None
+    if isinstance(err, _core.EmptyError):
         raise TraceFormatError("the file is empty", path=path) from None
     if offset == 0 and message.startswith("not a JSON trace") and "0x80" in message:
         # pickle protocol 2+ starts with 0x80: what torch.cuda.memory._dump_snapshot writes
@@ -123,7 +150,6 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
         d = _core.decode_file(p, max_bytes=max_bytes, strict=strict)
     except _core.DecodeError as err:
         _raise(p, err)
-        raise  # unreachable
     stats = dict(d.stats())
     meta = {k: _parse_meta_value(v) for k, v in d.meta()}
     if not stats["events_seen"]:
@@ -197,7 +223,6 @@ def read_header(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tupl
         items, reached, _gzip = _core.read_header(p, max_bytes=max_bytes)
     except _core.DecodeError as err:
         _raise(p, err)
-        raise
     meta = {k: _parse_meta_value(v) for k, v in items}
     return meta, bool(reached) or "traceEvents" in meta
 
@@ -210,7 +235,6 @@ def scan_spans(path: str | Path) -> pl.DataFrame:
         off, length = _core.scan_spans(p)
     except _core.DecodeError as err:
         _raise(p, err)
-        raise
     return pl.DataFrame({
         "offset": pl.Series(np.frombuffer(off, dtype=np.uint64)),
         "length": pl.Series(np.frombuffer(length, dtype=np.uint32)),
@@ -223,8 +247,7 @@ def extract_events(path: str, offsets: list[int], lengths: list[int]) -> list[di
         texts = _core.extract_events(path, offsets, lengths)
     except _core.DecodeError as err:
         _raise(path, err)
-        raise
-    return [_event_json(path, t, o) for t, o in zip(texts, offsets)]
+    return [_event_json(path, t, o) for t, o in zip(texts, offsets, strict=True)]
 
 
 #: Bare words that are not JSON (``N/A`` and friends, trap 16) outside strings.
