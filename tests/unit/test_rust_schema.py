@@ -37,14 +37,14 @@ def test_python_reads_the_rust_declaration():
     declared = _core.schema()
     assert [t for t, _ in declared] == list(SCHEMA)
     assert list(SCHEMA)[:2] == ["events", "spans"]
-    assert TABLES == tuple(t for t, _ in declared[2:])
+    assert tuple(t for t, _ in declared[2:]) == TABLES
     assert TABLES == ("kernel", "transfer", "op", "collective", "memory", "sync", "meta", "flow")
     for table, columns in declared:
         assert list(SCHEMA[table].items()) == columns, table
         assert {ty for _, ty in columns} <= set(ARROW), table
-    assert PHASES == _core.phases()
+    assert _core.phases() == PHASES
     assert PHASES[-1] == "?" and len(set(PHASES)) == len(PHASES)
-    assert kineto.PHASE_DTYPE == pl.Enum(PHASES)
+    assert pl.Enum(PHASES) == kineto.PHASE_DTYPE
 
 
 def test_decoded_columns_follow_the_declared_order_and_types(make_trace):
