@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -154,7 +153,7 @@ def measure(cmd: list[str], timeout: float, max_rss: float | None = None, env: d
         res["failed"] = killed
         return res
     if proc.returncode != 0:
-        res["failed"] = (err.strip().splitlines() or ["exit %d" % proc.returncode])[-1][:300]
+        res["failed"] = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
         return res
     try:
         res.update(json.loads(out.strip().splitlines()[-1]))

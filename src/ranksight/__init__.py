@@ -16,7 +16,7 @@ LOW_MEMORY = _os.environ.get("RANKSIGHT_LOW_MEMORY", "").lower() in ("1", "true"
 if LOW_MEMORY:
     _os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-from ranksight._core import __version__ as _core_version
+from ranksight._core import __version__ as _core_version  # noqa: F401 (loads the Rust core: a missing build fails here)
 from ranksight.errors import (
     DuplicateRankError,
     InputTooLargeError,

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.views.comm_extract import SCHEMA, empty_table, rank_collectives
 from ranksight.views.comm_match import CommData, apply_offsets, estimate_offsets, instance_metrics, match_instances
 

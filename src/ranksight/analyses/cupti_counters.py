@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register, selected
-from ranksight.views.hta_call_stack import nest
 from ranksight.model.kinds import CPU_KINDS
+from ranksight.views.hta_call_stack import nest
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult
 from ranksight.analyses._session import Missing, Session
-from ranksight.analyses._base import AnalysisResult, selected
+from ranksight.errors import MissingDataError, UsageError
 from ranksight.views.diff_match import kernel_key_table, match_keys
 from ranksight.views.diff_profile import rank_profile, step_windows
 from ranksight.views.significance import METHOD, Welch, bh_adjust, welch
-from ranksight.errors import MissingDataError, UsageError
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -162,7 +162,6 @@ class _Side:
 
 def _side(run: Run, ranks: Sequence[int] | None, label: str, *, kernel_templates: bool, shapes: bool) -> _Side:
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     notes: list[str] = []
     steps = _steps(sess, notes)
     if steps.height == 0:

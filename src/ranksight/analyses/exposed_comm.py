@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
+from ranksight.analyses._session import Session
+from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, rank_collectives
 from ranksight.views.comm_intervals import clip_union, compute_intervals, length, step_windows
 from ranksight.views.intervals import intersect, subtract
-from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, rank_collectives
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

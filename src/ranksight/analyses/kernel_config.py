@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.errors import MissingDataError, UsageError
 from ranksight.views.tb_op_tree import build_op_tree, kernel_owner_names
 from ranksight.views.tensor_cores import RULESETS, tensor_core_mask
-from ranksight.errors import MissingDataError, UsageError
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -106,7 +106,6 @@ def kernel_config(run: Run, *, ranks: Sequence[int] | None = None, group_by: str
     if tensor_core_rules not in RULESETS:
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     table = pl.concat(list(sess.map(kernel_table, group_by=group_by, tensor_core_rules=tensor_core_rules).values()), how="vertical_relaxed")
     if table.height == 0:
         raise MissingDataError("kernel-config needs GPU kernel events; these traces have none (CPU-only)")

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.views.gpu_work import gpu_work
 from ranksight.errors import UsageError
+from ranksight.views.gpu_work import gpu_work
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -66,7 +66,6 @@ def kernel_spread(run: Run, *, ranks: Sequence[int] | None = None, top: int = 10
     if top < 1:
         raise UsageError("top must be ≥ 1")
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     per = pl.concat(list(sess.map(kernel_durations_rank).values()))
     if per.height == 0:
         return AnalysisResult({"kernel_spread": pl.DataFrame(schema={**_SCHEMA, "spread_pct": pl.Float64})}, ["no GPU kernels in these traces"])

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.views.gpu_work import TYPE_BITS, gpu_work, merge, parse_bool, pct, segments
 
 if TYPE_CHECKING:
@@ -62,7 +62,6 @@ def kernel_types(
 ) -> AnalysisResult:
     """Time by kernel type and overlap segment over the selected ranks, and per rank."""
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     per = pl.concat(list(sess.map(kernel_type_rank, include_memory=include_memory, hta_compat=hta_compat).values()))
     total = per.group_by("kernel_type").agg(pl.col("sum_ns").sum()).sort(["sum_ns", "kernel_type"], descending=[True, False])
     grand = int(total["sum_ns"].sum()) if total.height else 0

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.errors import UsageError
 from ranksight.views.gpu_work import TYPE_BITS, gpu_work, parse_bool
-from ranksight.errors import MissingDataError, UsageError
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -125,7 +125,6 @@ def kernels(
     if num_kernels < 1 or not 0.0 <= duration_ratio <= 1.0:
         raise UsageError("num_kernels must be ≥ 1 and duration_ratio within [0, 1]")
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     df = pl.concat(
         list(
             sess.map(kernel_stats_rank, num_kernels=num_kernels, duration_ratio=duration_ratio,

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.views.links import HTA_LAUNCH_STATS_APIS, HTA_MEMORY_APIS, launch_children
 
 if TYPE_CHECKING:
@@ -165,16 +165,15 @@ def launches(
 ) -> AnalysisResult:
     """Launch statistics per rank (see the module docstring)."""
     sess = Session.of(run, ranks)
-    rs = sess.ranks
-    tables = list(
-        sess.map(launch_table, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us,
-            include_memory=include_memory, hta_apis=hta_apis,
-        ).values()
+    per = sess.map(
+        launch_table, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us,
+        include_memory=include_memory, hta_apis=hta_apis,
     )
+    tables = list(per.values())
     table = pl.concat(tables) if tables else pl.DataFrame(schema=_LAUNCH_SCHEMA)
     summary, by_api, findings = launch_summary(table)
     notes = []
-    no_launch = [r for r, t in zip(rs, tables) if t.height == 0]
+    no_launch = [r for r, t in per.items() if t.height == 0]
     if no_launch:
         notes.append(f"rank(s) {no_launch}: no launch linked to GPU work (CPU-only trace or no correlation ids)")
     return AnalysisResult({"summary": summary, "findings": findings, "by_api": by_api, "launches": table}, notes)

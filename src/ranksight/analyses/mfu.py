@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.views.gpu_work import step_windows as gpu_step_windows
-from ranksight.views.flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
-from ranksight.views.enclosing import innermost_enclosing, parent_spans
-from ranksight.views.peaks import dtype_of, lookup, peak_for
 from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.views.enclosing import innermost_enclosing, parent_spans
+from ranksight.views.flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
+from ranksight.views.gpu_work import step_windows as gpu_step_windows
+from ranksight.views.peaks import dtype_of, lookup, peak_for
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register, selected
-from ranksight.views.enclosing import innermost_enclosing, parent_spans
 from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.views.enclosing import innermost_enclosing, parent_spans
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.views.links import HTA_KERNEL_LAUNCH_RE, launch_children
-from ranksight.views.hta_call_stack import enclosing, nest
 from ranksight.model.kinds import GPU_KINDS
+from ranksight.views.hta_call_stack import enclosing, nest
+from ranksight.views.links import HTA_KERNEL_LAUNCH_RE, launch_children
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -100,7 +100,7 @@ def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     )
     keys = per_op.select("__key").unique()
     u = ol.select("name").unique()
-    cats = dict(zip(u["name"].to_physical().cast(pl.String).to_list(), u["name"].cast(pl.String).to_list()))
+    cats = dict(zip(u["name"].to_physical().cast(pl.String).to_list(), u["name"].cast(pl.String).to_list(), strict=True))
     decoded = [" -> ".join(cats[c] for c in k.split(",")) for k in keys["__key"].to_list()]  # one per distinct sequence
     per_op = per_op.join(keys.with_columns(pl.Series("kernel_sequence", decoded, dtype=pl.String)), on="__key")
     return (
@@ -119,11 +119,11 @@ def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
 def op_kernels(run: Run, *, ranks: Sequence[int] | None = None, hta_apis: bool = False) -> AnalysisResult:
     """ATen op → kernel sequences with counts and delays, per rank."""
     sess = Session.of(run, ranks)
-    rs = sess.ranks
-    parts = list(sess.map(op_kernel_table, hta_apis=hta_apis).values())
+    per = sess.map(op_kernel_table, hta_apis=hta_apis)
+    parts = list(per.values())
     table = pl.concat(parts) if parts else pl.DataFrame(schema=_TABLE_SCHEMA)
     notes = []
-    empty = [r for r, p in zip(rs, parts) if p.height == 0]
+    empty = [r for r, p in per.items() if p.height == 0]
     if empty:
         notes.append(f"rank(s) {empty}: no launch inside an aten:: op (no aten ops, no GPU work, or no correlation)")
     return AnalysisResult({"op_kernels": table}, notes)

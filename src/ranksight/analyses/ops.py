@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.errors import MissingDataError, UsageError
 from ranksight.views.tb_op_tree import build_op_tree
 from ranksight.views.tensor_cores import RULESETS
-from ranksight.errors import MissingDataError, UsageError
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

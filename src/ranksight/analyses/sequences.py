@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.views.links import launch_children, names_matching
-from ranksight.views.hta_call_stack import ancestor_at_depth, nest
+from ranksight.analyses._session import Session
 from ranksight.errors import UsageError
 from ranksight.model.kinds import CPU_KINDS
+from ranksight.views.hta_call_stack import ancestor_at_depth, nest
+from ranksight.views.links import launch_children, names_matching
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register, selected
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -49,11 +49,11 @@ def step_table(trace: Trace) -> pl.DataFrame:
 def steps(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
     """Profiler steps of every selected rank."""
     sess = Session.of(run, ranks)
-    rs = sess.ranks
-    parts = list(sess.map(step_table).values())
+    per = sess.map(step_table)
+    parts = list(per.values())
     table = pl.concat(parts) if parts else pl.DataFrame(schema=_SCHEMA)
     notes = []
-    none = [r for r, p in zip(rs, parts) if p.height == 0]
+    none = [r for r, p in per.items() if p.height == 0]
     if none:
         notes.append(f"rank(s) {none}: no ProfilerStep events (profiler run without schedule/step())")
     return AnalysisResult({"steps": table}, notes)

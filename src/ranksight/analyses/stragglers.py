@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ranksight.analyses._session import Session
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.views.comm_segments import DATA_FETCH_RE, WORK_SCHEMA, segment_work, segments
+from ranksight.analyses._session import Session
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
+from ranksight.views.comm_segments import DATA_FETCH_RE, WORK_SCHEMA, segment_work, segments
 
 if TYPE_CHECKING:
-    from ranksight.views.comm_match import CommData
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
+    from ranksight.views.comm_match import CommData
 
 #: A rank is named a straggler when its share of the wait is ≥ 2/n, capped here (2 ranks: 0.75).
 NAMED_SHARE_MAX = 0.75

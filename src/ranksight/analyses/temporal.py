@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.views.gpu_work import covered_in_windows, gpu_work, merge, pct, step_windows
 
 if TYPE_CHECKING:
@@ -150,7 +150,6 @@ def temporal(
 ) -> AnalysisResult:
     """Idle / compute / non-compute time per rank (and per ProfilerStep with ``per_step``)."""
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     per_rank = pl.concat(list(sess.map(temporal_rank, hta_compat=hta_compat).values()))
     tables = {"temporal": per_rank}
     notes = []

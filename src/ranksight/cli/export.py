@@ -9,8 +9,8 @@ import sys
 import polars as pl
 
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
-from ranksight.io.output import atomic_path, check_output
 from ranksight.io.kineto import TABLES
+from ranksight.io.output import atomic_path, check_output
 
 __all__ = ["COMMAND", "export_run"]
 

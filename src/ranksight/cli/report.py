@@ -7,9 +7,8 @@ import os
 import re
 import sys
 
-from ranksight.io.output import check_output as _check
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
-from ranksight.errors import UsageError
+from ranksight.io.output import check_output as _check
 
 __all__ = ["COMMAND", "default_output", "check_output"]
 

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from ranksight.views.names import hta_short_name
 from ranksight.errors import UsageError
+from ranksight.views.names import hta_short_name
 
 if TYPE_CHECKING:
     import pandas as pd

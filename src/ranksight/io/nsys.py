@@ -627,7 +627,7 @@ def _device_properties(con: sqlite3.Connection, have: set[str], unit: NsysUnit) 
         cur = con.execute('SELECT * FROM "TARGET_INFO_GPU"')
         names = [d[0] for d in cur.description]
         for r in cur.fetchall():
-            row = dict(zip(names, r))
+            row = dict(zip(names, r, strict=True))
             if row.get("id") is not None:
                 gpus[int(row["id"])] = row
     cuda: dict[int, dict[str, Any]] = {}
@@ -636,7 +636,7 @@ def _device_properties(con: sqlite3.Connection, have: set[str], unit: NsysUnit) 
         names = [d[0] for d in cur.description]
         pids = {os_pid(g) for g in unit.global_pids}
         for r in cur.fetchall():
-            row = dict(zip(names, r))
+            row = dict(zip(names, r, strict=True))
             if row.get("cudaId") is None or (row.get("pid") is not None and pids and int(row["pid"]) not in pids):
                 continue
             cuda.setdefault(int(row["cudaId"]), row)
@@ -744,7 +744,7 @@ def extract_rows(path: str, spans: pl.DataFrame) -> list[dict[str, Any]]:
                 cur = con.execute(f'SELECT rowid AS __rowid, * FROM "{t}" WHERE rowid IN ({placeholders(len(chunk))})', chunk)
                 names = [d[0] for d in cur.description]
                 for r in cur.fetchall():
-                    d = dict(zip(names, r))
+                    d = dict(zip(names, r, strict=True))
                     found[(t, int(d.pop("__rowid")))] = d
     finally:
         con.close()

@@ -75,7 +75,7 @@ def rewrite_trace(
         pos = off + ln
     if extra_events:
         if len(offsets):
-            insert_at, sep = max(int(o) + int(n) for o, n in zip(offsets, lengths)), b",\n"
+            insert_at, sep = max(int(o) + int(n) for o, n in zip(offsets, lengths, strict=True)), b",\n"
         else:
             m = _EVENTS_OPEN.search(data)
             if m is None:

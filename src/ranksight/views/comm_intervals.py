@@ -25,7 +25,7 @@ def step_windows(trace: Trace) -> list[tuple[int | None, int, int]]:
     if st.height:
         lo = st.select(pl.min_horizontal("start_ns", "gpu_start_ns")).to_series().to_list()
         hi = st.select(pl.max_horizontal("end_ns", "gpu_end_ns")).to_series().to_list()
-        return list(zip(st["step"].to_list(), lo, hi))
+        return list(zip(st["step"].to_list(), lo, hi, strict=True))
     span = trace.span_ns
     return [(None, span[0], span[1])] if span else []
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ranksight.views.intervals import with_outermost
 from ranksight.model.kinds import GPU_KINDS
+from ranksight.views.intervals import with_outermost
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace

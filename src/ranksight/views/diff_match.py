@@ -88,7 +88,7 @@ def match_keys(base: pl.DataFrame, test: pl.DataFrame) -> tuple[pl.DataFrame, pl
 
 def _groups(df: pl.DataFrame, label: str, cols: Sequence[str]) -> pl.DataFrame:
     """Unmatched keys with their group id for one phase (keys lacking a needed column dropped)."""
-    g = df.filter(pl.col("row_id").is_null()).select(*KEY, *[e.alias(f"g_{c}") for e, c in zip(_phase_cols(cols), cols)])
+    g = df.filter(pl.col("row_id").is_null()).select(*KEY, *[e.alias(f"g_{c}") for e, c in zip(_phase_cols(cols), cols, strict=True)])
     through_op = "pos" in cols  # phases 3-4 match through the launching op: it must be known
     for c in cols:
         if c in ("dims", "pos") or (c == "op" and through_op):

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.views.enclosing import innermost_enclosing
 from ranksight.views.intervals import union
 from ranksight.views.names import normalize_kernel, normalize_op, normalize_series
-from ranksight.views.enclosing import innermost_enclosing
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace

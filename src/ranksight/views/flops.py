@@ -143,7 +143,10 @@ def _conv(stride_i: int, pad_i: int, dil_i: int, transposed: bool | int) -> Call
         tr = (c[transposed] == "True") if isinstance(transposed, int) and not isinstance(transposed, bool) and len(c) > transposed else bool(transposed)
         if tr:
             return _conv_flops(x, w, x[2:]), 0, False
-        get = (lambda i: c[i] if len(c) > i else None)
+
+        def get(i: int) -> str | None:
+            return c[i] if len(c) > i else None
+
         pad_text = get(pad_i)
         pad: Any = pad_text.strip('"') if pad_text in ("same", "valid", '"same"', '"valid"') else _ints(pad_text)
         out, est = _conv_out(x, w, _ints(get(stride_i)), pad, _ints(get(dil_i)))

@@ -190,7 +190,7 @@ def normalize_series(names: pl.Series, fn: Callable[[str], str]) -> pl.Series:
     """Apply a normaliser once per distinct name (names repeat a lot) and broadcast."""
     s = names.cast(pl.String)
     uniq = s.unique().drop_nulls()
-    mapping = dict(zip(uniq.to_list(), _map(fn, uniq.to_list())))
+    mapping = dict(zip(uniq.to_list(), _map(fn, uniq.to_list()), strict=True))
     return s.replace_strict(mapping, default=None, return_dtype=pl.String)
 
 

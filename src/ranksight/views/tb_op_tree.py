@@ -42,12 +42,12 @@ import numpy as np
 import polars as pl
 
 from ranksight import _core
-from ranksight.views.names import values_matching
-from ranksight.views.enclosing import innermost_enclosing
-from ranksight.views.tensor_cores import tc_eligible_mask, tensor_core_mask
 from ranksight.model.derive import STEP_RE
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.trace import Trace
+from ranksight.views.enclosing import innermost_enclosing
+from ranksight.views.names import values_matching
+from ranksight.views.tensor_cores import tc_eligible_mask, tensor_core_mask
 
 __all__ = [
     "OpTree",

@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ranksight.views.names import trace_values_matching
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.model.trace import Trace
+from ranksight.views.names import trace_values_matching
 
 __all__ = ["plugin_steps", "TAIL_RATIO"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -279,8 +280,8 @@ class Ctx:
             edges = np.linspace(0, len(cols), MAX_HEATMAP_COLS + 1).astype(np.int64)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                v = np.stack([np.nanmean(v[:, a:b], axis=1) for a, b in zip(edges[:-1], edges[1:])], axis=1)
-            cols = [f"{cols[a]}–{cols[b - 1]}" if b - a > 1 else str(cols[a]) for a, b in zip(edges[:-1], edges[1:])]
+                v = np.stack([np.nanmean(v[:, a:b], axis=1) for a, b in pairwise(edges)], axis=1)
+            cols = [f"{cols[a]}–{cols[b - 1]}" if b - a > 1 else str(cols[a]) for a, b in pairwise(edges)]
         return {
             "type": "chart",
             "chart": "heatmap",
@@ -384,7 +385,7 @@ def wide(df: pl.DataFrame, index: str, on: str, values: str, *, scale: float = 1
     out: dict[str, list[Any]] = {}
     for k in keys:
         sub = agg.filter(pl.col(on) == k)
-        m = dict(zip(sub[index].to_list(), sub[values].to_list()))
+        m = dict(zip(sub[index].to_list(), sub[values].to_list(), strict=True))
         if sub.height:
             out[str(k)] = [(m.get(c) or 0) * scale for c in cats]
     return cats, out
