@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ranksight.analyses._base import ANALYSIS_MODULES, REGISTRY, AnalysisResult, AnalysisSpec, Option, load_all, register
+from ranksight.analyses._base import (
+    ANALYSIS_MODULES,
+    REGISTRY,
+    AnalysisResult,
+    AnalysisSpec,
+    Option,
+    load_all,
+    register,
+)
 from ranksight.analyses._session import MISSING_KINDS, Missing, Session
 
 if TYPE_CHECKING:
@@ -30,4 +38,4 @@ def names() -> list[str]:
 
 def run_analysis(name: str, run: Run | Session | None, *, ranks: Sequence[int] | None = None, **options: Any) -> AnalysisResult:
     """Run the analysis ``name`` (a slug such as ``"temporal"``) on a run or a session."""
-    return Session.of(run, ranks).result(name, **options)  # type: ignore[arg-type]
+    return Session.of(run, ranks).result(name, **options)

@@ -197,4 +197,6 @@ class Session:
     def trace(self, rank: int) -> Trace:
         """One rank's trace in this process (for work on one rank that is not per-rank work:
         prefer :meth:`map`)."""
+        if self.run is None:
+            raise TypeError("this session has no run, hence no traces")
         return self.run[rank]

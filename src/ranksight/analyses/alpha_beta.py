@@ -25,9 +25,9 @@ import numpy as np
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
-from ranksight.views.comm_types import ring_coefficients
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
 from ranksight.errors import MissingDataError
+from ranksight.views.comm_types import ring_coefficients
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -108,9 +108,10 @@ class AlphaBetaModel:
         for (t, _n), g in sorted(self.fits.items(), key=lambda kv: -kv[1].points):
             ring = g.ring()
             c = ring_coefficients(coll_type, group_size) if group_size else None
-            if t == coll_type and ring is not None and c is not None and ring[1]:
+            if t == coll_type and ring is not None and c is not None:
                 a, b = ring
-                return c[0] * a + c[1] * nbytes / b
+                if b:
+                    return c[0] * a + c[1] * nbytes / b
         raise MissingDataError(f"no alpha-beta fit for {coll_type} with group size {group_size}")
 
 

@@ -10,15 +10,15 @@ into one ``others`` row whose statistics are computed over the merged events (HT
 the per-name sums into the stats columns).
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations`` here: this module defines a function named ``annotations``
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -33,7 +33,7 @@ _SCHEMA = {
 }
 
 
-def annotation_events(trace: Trace, side: str) -> pl.DataFrame:
+def annotation_events(trace: "Trace", side: str) -> pl.DataFrame:
     """``rank, side, name, dur_ns`` of one rank's CPU (``side="cpu"``) or GPU annotations."""
     return trace.kind(_SIDE[side]).filter(pl.col("dur_ns").is_not_null()).select(
         pl.lit(trace.rank, pl.Int32).alias("rank"), pl.lit(side).alias("side"),
@@ -65,11 +65,11 @@ def annotation_stats(ev: pl.DataFrame, top: int = 0) -> pl.DataFrame:
     return st.sort(["rank", "side", "sum_us", "name"], descending=[False, False, True, False]).select(list(_SCHEMA)).cast(_SCHEMA)  # type: ignore[arg-type]
 
 
-def _rank_annotations(trace: Trace, sides: Sequence[str]) -> pl.DataFrame:
+def _rank_annotations(trace: "Trace", sides: Sequence[str]) -> pl.DataFrame:
     return pl.concat([annotation_events(trace, s) for s in sides])
 
 
-def annotations(run: Run, *, ranks: Sequence[int] | None = None, side: str = "both", top: int = 0) -> AnalysisResult:
+def annotations(run: "Run", *, ranks: Sequence[int] | None = None, side: str = "both", top: int = 0) -> AnalysisResult:
     """Time per CPU and GPU user annotation, per rank."""
     sess = Session.of(run, ranks)
     rs = sess.ranks

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.errors import MissingDataError
+from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.views.intervals import union
 from ranksight.views.tb_steps import plugin_steps
 from ranksight.views.tensor_cores import RULESETS, tensor_core_mask
-from ranksight.errors import MissingDataError
-from ranksight.model.kinds import LAUNCH_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -153,7 +153,7 @@ def trace_gpu_metrics(trace: Trace, ruleset: str = "current") -> tuple[pl.DataFr
     steps = plugin_steps(trace, launch_kinds=LAUNCH_KINDS)
     if k.height == 0 or steps.height == 0:
         return pl.DataFrame(schema=_SCHEMA), pl.DataFrame(schema=_SCHEMA)
-    t0 = int(min(k["ts_ns"].min(), steps["start_ns"].min()))  # type: ignore[type-var]
+    t0 = int(min(k["ts_ns"].min(), steps["start_ns"].min()))  # type: ignore[type-var,arg-type]
     overall, per_step = [], []
     ws_all = np.array([int(steps["start_ns"].min())])  # type: ignore[arg-type]
     we_all = np.array([int(steps["end_ns"].max())])  # type: ignore[arg-type]
@@ -161,9 +161,9 @@ def trace_gpu_metrics(trace: Trace, ruleset: str = "current") -> tuple[pl.DataFr
         kd = k.filter(pl.col("device") == dev).sort("ts_ns", maintain_order=True)
         m = device_metrics(kd, ws_all, we_all, t0)
         launched = kd.filter(pl.col("launch_row").is_not_null())
-        tot = int(launched["end_ns"].sum() - launched["ts_ns"].sum()) if launched.height else 0
+        tot = int(launched["end_ns"].sum()) - int(launched["ts_ns"].sum()) if launched.height else 0
         tc = launched.filter(pl.col("tc"))
-        tcv = int(tc["end_ns"].sum() - tc["ts_ns"].sum()) if tc.height else 0
+        tcv = int(tc["end_ns"].sum()) - int(tc["ts_ns"].sum()) if tc.height else 0
         row = {"rank": trace.rank, "device": dev, "step": None, **{c: float(v[0]) for c, v in m.items()}}
         row["kernels"] = int(m["kernels"][0])
         row["tensor_core_pct"] = 100.0 * tcv / tot if tot else None
@@ -184,7 +184,6 @@ def gpu_metrics(run: Run, *, ranks: Sequence[int] | None = None, tensor_core_rul
 
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     parts = list(sess.map(trace_gpu_metrics, ruleset=tensor_core_rules).values())
     overall = pl.concat([p[0] for p in parts], how="vertical_relaxed")
     per_step = pl.concat([p[1] for p in parts], how="vertical_relaxed")

@@ -55,10 +55,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
-from ranksight.views.enclosing import parent_spans
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_APIS, LAUNCH_KINDS
+from ranksight.views.enclosing import parent_spans
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -212,12 +212,12 @@ def _split_noise(rank: int, check: str, amounts: pl.Series, noise_ns: int, what:
     small = a.filter(a < noise_ns)
     rows = []
     if big.len():
-        rows.append(_row(rank, check, "warning", big.len(), int(big.sum()), int(big.max()),  # type: ignore[arg-type]
+        rows.append(_row(rank, check, "warning", big.len(), int(big.sum()), int(big.max()),
                          f"{big.len()} {what} by ≥ {noise_ns / 1e3:g} µs"))
     else:
         rows.append(_row(rank, check, "ok", 0, 0, 0, f"no {what} by ≥ {noise_ns / 1e3:g} µs"))
     rows.append(_row(rank, f"{check}_noise", "info" if small.len() else "ok", small.len(),
-                     int(small.sum()) if small.len() else 0, int(small.max()) if small.len() else 0,  # type: ignore[arg-type]
+                     int(small.sum()) if small.len() else 0, int(small.max()) if small.len() else 0,
                      f"{small.len()} {what} by < {noise_ns / 1e3:g} µs (timestamp noise, tolerated)"))
     return rows
 
@@ -267,7 +267,7 @@ def _durations(t: Trace, rank: int) -> list[dict[str, Any]]:
         ev.filter((pl.col("kind") == "kernel") & (pl.col("dur_ns") == 0)).select("name", "dur_ns"),
     ])
     out.append(_row(rank, "negative_durations", "warning" if neg.height else "ok", neg.height,
-                    int(-neg["dur_ns"].sum()) if neg.height else None, int(-neg["dur_ns"].min()) if neg.height else None,  # type: ignore[operator]
+                    int(-neg["dur_ns"].sum()) if neg.height else None, int(-neg["dur_ns"].min()) if neg.height else None,  # type: ignore[operator,arg-type]
                     ("events with dur < 0: " + _names(neg)) if neg.height else "none"))
     out.append(_row(rank, "zero_length_kernels", "info" if zero.height else "ok", zero.height,
                     detail=("kernels with dur = 0: " + _names(zero)) if zero.height else "none"))
@@ -284,7 +284,7 @@ def _durations(t: Trace, rank: int) -> list[dict[str, Any]]:
         out.append(_row(rank, "longer_than_trace", "ok", detail="needs CPU and GPU events"))
     steps = t.steps.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
     if steps.height and gpu.height:
-        longest = int((steps["end_ns"] - steps["start_ns"]).max())  # type: ignore[arg-type]
+        longest = int((steps["end_ns"] - steps["start_ns"]).max())
         long = gpu.filter(pl.col("step").is_not_null() & (pl.col("dur_ns") > longest))
         out.append(_row(rank, "longer_than_step", "warning" if long.height else "ok", long.height,
                         int(long["dur_ns"].sum()) if long.height else None, int(long["dur_ns"].max()) if long.height else None,  # type: ignore[arg-type]

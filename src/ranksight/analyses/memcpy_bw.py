@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.model.kinds import GPU_KINDS
 from ranksight.views.intervals import union_length
 from ranksight.views.names import trace_values_matching
-from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -75,10 +75,10 @@ def copies(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     """One row per memcpy/memset activity with its copy kind, bytes and bandwidth."""
     ev = trace.scan()
     if hta_compat:
-        g = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("name").is_in(trace_values_matching(trace, _HTA_MEMORY_NAME)))
+        q = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("name").is_in(trace_values_matching(trace, _HTA_MEMORY_NAME)))
     else:
-        g = ev.filter(pl.col("kind").is_in(["memcpy", "memset"]))
-    g = g.filter(pl.col("dur_ns").is_not_null()).select("row", pl.col("name").cast(pl.String), "kind", "pid", "stream", "ts_ns", "dur_ns").collect()
+        q = ev.filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    g = q.filter(pl.col("dur_ns").is_not_null()).select("row", pl.col("name").cast(pl.String), "kind", "pid", "stream", "ts_ns", "dur_ns").collect()
     if g.height == 0:
         return pl.DataFrame(schema=_COPY_SCHEMA)
     g = trace.with_args(g, "transfer")
@@ -141,7 +141,7 @@ def _per_key(cp: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         busy = _busy_ns(known) if known.height else 0
         work = float((known["bw_gbps"] * known["dur_ns"]).sum()) if known.height else 0.0
         rows.append({
-            **dict(zip(keys, key)),
+            **dict(zip(keys, key, strict=True)),
             "copies": g.height,
             "bytes": g["bytes"].sum() if g["bytes"].null_count() < g.height else None,
             "busy_us": _busy_ns(g) / 1e3,
@@ -178,7 +178,6 @@ def bw_per_stream(cp: pl.DataFrame) -> pl.DataFrame:
 def memcpy_bw(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
     """Memcpy/memset bandwidth summary per copy kind and per stream, and the series."""
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     parts = list(sess.map(copies, hta_compat=hta_compat).values())
     cp = pl.concat(parts) if parts else pl.DataFrame(schema=_COPY_SCHEMA)
     series = bw_series(cp)

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
 from ranksight.views.memory_records import DEVICE_TYPES, GPU_DEVICE_TYPES, memory_records
 
@@ -144,7 +144,7 @@ def _peak_row(trace: Trace, dev: str, g: pl.DataFrame, t0_ns: int) -> tuple[obje
     if has_res:
         r_at = res[i]
         frag_at = 1.0 - peak / float(r_at) if r_at else None
-        max_unused = int((res - g["allocated_bytes"]).max())  # type: ignore[arg-type]
+        max_unused = int((res - g["allocated_bytes"]).max())
         mean_frag = _time_weighted(g)
     return (
         trace.rank, dev, g.height, int((g["bytes"] > 0).sum()), int((g["bytes"] < 0).sum()), g["allocated_source"][0],
@@ -157,8 +157,8 @@ def _peak_row(trace: Trace, dev: str, g: pl.DataFrame, t0_ns: int) -> tuple[obje
 def _time_weighted(g: pl.DataFrame) -> float | None:
     """Fragmentation held from each event to the next, weighted by that time."""
     w = g.select(_frag().alias("f"), (pl.col("ts_ns").shift(-1) - pl.col("ts_ns")).alias("w")).drop_nulls()
-    tot = w["w"].sum()
-    return float((w["f"] * w["w"]).sum() / tot) if tot else None
+    tot = float(w["w"].sum())
+    return float((w["f"] * w["w"]).sum()) / tot if tot else None
 
 
 def allocations(trace: Trace, rec: pl.DataFrame) -> tuple[pl.DataFrame, int]:

@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.views.gpu_work import gpu_work, merge, pct, segments
 
 if TYPE_CHECKING:
@@ -55,8 +54,8 @@ def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     g = gpu_work(trace, hta_compat=hta_compat)
     groups = {}
     lengths = {}
-    for bit, t in ((1, "COMPUTATION"), (2, "COMMUNICATION")):
-        sub = g.filter(pl.col("kernel_type") == t)
+    for bit, ktype in ((1, "COMPUTATION"), (2, "COMMUNICATION")):
+        sub = g.filter(pl.col("kernel_type") == ktype)
         s, e = merge(sub["ts_ns"].to_numpy(), sub["end_ns"].to_numpy(), hta_compat=hta_compat)
         groups[bit] = (s, e)
         lengths[bit] = int((e - s).sum())
@@ -81,7 +80,6 @@ def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
 def overlap(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
     """Communication/computation overlap per rank."""
     sess = Session.of(run, ranks)
-    rs = sess.ranks
     df = pl.concat(list(sess.map(overlap_rank, hta_compat=hta_compat).values()))
     notes = []
     no_comm = df.filter(pl.col("comm_us") == 0)["rank"].to_list()

@@ -35,15 +35,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
+from ranksight.model.derive import STEP_RE
+from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.views.intervals import intersect, subtract, union
 from ranksight.views.names import trace_values_matching
 from ranksight.views.tb_op_tree import _DATALOADER_RE, COLLECTIVE_OP_NAMES
 from ranksight.views.tb_steps import plugin_steps
-from ranksight.model.derive import STEP_RE
-from ranksight.model.kinds import GPU_KINDS
-from ranksight.model.kinds import LAUNCH_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -96,7 +95,7 @@ def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, In
         launch_ids = timed.filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).select(pl.col("row").alias("launch_row"), pl.col("external_id").alias("_lext"))
         kernels = kernels.join(launch_ids, on="launch_row", how="left", maintain_order="left")
         is_comm = by_id | pl.col("_lext").is_in(comm_ids).fill_null(False) | (pl.col("kernel_class") == "COMMUNICATION").fill_null(False)
-    kernels = kernels.select("ts_ns", "end_ns", is_comm.alias("_comm")).collect()
+    kernel_iv = kernels.select("ts_ns", "end_ns", is_comm.alias("_comm")).collect()
     host = timed.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | pl.col("cat").is_in(trace_values_matching(trace, "(?i)^python$", "cat")))
     is_step = pl.col("name").is_in(trace_values_matching(trace, STEP_RE.pattern))
     is_dl = pl.col("name").is_in(trace_values_matching(trace, _DATALOADER_RE)) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
@@ -106,9 +105,9 @@ def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, In
     def of(lf: pl.LazyFrame) -> Intervals:
         return _iv(lf.select("ts_ns", "end_ns").collect())
 
-    comm_k = kernels.filter(pl.col("_comm"))
+    comm_k = kernel_iv.filter(pl.col("_comm"))
     return {
-        "kernel": _iv(kernels.filter(~pl.col("_comm"))),
+        "kernel": _iv(kernel_iv.filter(~pl.col("_comm"))),
         "memcpy": of(timed.filter(pl.col("kind") == "memcpy")),
         "memset": of(timed.filter(pl.col("kind") == "memset")),
         "communication": union(

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register, selected
 from ranksight.views.links import HTA_QUEUE_APIS, launch_children
 
 if TYPE_CHECKING:
@@ -80,12 +80,12 @@ def queue_series(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
 def _tw_stats(ts: np.ndarray, q: np.ndarray) -> tuple[float, float, float, float, float]:
     """Time-weighted mean, std, median, p95 and span (ns) of one stream's step function."""
     if ts.size < 2:
-        return (float("nan"),) * 4 + (0.0,)  # type: ignore[return-value]
+        return (float("nan"),) * 4 + (0.0,)
     w = np.diff(ts).astype(np.float64)
     v = q[:-1].astype(np.float64)
     span = float(w.sum())
     if span <= 0:
-        return (float("nan"),) * 4 + (0.0,)  # type: ignore[return-value]
+        return (float("nan"),) * 4 + (0.0,)
     mean = float((v * w).sum() / span)
     std = float(np.sqrt(((v - mean) ** 2 * w).sum() / span))
     order = np.argsort(v, kind="stable")
@@ -163,11 +163,11 @@ def queue(
     summary = queue_summary(series)
     blocked = blocked_on_full_queue(series, {r: per[r][1] for r in rs}, max_queue_length)
     notes = []
-    empty = [r for r, p in zip(rs, parts) if p.height == 0]
+    empty = [r for r in rs if per[r][0].height == 0]
     if empty:
         notes.append(f"rank(s) {empty}: no launch linked to GPU work, so no queue")
     if blocked.height == 0 and series.height:
-        notes.append(f"no stream reached {max_queue_length} queued launches (max {int(series['queue_length'].max())})")
+        notes.append(f"no stream reached {max_queue_length} queued launches (max {int(series['queue_length'].max())})")  # type: ignore[arg-type]
     return AnalysisResult({"summary": summary, "blocked": blocked, "series": series}, notes)
 
 

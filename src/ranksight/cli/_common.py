@@ -47,7 +47,7 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
 
 
-def add_trace_args(p: argparse.ArgumentParser, *, nargs: str = "+") -> None:
+def add_trace_args(p: argparse.ArgumentParser, *, nargs: str | int = "+") -> None:
     p.add_argument("traces", nargs=nargs, metavar="TRACES", help="trace files, directories of rank files, or globs")
     p.add_argument("--rank", type=int, action="append", dest="ranks", metavar="N", help="only this rank (repeatable)")
     p.add_argument("--strict", action="store_true", help="refuse truncated traces instead of salvaging them")

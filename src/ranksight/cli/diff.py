@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import sys
+from typing import Any
 
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
 from ranksight.errors import EXIT_FAILED_GATE
@@ -98,7 +99,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     )  # fmt: skip
     verdict = gate(res, threshold=args.fail_if_slower, metric=args.metric) if args.fail_if_slower is not None else None
     if args.format == "json":
-        extra = {"labels": list(res.labels), "verdict": res.verdict, "method": res.method}
+        extra: dict[str, Any] = {"labels": list(res.labels), "verdict": res.verdict, "method": res.method}
         if verdict is not None:
             extra["gate"] = {"failed": verdict.failed, "line": verdict.line, "metric": verdict.metric,
                              "threshold": args.fail_if_slower, "change": verdict.change, "p_value": verdict.p_value}  # fmt: skip

@@ -10,4 +10,4 @@ __all__ = ["example_path"]
 
 def example_path(name: str = "dlrm") -> Path:
     """Directory of a built-in example (``dlrm``: 8 ranks of a real DLRM training step)."""
-    return Path(str(files("ranksight.data").joinpath("examples", name)))
+    return Path(str(files("ranksight.data") / "examples" / name))  # Traversable.joinpath takes one name on 3.10

@@ -24,7 +24,6 @@ import polars as pl
 
 from ranksight.analyses.annotations import annotation_events
 from ranksight.analyses.cupti_counters import cupti_table
-from ranksight.analyses.late_start import late_start
 from ranksight.analyses.launches import hta_launch_stats, launch_table
 from ranksight.analyses.memcpy_bw import bw_series, copies
 from ranksight.analyses.op_kernels import op_kernel_table
@@ -353,7 +352,7 @@ class LaunchMixin:
             warnings.warn(f"no valid profiler step: profiler_steps={profiler_steps}; available profiler steps={available}",
                           RanksightWarning, stacklevel=2)
             return []
-        res = late_start(self._session(), steps=steps, candidates=max(1, num_candidates), hta_names=self.hta_compat)
+        res = self._session().result("late-start", steps=steps, candidates=max(1, num_candidates), hta_names=self.hta_compat)
         out = [int(r) for r in res["stragglers"].filter(pl.col("straggler"))["rank"].to_list()]
         if not out:
             warnings.warn("; ".join(res.notes) or "no straggler found", RanksightWarning, stacklevel=2)

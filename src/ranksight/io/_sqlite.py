@@ -91,7 +91,7 @@ def read_table(
     schema: dict[str, pl.DataType] = {k: dt for k, (_e, dt) in spec.items()}
     if rowid:
         exprs.insert(0, 'rowid AS "__rowid"')
-        schema = {"__rowid": pl.Int64, **schema}
+        schema = {"__rowid": pl.Int64(), **schema}
     sql = f'SELECT {", ".join(exprs)} FROM "{_ident(table)}"' + (f" WHERE {where}" if where else "")
     cur = con.execute(sql, tuple(params))
     frames = []

@@ -32,11 +32,14 @@ import pickle
 import pickletools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ranksight.errors import InputTooLargeError, TraceFormatError, TraceNotFoundError
+
+if TYPE_CHECKING:
+    from polars.datatypes import DataTypeClass
 
 __all__ = ["SafeUnpickler", "RefusedPickle", "safe_load", "MemorySnapshot", "read_snapshot", "FRAME", "BLOCK_STATES"]
 
@@ -132,14 +135,14 @@ class MemorySnapshot:
     warnings: list[str] = field(default_factory=list)
 
 
-_BLOCK_SCHEMA = {"address": pl.Int64, "size": pl.Int64, "requested_size": pl.Int64, "state": pl.String, "frames": pl.List(FRAME)}
+_BLOCK_SCHEMA: dict[str, pl.DataType | DataTypeClass] = {"address": pl.Int64, "size": pl.Int64, "requested_size": pl.Int64, "state": pl.String, "frames": pl.List(FRAME)}
 _HISTORY = pl.List(pl.Struct({"frames": pl.List(FRAME)}))
 _SEGMENT_SCHEMA = {
     "device": pl.Int64, "address": pl.Int64, "total_size": pl.Int64, "allocated_size": pl.Int64, "active_size": pl.Int64,
     "requested_size": pl.Int64, "stream": pl.Int64, "segment_type": pl.String, "is_expandable": pl.Boolean,
     "blocks": pl.List(pl.Struct({**_BLOCK_SCHEMA, "history": _HISTORY})),
 }
-_TRACE_SCHEMA = {
+_TRACE_SCHEMA: dict[str, pl.DataType | DataTypeClass] = {
     "action": pl.String, "addr": pl.Int64, "size": pl.Int64, "stream": pl.Int64, "time_us": pl.Int64,
     "device_free": pl.Int64, "frames": pl.List(FRAME),
 }
@@ -188,7 +191,9 @@ def read_snapshot(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Me
     unknown = sorted(set(blocks["state"].drop_nulls().unique().to_list()) - set(BLOCK_STATES))
     if unknown:
         warnings.append(f"unknown block states {unknown}: counted as neither allocated nor free")
-    settings = obj.get("allocator_settings") if isinstance(obj.get("allocator_settings"), dict) else {}
+    settings = obj.get("allocator_settings")
+    if not isinstance(settings, dict):
+        settings = {}
     return MemorySnapshot(p, segments, blocks, trace, settings, warnings)
 
 

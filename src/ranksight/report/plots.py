@@ -17,8 +17,8 @@ __all__ = ["temporal_breakdown_figure", "idle_time_figure", "kernel_type_figure"
 def _records(df: Any) -> list[dict[str, Any]]:
     """Rows of a pandas or polars frame as dicts."""
     if hasattr(df, "to_dicts"):
-        return df.to_dicts()  # type: ignore[no-any-return]
-    return df.to_dict("records")  # type: ignore[no-any-return]
+        return df.to_dicts()
+    return df.to_dict("records")
 
 
 def temporal_breakdown_figure(df: Any) -> Any:

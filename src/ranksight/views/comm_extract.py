@@ -20,6 +20,7 @@ by time containment of the launch on the launching thread) > ``custom_op`` (``sy
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import weakref
@@ -93,10 +94,8 @@ def rank_collectives(trace: Trace) -> pl.DataFrame:
     cpu = _gloo_collectives(trace, used_c10d)
     df = pl.concat([gpu, cpu], how="vertical_relaxed") if cpu.height else gpu
     df = _finish(trace, df)
-    try:
+    with contextlib.suppress(TypeError):  # a trace that cannot be weakly referenced is not cached
         _CACHE[trace] = df
-    except TypeError:
-        pass
     return df
 
 
@@ -141,8 +140,8 @@ def _ctype(col: str) -> pl.Expr:
 def _comm_ops(trace: Trace) -> pl.DataFrame:
     """CPU-side comm ops (record_param_comms, nccl:*, c10d::*, gloo:*) with their args."""
     names = trace_values_matching(trace, _COMM_OP_RE.pattern)
-    ops = trace.scan().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").is_in(names))
-    ops = trace.with_args(ops.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step").collect(), "collective", "op")
+    q = trace.scan().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").is_in(names))
+    ops = trace.with_args(q.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step").collect(), "collective", "op")
     return ops.with_columns(pl.col("name").cast(pl.String))
 
 
@@ -245,9 +244,9 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
     ]
     has = [(i.is_not_null() | o.is_not_null()) for i, o, _ in size_rules]
     k = k.with_columns(
-        pl.coalesce([pl.when(h).then(i) for h, (i, _, _) in zip(has, size_rules)]).cast(pl.Int64).alias("in_nelems"),
-        pl.coalesce([pl.when(h).then(o) for h, (_, o, _) in zip(has, size_rules)]).cast(pl.Int64).alias("out_nelems"),
-        pl.coalesce([pl.when(h).then(pl.lit(r)) for h, (_, _, r) in zip(has, size_rules)]).alias("size_rule"),
+        pl.coalesce([pl.when(h).then(i) for h, (i, _, _) in zip(has, size_rules, strict=True)]).cast(pl.Int64).alias("in_nelems"),
+        pl.coalesce([pl.when(h).then(o) for h, (_, o, _) in zip(has, size_rules, strict=True)]).cast(pl.Int64).alias("out_nelems"),
+        pl.coalesce([pl.when(h).then(pl.lit(r)) for h, (_, _, r) in zip(has, size_rules, strict=True)]).alias("size_rule"),
     )
     algo = _map_distinct(k["name"], lambda n: kernel_name_details(n)[0], pl.String)
     proto = _map_distinct(k["name"], lambda n: kernel_name_details(n)[1], pl.String)

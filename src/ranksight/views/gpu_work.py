@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from ranksight.views.intervals import union
 from ranksight.model.kinds import GPU_KINDS
+from ranksight.views.intervals import union
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -139,7 +139,7 @@ def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
         g = g.with_columns(
             pl.col("kernel_class").replace_strict(_CLASS_TO_TYPE, default="OTHER", return_dtype=pl.String).alias("kernel_type")
         )
-    return g.drop("kernel_class").cast({c: t for c, t in _SCHEMA.items() if c != "name"})  # type: ignore[arg-type]
+    return g.drop("kernel_class").cast({c: t for c, t in _SCHEMA.items() if c != "name"})
 
 
 def _with_string_names(g: pl.DataFrame) -> pl.DataFrame:
@@ -219,7 +219,7 @@ def segments(groups: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict[int, int]
         return {}
     vals, inv = np.unique(run[keep], return_inverse=True)
     sums = np.bincount(inv, weights=length[keep].astype(np.float64)).astype(np.int64)
-    return {int(v): int(s) for v, s in zip(vals, sums)}
+    return {int(v): int(s) for v, s in zip(vals, sums, strict=True)}
 
 
 def covered_in_windows(ms: np.ndarray, me: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:

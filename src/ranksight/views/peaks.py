@@ -114,10 +114,10 @@ def lookup(props: dict[str, Any] | None) -> GpuPeak | None:
         key = (int(props.get("computeMajor")), int(props.get("computeMinor")), int(props.get("numSms")))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    pat = AMD_BY_ARCH.get(key)
-    if pat is None or "nvidia" in name.lower():
+    arch = AMD_BY_ARCH.get(key)
+    if arch is None or "nvidia" in name.lower():
         return None
-    return next(p for q, p in PEAKS if q == pat)
+    return next(p for q, p in PEAKS if q == arch)
 
 
 def peak_for(peak: GpuPeak, dtype: str) -> tuple[float, str]:

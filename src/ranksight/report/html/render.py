@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from typing import Any
 
@@ -23,9 +22,9 @@ __all__ = ["render_html", "write_atomic", "ASSETS", "csp_for"]
 ASSETS = ("charts.js", "table.js", "report.js")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _asset(name: str) -> str:
-    return files("ranksight.report.html").joinpath("assets", name).read_text(encoding="utf-8")
+    return (files("ranksight.report.html") / "assets" / name).read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=1)

@@ -1,6 +1,6 @@
 """CPU and launches: launch statistics, queue length, memcpy bandwidth, operators, annotations."""
 
-from __future__ import annotations
+# no ``from __future__ import annotations`` here: this module defines a function named ``annotations``
 
 from typing import Any
 
@@ -63,10 +63,10 @@ def queue(ctx: Ctx) -> list[dict[str, Any]]:
     s = tabs.get("series")
     if s is not None and s.height:
         top = tabs["summary"].sort(["max", "rank", "stream"], descending=[True, False, False]).head(1)
-        r, st = top["rank"][0], top["stream"][0]
+        r = top["rank"][0]
         ranks_streams = tabs["summary"].filter(pl.col("rank") == r).sort("max", descending=True).head(4)["stream"].to_list()
         t0 = s.filter(pl.col("rank") == r)["ts_ns"].min()
-        lines = []
+        lines: list[tuple[str, list[Any], list[Any]]] = []
         for stream in ranks_streams:
             ss = s.filter((pl.col("rank") == r) & (pl.col("stream") == stream)).sort("ts_ns")
             lines.append((f"rank {r} stream {stream}", ((ss["ts_ns"] - t0) / 1e6).to_list(), ss["queue_length"].to_list()))
@@ -93,7 +93,7 @@ def memcpy_bw(ctx: Ctx) -> list[dict[str, Any]]:
     c = tabs.get("copies")
     if c is not None and c.height and "bw_gbps" in c.columns:
         t0 = c["ts_ns"].min()
-        lines = []
+        lines: list[tuple[str, list[Any], list[Any]]] = []
         for (r, kind), g in sorted(c.group_by(["rank", "copy_kind"]), key=lambda kv: (kv[0][0], str(kv[0][1]))):
             if len(lines) >= 12:
                 break

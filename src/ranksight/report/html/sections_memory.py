@@ -21,7 +21,7 @@ def memory(ctx: Ctx) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     c = tabs.get("curve")
     if c is not None and c.height:
-        lines = []
+        lines: list[tuple[str, list[Any], list[Any]]] = []
         for (r, dev), g in sorted(c.group_by(["rank", "device"]), key=lambda kv: (kv[0][0], str(kv[0][1]))):
             if len(lines) >= 16:
                 break
