@@ -80,7 +80,7 @@ class Context:
 
     def on_rank(self, fn: Callable[..., T], rank: int, **kwargs: Any) -> T:
         """``fn(trace, **kwargs)`` on one rank, run on the run's engine (``fn`` module-level)."""
-        return self.session.map(fn, [rank], **kwargs)[rank]  # type: ignore[no-any-return]
+        return self.session.map(fn, [rank], **kwargs)[rank]
 
     def has_gpu(self, rank: int) -> bool:
         return self.on_rank(has_gpu_work, rank)
@@ -94,7 +94,7 @@ def has_gpu_work(trace: Trace) -> bool:
 def findings(run: Run | Session, *, ranks: Sequence[int] | None = None) -> tuple[list[Finding], list[str], list[str]]:
     """All findings (worst first), the rules that ran, and notes (computed once per session)."""
     sess = Session.of(run, ranks)
-    return sess.memo(("diagnose-findings",), lambda: _findings(sess))  # type: ignore[no-any-return]
+    return sess.memo(("diagnose-findings",), lambda: _findings(sess))
 
 
 def _findings(sess: Session) -> tuple[list[Finding], list[str], list[str]]:

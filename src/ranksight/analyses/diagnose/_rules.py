@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from ranksight.views.intervals import union_length, with_outermost
 from ranksight.analyses.diagnose import Context, Finding
 from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.views.intervals import union_length, with_outermost
 
 if TYPE_CHECKING:
     from ranksight.model.meta import TraceMeta
@@ -122,7 +122,7 @@ def _kernel_stats(trace: Trace) -> dict[str, float]:
 def _launch_facts(trace: Trace, n: int = 3) -> tuple[int, float, list[str]]:
     """Kernels in steps, µs of launch calls (with GPU work) in steps, the ``n`` most frequent tiny kernels."""
     nk = trace.kind("kernel").filter(pl.col("step").is_not_null()).height
-    launch_us = trace.kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum() / 1e3
+    launch_us = float(trace.kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum()) / 1e3
     k = trace.kind("kernel").filter(pl.col("dur_ns") < TINY_KERNEL_US * 1e3)
     return nk, launch_us, k["name"].cast(pl.String).value_counts(sort=True).head(n)["name"].to_list()
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ranksight.analyses import Session
-from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION, StringTable
+from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION
 from ranksight.report.html.sections import GROUPS, SECTIONS, Ctx, Section, Skip
 
 __all__ = ["build_payload", "load_sections", "covered_analyses", "GENERIC_EXCLUDED", "SECTION_MODULES"]
