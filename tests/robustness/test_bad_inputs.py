@@ -201,9 +201,21 @@ def test_huge_integer_ts_is_not_wrapped(tmp_path):
 
 
 def test_repair_keeps_exponent_numbers(tmp_path):
-    # what Python's json.dumps writes for a NaN duration and a huge timestamp
+    """A bare NaN sends the event through the repair, which quotes bare words: the exponent of a
+    number (``1e+300``, ``1.5e+3``, ``1E2``) is not a word and must reach the parser as a number."""
+    cols = ["name", "pid", "tid", "ts_ns", "dur_ns", "correlation", "external_id", "stream"]
+    repaired = "1 events had invalid JSON (control characters, bare N/A or NaN, bad UTF-8) and were repaired"
+    # what Python's json.dumps writes for a NaN duration and a huge timestamp: 1e+300 µs is a
+    # number too large for int64 ns, left empty like the NaN
     _, d = _one(tmp_path, {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1e300, "dur": float("nan")})
-    assert d.events.height == 1
+    assert d.events.select(cols).rows() == [("a", 1, 1, None, None, None, None, None)]
+    assert d.warnings == [repaired, "2 ts/dur values were not numbers and were left empty"]
+    # exponents in range: 1.5e+3 µs = 1,500,000 ns; External id 1E2 = 100; stream 7e0 = 7
+    text = '{"ph":"X","name":"a","pid":1,"tid":1,"ts":1.5e+3,"dur":NaN,"args":{"correlation":7,"External id":1E2,"stream":7e0}}'
+    _, d = _one(tmp_path, text)
+    assert d.events.select(cols).rows() == [("a", 1, 1, 1_500_000, None, 7, 100, 7)]
+    assert (d.stats["repaired_events"], d.stats["bad_numbers"]) == (1, 1)
+    assert d.warnings == [repaired, "1 ts/dur values were not numbers and were left empty"]
 
 
 def test_malformed_hex_ids_are_not_numbers(tmp_path):
