@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["idle_gaps_rank", "idle_rank", "idle_totals", "idle_stats", "idle", "CATEGORIES"]
+__all__ = ["idle_gaps_rank", "idle_totals", "idle_stats", "idle", "CATEGORIES"]
 
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 _GAP_SCHEMA = {
@@ -117,12 +117,6 @@ def idle_totals(gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .sort(by)
         .select(*by, "idle_us", "idle_ratio")
     )
-
-
-def idle_rank(trace: Trace, *, kernel_wait_us: float = 30.0, streams: Sequence[int] | None = None, hta_compat: bool = False) -> pl.DataFrame:
-    """Idle per stream and category: ``rank, stream, idle_category, idle_us, idle_ratio``."""
-    gaps = idle_gaps_rank(trace, kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat)
-    return idle_totals(gaps, ["rank", "stream"])
 
 
 def idle_stats(gaps: pl.DataFrame) -> pl.DataFrame:

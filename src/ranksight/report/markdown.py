@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import polars as pl
 
 from ranksight.report.terminal import format_value
 
-__all__ = ["md_escape", "table_to_markdown", "tables_to_markdown"]
+__all__ = ["md_escape", "table_to_markdown"]
 
 _CONTROL = {c: None for c in [*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
 
@@ -36,15 +34,3 @@ def table_to_markdown(df: pl.DataFrame, *, max_rows: int | None = None) -> str:
         lines.append("")
         lines.append(f"*{df.height - max_rows} more rows (use `--format csv` for all)*")
     return "\n".join(lines)
-
-
-def tables_to_markdown(
-    tables: Mapping[str, pl.DataFrame], notes: Sequence[str] = (), *, max_rows: int | None = None, level: int = 3
-) -> str:
-    """Each table under a heading, then the notes as a list."""
-    parts = []
-    for name, df in tables.items():
-        parts.append(f"{'#' * level} {name}\n\n{table_to_markdown(df, max_rows=max_rows)}")
-    if notes:
-        parts.append("\n".join(f"- {n}" for n in notes))
-    return "\n\n".join(parts) + "\n"

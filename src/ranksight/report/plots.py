@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["temporal_breakdown_figure", "idle_time_figure", "kernel_type_figure", "kernels_figure", "overlap_figure", "launch_stats_figures", "aten_op_table_figure",
-           "frequent_patterns_figure", "queue_length_figure", "stragglers_figure", "user_annotation_figure",
+           "frequent_patterns_figure", "stragglers_figure", "user_annotation_figure",
            "diff_bars_figure", "memory_curve_figure", "memcpy_bandwidth_figure", "wait_heatmap_figure"]
 
 
@@ -125,22 +125,6 @@ def frequent_patterns_figure(df: Any, rank: int = 0, top_k: int = 5) -> Any:
     fig = go.Figure(go.Bar(x=[str(i) for i in range(len(rows))], y=[r["count"] for r in rows],
                            hovertext=[r["pattern"].replace("|", "<br>") for r in rows]))
     fig.update_layout(title=f"Top {len(rows)} frequent patterns on rank {rank}", xaxis_title="pattern", yaxis_title="count")
-    return fig
-
-
-def queue_length_figure(series: Any) -> Any:
-    """Queue length step lines per (rank, stream) from a rank → time-series mapping or a frame."""
-    import plotly.graph_objects as go
-
-    frames = series.items() if isinstance(series, dict) else [(None, series)]
-    fig = go.Figure()
-    for rank, df in frames:
-        rows = _records(df)
-        for stream in sorted({r["stream"] for r in rows}):
-            pts = [r for r in rows if r["stream"] == stream]
-            fig.add_scatter(x=[p["ts"] for p in pts], y=[p["queue_length"] for p in pts], line_shape="hv",
-                            name=f"rank {rank} stream {stream}" if rank is not None else f"stream {stream}")
-    fig.update_layout(title="Launch queue length", xaxis_title="time (us)", yaxis_title="queued launches")
     return fig
 
 
