@@ -176,3 +176,7 @@ def test_registration_lists_name_every_module():
     assert sorted(modules) == sorted(set(ANALYSIS_MODULES) - {"diff"})
     sections = {m.name for m in pkgutil.iter_modules(html_pkg.__path__) if m.name.startswith("sections_")}
     assert set(SECTION_MODULES) == sections
+    import ranksight.cli as cli_pkg
+    from ranksight.cli import COMMAND_MODULES
+
+    assert set(COMMAND_MODULES) == {m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if not m.name.startswith("_")}

@@ -1,42 +1,39 @@
 """The ``ranksight`` command.
 
-Each module in this package (not starting with ``_``) defines ``COMMAND``, a
-:class:`~ranksight.cli._common.Command`; subcommands are discovered, so adding one is adding a
-module. Exit codes: 0 success, 1 a failed gate (``diff --fail-if-slower``), 2 bad input or usage,
-3 an internal error (a bug; a panic in the Rust core included). A failure prints one line on
-stderr; ``-v`` shows the traceback.
+Each module listed in :data:`COMMAND_MODULES` defines ``COMMAND``, a
+:class:`~ranksight.cli._common.Command`; adding a command is adding a module and its name there.
+Exit codes: 0 success, 1 a failed gate (``diff --fail-if-slower``), 2 bad input or usage, 3 an
+internal error (a bug; a panic in the Rust core included), 130 interrupted. A failure prints one
+line on stderr; ``-v`` shows the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ranksight.cli._common import Command, Context
 from ranksight.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, RanksightError, RanksightWarning
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+
+
+#: Every command module (each defines ``COMMAND``).
+COMMAND_MODULES = ("analyze", "counters", "demo", "diagnose", "diff", "export", "health", "info", "nccl_log", "report", "summary")
 
 
 def _commands() -> list[Command]:
-    cmds = []
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name.startswith("_"):
-            continue
-        m = importlib.import_module(f"{__name__}.{mod.name}")
-        cmd = getattr(m, "COMMAND", None)
-        if isinstance(cmd, Command):
-            cmds.append(cmd)
+    cmds = [importlib.import_module(f"{__name__}.{m}").COMMAND for m in COMMAND_MODULES]
     return sorted(cmds, key=lambda c: (c.order, c.name))
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit code 2
+    def error(self, message: str) -> NoReturn:  # one line, exit code 2
         self.exit(EXIT_BAD_INPUT, f"ranksight: error: {message} (see {self.prog} --help)\n")
 
 

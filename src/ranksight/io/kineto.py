@@ -76,7 +76,7 @@ class DecodedTrace:
 
 
 def _column(decoded: Any, name: str, i: int, col: str) -> pl.Series:
-    return pl.from_arrow(pa.array(decoded.column(name, i))).alias(col)  # type: ignore[union-attr,return-value]
+    return pl.from_arrow(pa.array(decoded.column(name, i))).alias(col)  # type: ignore[union-attr]
 
 
 def _table(decoded: Any, name: str) -> pl.DataFrame:
@@ -175,7 +175,7 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
             offset=stats["json_bytes"],
         )
     if not stats["document_complete"]:
-        last_ts = events["ts_ns"].max() if events.height else None
+        last_ts: int | None = events["ts_ns"].max() if events.height else None  # type: ignore[assignment]
         lost = stats["lost_bytes"]
         where = "a truncated gzip stream" if stats["truncated_gzip"] else "a truncated file"
         warnings.append(
