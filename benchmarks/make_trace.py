@@ -59,13 +59,16 @@ def build(src: str, out: str, size: int, rank: int | None = None, world_size: in
         if world_size is not None:
             info["world_size"] = world_size
         meta["distributedInfo"] = info
-    head = json.dumps(meta)[:-1] + (', ' if meta else '') + '"traceEvents": [\n'
+    head = json.dumps(meta)[:-1] + (", " if meta else "") + '"traceEvents": [\n'
     body_events = [e for e in events if e.get("ph") != "M"]
     meta_events = [e for e in events if e.get("ph") == "M"]
     written = 0
     copies = 0
     step_re = re.compile(r"^(ProfilerStep#)(\d+)$")
-    n_steps = sum(1 for e in body_events if step_re.match(str(e.get("name", ""))) and e.get("cat") != "gpu_user_annotation") or 1
+    n_steps = (
+        sum(1 for e in body_events if step_re.match(str(e.get("name", ""))) and e.get("cat") != "gpu_user_annotation")
+        or 1
+    )
     with open(out, "w") as f:
         f.write(head)
         first = True

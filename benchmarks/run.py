@@ -38,7 +38,19 @@ SOURCE_SINGLE = ROOT / "tests/data/hta/ns_resolution_trace/rank-0.Apr_03_18_51_3
 SOURCE_MULTI = ROOT / "src/ranksight/data/examples/dlrm"
 
 #: HTA-equivalent analyses (issue 3) and the HTA calls they correspond to.
-HTA_EQUIVALENT = ["temporal", "idle", "kernel-types", "kernels", "overlap", "launches", "queue", "memcpy-bw", "steps", "annotations", "late-start"]
+HTA_EQUIVALENT = [
+    "temporal",
+    "idle",
+    "kernel-types",
+    "kernels",
+    "overlap",
+    "launches",
+    "queue",
+    "memcpy-bw",
+    "steps",
+    "annotations",
+    "late-start",
+]
 HTA_CALLS = {
     "temporal": "a.get_temporal_breakdown(visualize=False)",
     "idle": "a.get_idle_time_breakdown(ranks=ranks, visualize=False)",
@@ -114,7 +126,9 @@ def gz_copy(src: Path) -> Path:
 def measure(cmd: list[str], timeout: float, max_rss: float | None = None, env: dict[str, str] | None = None) -> dict:
     """Run a command; return its JSON result plus wall time and peak RSS of the process tree."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
     peak = 0
     killed = None
     stop = threading.Event()
@@ -261,21 +275,38 @@ def main() -> None:
     ap.add_argument("--hta-timeout", type=float, default=900)
     ap.add_argument("--hta-max-gb", type=float, default=17)
     ap.add_argument("--no-hta", action="store_true")
-    ap.add_argument("--only-load", action="store_true",
-                    help="re-measure only ranksight's load rows of sets already in out/results.json (keeps the rest)")
+    ap.add_argument(
+        "--only-load",
+        action="store_true",
+        help="re-measure only ranksight's load rows of sets already in out/results.json (keeps the rest)",
+    )
     ap.add_argument("--no-hta-over-gb", type=float, default=None, help="skip HTA on sets larger than this (GB of JSON)")
-    ap.add_argument("--every", action="store_true",
-                    help="also load plus every registered analysis: no cache by default and with RANKSIGHT_LOW_MEMORY=1, and a first run with the cache on (memory)")
-    ap.add_argument("--only-every", action="store_true",
-                    help="re-measure only the memory rows (--every) of sets already in out/results.json (keeps the rest)")
-    ap.add_argument("--hta-mode", choices=("load", "all"), default=None,
-                    help="what HTA runs: load only, or load plus its analyses (default: as --all)")
+    ap.add_argument(
+        "--every",
+        action="store_true",
+        help="also load plus every registered analysis: no cache by default and with RANKSIGHT_LOW_MEMORY=1, and a first run with the cache on (memory)",
+    )
+    ap.add_argument(
+        "--only-every",
+        action="store_true",
+        help="re-measure only the memory rows (--every) of sets already in out/results.json (keeps the rest)",
+    )
+    ap.add_argument(
+        "--hta-mode",
+        choices=("load", "all"),
+        default=None,
+        help="what HTA runs: load only, or load plus its analyses (default: as --all)",
+    )
     a = ap.parse_args()
     sets = ["20m"] if a.quick else a.sets.split(",")
     OUT.mkdir(exist_ok=True)
     use_hta = not a.no_hta and hta_available(a.hta_python)
     out_json = OUT / "results.json"
-    results = {"machine": {"cores": os.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1)}, "hta": use_hta, "sets": {}}
+    results = {
+        "machine": {"cores": os.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1)},
+        "hta": use_hta,
+        "sets": {},
+    }
     if a.append and out_json.exists():
         results["sets"] = json.loads(out_json.read_text()).get("sets", {})
     py = sys.executable
@@ -320,12 +351,20 @@ def main() -> None:
                 row["ranksight_load_gzip"] = g
             if a.all:
                 names = json.dumps(HTA_EQUIVALENT)
-                row["ranksight_analyses"] = measure([py, "-c", RS_ANALYSES.format(cache=repr(cache), names=names), target], 3600)
-                row["ranksight_cached_rerun"] = measure([py, "-c", RS_ANALYSES.format(cache=repr(cache), names=names), target], 3600)
+                row["ranksight_analyses"] = measure(
+                    [py, "-c", RS_ANALYSES.format(cache=repr(cache), names=names), target], 3600
+                )
+                row["ranksight_cached_rerun"] = measure(
+                    [py, "-c", RS_ANALYSES.format(cache=repr(cache), names=names), target], 3600
+                )
                 html = Path(cache) / "report.html"
                 row["ranksight_report_first"] = measure([py, "-c", RS_REPORT, target, str(html), "--no-cache"], 3600)
-                row["ranksight_report_cached"] = measure([py, "-c", RS_REPORT, target, str(html), "--cache-dir", cache], 3600)
-                row["ranksight_report_cached_rerun"] = measure([py, "-c", RS_REPORT, target, str(html), "--cache-dir", cache], 3600)
+                row["ranksight_report_cached"] = measure(
+                    [py, "-c", RS_REPORT, target, str(html), "--cache-dir", cache], 3600
+                )
+                row["ranksight_report_cached_rerun"] = measure(
+                    [py, "-c", RS_REPORT, target, str(html), "--cache-dir", cache], 3600
+                )
         if a.every:
             every(row, py, target)
         if use_hta and not (a.no_hta_over_gb and json_mb > a.no_hta_over_gb * 1000):
@@ -333,14 +372,18 @@ def main() -> None:
             if len(files) == 1:
                 os.symlink(files[0], hdir / files[0].name)
             mode = a.hta_mode or ("all" if a.all else "load")
-            row["hta"] = measure([a.hta_python, "-c", HTA_LOAD % repr(HTA_CALLS), str(hdir), mode], a.hta_timeout, a.hta_max_gb * 2**30)
+            row["hta"] = measure(
+                [a.hta_python, "-c", HTA_LOAD % repr(HTA_CALLS), str(hdir), mode], a.hta_timeout, a.hta_max_gb * 2**30
+            )
             h, rs = row["hta"], row["ranksight_load"]
             if "load_s" in h and "load_s" in rs:
                 h["mb_per_s"] = round(json_mb / h["load_s"], 1)
                 row["load_speedup_x"] = round(h["load_s"] / rs["load_s"], 1)
             if a.all and "analyses_s" in h and "ranksight_analyses" in row and "load_s" in row["ranksight_analyses"]:
                 ra = row["ranksight_analyses"]
-                row["load_plus_analyses_speedup_x"] = round((h["load_s"] + h["analyses_s"]) / (ra["load_s"] + ra["analyses_s"]), 1)
+                row["load_plus_analyses_speedup_x"] = round(
+                    (h["load_s"] + h["analyses_s"]) / (ra["load_s"] + ra["analyses_s"]), 1
+                )
         results["sets"][name] = row
         out_json.write_text(json.dumps(results, indent=1))
     print(table(results))
@@ -357,8 +400,10 @@ def every(row: dict, py: str, target: str) -> None:
 
 
 def table(res: dict) -> str:
-    lines = ["| set | JSON MB | ranksight load s (MB/s) | peak RSS MB | HTA load s (MB/s) | HTA peak RSS MB | speed-up |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| set | JSON MB | ranksight load s (MB/s) | peak RSS MB | HTA load s (MB/s) | HTA peak RSS MB | speed-up |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, r in res["sets"].items():
         rl = r["ranksight_load"]
         h = r.get("hta", {})

@@ -19,7 +19,9 @@ def _v(d: dict, k: str, fmt: str = "{}") -> str:
 def render(res: dict) -> str:
     out = []
     out.append("### Load (file → columns → derived model), single process\n")
-    out.append("| set | JSON MB | events | ranksight load s | MB/s | events/s | peak RSS MB | core bytes/event | gzip input: load s (JSON MB/s) | HTA load s | HTA MB/s | HTA peak RSS MB | load speed-up |")
+    out.append(
+        "| set | JSON MB | events | ranksight load s | MB/s | events/s | peak RSS MB | core bytes/event | gzip input: load s (JSON MB/s) | HTA load s | HTA MB/s | HTA peak RSS MB | load speed-up |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in res["sets"].items():
         rl, h, g = r.get("ranksight_load", {}), r.get("hta", {}), r.get("ranksight_load_gzip", {})
@@ -30,7 +32,9 @@ def render(res: dict) -> str:
             f"{_v(h, 'load_s') if h else 'not run'} | {_v(h, 'mb_per_s')} | {_v(h, 'peak_rss_mb')} | {_v(r, 'load_speedup_x', '{}×')} |"
         )
     out.append("\n### Load plus every HTA-equivalent analysis, cached re-run, report\n")
-    out.append("| set | ranksight load + analyses s | peak RSS MB | cached re-run: load s (total s) | first load ÷ cached load | HTA load + analyses s | HTA peak RSS MB | speed-up | report s (first, no cache) | report s (cached) | report peak RSS MB |")
+    out.append(
+        "| set | ranksight load + analyses s | peak RSS MB | cached re-run: load s (total s) | first load ÷ cached load | HTA load + analyses s | HTA peak RSS MB | speed-up | report s (first, no cache) | report s (cached) | report peak RSS MB |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in res["sets"].items():
         if "ranksight_analyses" not in r:
@@ -50,22 +54,29 @@ def render(res: dict) -> str:
     ev = [(n, r) for n, r in res["sets"].items() if "ranksight_every" in r]
     if ev:
         out.append("\n### Memory: load plus every registered analysis, one process\n")
-        out.append("| set | JSON MB | mode | load s | peak RSS after load MB | analyses s | peak RSS MB (whole run) | slowest analysis |")
+        out.append(
+            "| set | JSON MB | mode | load s | peak RSS after load MB | analyses s | peak RSS MB (whole run) | slowest analysis |"
+        )
         out.append("|---|---|---|---|---|---|---|---|")
         for name, r in ev:
-            for mode, key in (("no cache", "ranksight_every"), ("no cache, RANKSIGHT_LOW_MEMORY=1", "ranksight_every_low_memory"),
-                              ("cache on, first run", "ranksight_every_cache")):
+            for mode, key in (
+                ("no cache", "ranksight_every"),
+                ("no cache, RANKSIGHT_LOW_MEMORY=1", "ranksight_every_low_memory"),
+                ("cache on, first run", "ranksight_every_cache"),
+            ):
                 e = r.get(key)
                 if e is None:
                     continue
                 per = {k: v for k, v in (e.get("per_analysis_s") or {}).items() if isinstance(v, (int, float))}
                 slow = max(per, key=per.get) if per else ""
-                out.append(f"| {name} | {r['json_mb']} | {mode} | {_v(e, 'load_s')} | {_v(e, 'load_peak_rss_mb')} | {_v(e, 'analyses_s')} | "
-                           f"{_v(e, 'peak_rss_mb')} | {slow} {per.get(slow, '')} |")
+                out.append(
+                    f"| {name} | {r['json_mb']} | {mode} | {_v(e, 'load_s')} | {_v(e, 'load_peak_rss_mb')} | {_v(e, 'analyses_s')} | "
+                    f"{_v(e, 'peak_rss_mb')} | {slow} {per.get(slow, '')} |"
+                )
     out.append("\n### Each HTA-equivalent analysis after loading (s)\n")
     names = []
     for r in res["sets"].values():
-        for n in (r.get("ranksight_analyses", {}).get("per_analysis_s") or {}):
+        for n in r.get("ranksight_analyses", {}).get("per_analysis_s") or {}:
             if n not in names:
                 names.append(n)
     out.append("| set | " + " | ".join(names) + " |")

@@ -25,8 +25,17 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
 
 __all__ = [
-    "REGISTRY", "ANALYSIS_MODULES", "AnalysisResult", "AnalysisSpec", "Option", "register", "run_analysis", "names",
-    "Session", "Missing", "MISSING_KINDS",
+    "REGISTRY",
+    "ANALYSIS_MODULES",
+    "AnalysisResult",
+    "AnalysisSpec",
+    "Option",
+    "register",
+    "run_analysis",
+    "names",
+    "Session",
+    "Missing",
+    "MISSING_KINDS",
 ]
 
 
@@ -36,6 +45,8 @@ def names() -> list[str]:
     return sorted(REGISTRY)
 
 
-def run_analysis(name: str, run: Run | Session | None, *, ranks: Sequence[int] | None = None, **options: Any) -> AnalysisResult:
+def run_analysis(
+    name: str, run: Run | Session | None, *, ranks: Sequence[int] | None = None, **options: Any
+) -> AnalysisResult:
     """Run the analysis ``name`` (a slug such as ``"temporal"``) on a run or a session."""
     return Session.of(run, ranks).result(name, **options)

@@ -18,7 +18,16 @@ import polars as pl
 if TYPE_CHECKING:
     from ranksight.model.run import Run
 
-__all__ = ["AnalysisResult", "Option", "AnalysisSpec", "REGISTRY", "ANALYSIS_MODULES", "register", "load_all", "selected"]
+__all__ = [
+    "AnalysisResult",
+    "Option",
+    "AnalysisSpec",
+    "REGISTRY",
+    "ANALYSIS_MODULES",
+    "register",
+    "load_all",
+    "selected",
+]
 
 
 @dataclass
@@ -65,11 +74,42 @@ REGISTRY: dict[str, AnalysisSpec] = {}
 
 #: Every analysis module of :mod:`ranksight.analyses` (each registers one slug when imported).
 ANALYSIS_MODULES = (
-    "alignment", "all_to_all", "alpha_beta", "annotations", "bandwidth", "bubble", "collectives",
-    "cupti_counters", "diagnose", "diff", "exposed_comm", "gpu_metrics", "health", "idle",
-    "info", "kernel_config", "kernel_spread", "kernel_types", "kernels", "late_start", "launches",
-    "memcpy_bw", "memory", "mfu", "modules", "nccl_log", "op_kernels", "ops", "overlap", "overview", "queue",
-    "sequences", "steps", "stragglers", "summary", "temporal",
+    "alignment",
+    "all_to_all",
+    "alpha_beta",
+    "annotations",
+    "bandwidth",
+    "bubble",
+    "collectives",
+    "cupti_counters",
+    "diagnose",
+    "diff",
+    "exposed_comm",
+    "gpu_metrics",
+    "health",
+    "idle",
+    "info",
+    "kernel_config",
+    "kernel_spread",
+    "kernel_types",
+    "kernels",
+    "late_start",
+    "launches",
+    "memcpy_bw",
+    "memory",
+    "mfu",
+    "modules",
+    "nccl_log",
+    "op_kernels",
+    "ops",
+    "overlap",
+    "overview",
+    "queue",
+    "sequences",
+    "steps",
+    "stragglers",
+    "summary",
+    "temporal",
 )
 
 _loaded = False

@@ -31,7 +31,12 @@ def alignment(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult
     cd = comm_data(run, ranks, align=True)
     off = cd.offsets
     table = off.select(
-        "rank", "host", "clock", (pl.col("offset_ns") / 1e3).alias("offset_us"), (pl.col("estimated_ns") / 1e3).alias("estimated_us"), "instances_used",
+        "rank",
+        "host",
+        "clock",
+        (pl.col("offset_ns") / 1e3).alias("offset_us"),
+        (pl.col("estimated_ns") / 1e3).alias("estimated_us"),
+        "instances_used",
         (pl.col("residual_ns") / 1e3).alias("residual_us"),
     )
     used = off.filter(pl.col("instances_used") > 0)

@@ -40,12 +40,18 @@ def pair_bytes(a2a: pl.DataFrame) -> pl.DataFrame:
     )
     # the peer of split i is the group's i-th rank, else rank i
     d = d.with_columns(
-        pl.when(pl.col("__peers").list.len() == pl.col("__split").list.len()).then(pl.col("__peers"))
-        .otherwise(pl.int_ranges(0, pl.col("__split").list.len())).alias("__peers")
+        pl.when(pl.col("__peers").list.len() == pl.col("__split").list.len())
+        .then(pl.col("__peers"))
+        .otherwise(pl.int_ranges(0, pl.col("__split").list.len()))
+        .alias("__peers")
     )
-    e = d.select("instance", pl.col("rank").alias("src"), "elem_bytes", "__split", "__peers").explode(["__split", "__peers"])
+    e = d.select("instance", pl.col("rank").alias("src"), "elem_bytes", "__split", "__peers").explode(
+        ["__split", "__peers"]
+    )
     return e.select(
-        "instance", pl.col("src").cast(pl.Int32), pl.col("__peers").cast(pl.Int32).alias("dst"),
+        "instance",
+        pl.col("src").cast(pl.Int32),
+        pl.col("__peers").cast(pl.Int32).alias("dst"),
         (pl.col("__split") * pl.col("elem_bytes")).cast(pl.Int64).alias("bytes"),
     )
 
@@ -60,19 +66,30 @@ def all_to_all(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool =
         return AnalysisResult({"per_rank": pl.DataFrame(), "imbalance": pl.DataFrame(), "pairs": pl.DataFrame()}, notes)
     p = a2a.join(cd.participants.select("rank", "idx", "wait_ns", "transfer_ns"), on=["rank", "idx"], how="left")
     per_rank = p.select(
-        "instance", "rank", "step", "dtype", (pl.col("in_nelems") * pl.col("elem_bytes")).alias("send_bytes"),
-        (pl.col("out_nelems") * pl.col("elem_bytes")).alias("recv_bytes"), (pl.col("dur_ns") / 1e3).alias("dur_us"),
-        (pl.col("wait_ns") / 1e3).alias("wait_us"), (pl.col("transfer_ns") / 1e3).alias("transfer_us"),
+        "instance",
+        "rank",
+        "step",
+        "dtype",
+        (pl.col("in_nelems") * pl.col("elem_bytes")).alias("send_bytes"),
+        (pl.col("out_nelems") * pl.col("elem_bytes")).alias("recv_bytes"),
+        (pl.col("dur_ns") / 1e3).alias("dur_us"),
+        (pl.col("wait_ns") / 1e3).alias("wait_us"),
+        (pl.col("transfer_ns") / 1e3).alias("transfer_us"),
     ).sort(["instance", "rank"])
-    imb = per_rank.group_by("instance").agg(
-        pl.col("step").min(), pl.len().alias("ranks"),
-        pl.col("send_bytes").sum().alias("total_send_bytes"),
-        (pl.col("send_bytes").max() / pl.col("send_bytes").mean()).alias("send_imbalance"),
-        (pl.col("recv_bytes").max() / pl.col("recv_bytes").mean()).alias("recv_imbalance"),
-        (pl.col("transfer_us").max() / pl.col("transfer_us").median()).alias("transfer_imbalance"),
-        pl.col("rank").sort_by("send_bytes", descending=True).first().alias("max_send_rank"),
-        pl.col("rank").sort_by("recv_bytes", descending=True).first().alias("max_recv_rank"),
-    ).sort("instance")
+    imb = (
+        per_rank.group_by("instance")
+        .agg(
+            pl.col("step").min(),
+            pl.len().alias("ranks"),
+            pl.col("send_bytes").sum().alias("total_send_bytes"),
+            (pl.col("send_bytes").max() / pl.col("send_bytes").mean()).alias("send_imbalance"),
+            (pl.col("recv_bytes").max() / pl.col("recv_bytes").mean()).alias("recv_imbalance"),
+            (pl.col("transfer_us").max() / pl.col("transfer_us").median()).alias("transfer_imbalance"),
+            pl.col("rank").sort_by("send_bytes", descending=True).first().alias("max_send_rank"),
+            pl.col("rank").sort_by("recv_bytes", descending=True).first().alias("max_recv_rank"),
+        )
+        .sort("instance")
+    )
     pairs = pair_bytes(a2a)
     tables = {"per_rank": per_rank, "imbalance": imb}
     if pairs.height:
@@ -80,10 +97,14 @@ def all_to_all(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool =
         matrix = pairs.group_by("src", "dst").agg(pl.col("bytes").sum())
         tables["matrix_bytes"] = matrix.pivot(on="dst", index="src", values="bytes", sort_columns=True).sort("src")
     else:
-        notes.append("split sizes not recorded (In/Out split size args empty or absent): per-rank totals only, no rank-pair matrix")
+        notes.append(
+            "split sizes not recorded (In/Out split size args empty or absent): per-rank totals only, no rank-pair matrix"
+        )
     if len(cd.ranks) < 2:
         notes.insert(0, single_rank_note(cd.ranks))
-    notes.append("imbalance = max / mean over ranks (1 = even); transfer imbalance = max / median of per-rank transfer time")
+    notes.append(
+        "imbalance = max / mean over ranks (1 = even); transfer imbalance = max / median of per-rank transfer time"
+    )
     return AnalysisResult(tables, notes)
 
 

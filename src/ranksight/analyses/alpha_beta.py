@@ -132,7 +132,13 @@ def fit_alpha_beta(points: pl.DataFrame) -> AlphaBetaModel:
         ss_tot = float(((y - y.mean()) ** 2).sum())
         r2 = 1.0 - float(((y - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else None
         model.fits[(str(t), None if n is None else int(n))] = Fit(
-            str(t), None if n is None else int(n), int(x.size), int(np.unique(x).size), alpha, slope, r2,
+            str(t),
+            None if n is None else int(n),
+            int(x.size),
+            int(np.unique(x).size),
+            alpha,
+            slope,
+            r2,
             float(np.median(np.abs(y - pred))),
         )
     return model
@@ -142,14 +148,32 @@ def _fits_table(model: AlphaBetaModel) -> pl.DataFrame:
     rows = []
     for f in model.fits.values():
         ring = f.ring()
-        rows.append({
-            "coll_type": f.coll_type, "group_size": f.group_size, "points": f.points, "distinct_sizes": f.distinct_sizes,
-            "alpha_us": round(f.alpha_ns / 1e3, 3), "beta_gbps": f.beta_gbps, "r2": f.r2,
-            "median_abs_residual_us": round(f.median_abs_residual_ns / 1e3, 3),
-            "ring_step_latency_us": round(ring[0] / 1e3, 3) if ring else None, "ring_link_gbps": ring[1] if ring else None,
-        })
-    schema = {"coll_type": pl.String, "group_size": pl.Int64, "points": pl.Int64, "distinct_sizes": pl.Int64, "alpha_us": pl.Float64,
-              "beta_gbps": pl.Float64, "r2": pl.Float64, "median_abs_residual_us": pl.Float64, "ring_step_latency_us": pl.Float64, "ring_link_gbps": pl.Float64}
+        rows.append(
+            {
+                "coll_type": f.coll_type,
+                "group_size": f.group_size,
+                "points": f.points,
+                "distinct_sizes": f.distinct_sizes,
+                "alpha_us": round(f.alpha_ns / 1e3, 3),
+                "beta_gbps": f.beta_gbps,
+                "r2": f.r2,
+                "median_abs_residual_us": round(f.median_abs_residual_ns / 1e3, 3),
+                "ring_step_latency_us": round(ring[0] / 1e3, 3) if ring else None,
+                "ring_link_gbps": ring[1] if ring else None,
+            }
+        )
+    schema = {
+        "coll_type": pl.String,
+        "group_size": pl.Int64,
+        "points": pl.Int64,
+        "distinct_sizes": pl.Int64,
+        "alpha_us": pl.Float64,
+        "beta_gbps": pl.Float64,
+        "r2": pl.Float64,
+        "median_abs_residual_us": pl.Float64,
+        "ring_step_latency_us": pl.Float64,
+        "ring_link_gbps": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema).sort(["coll_type", "group_size"])
 
 
@@ -159,9 +183,16 @@ def alpha_beta(
     """α (latency) and β (bandwidth) per (type, group size) from transfer time vs bytes."""
     cd = comm_data(run, ranks, align=not no_align)
     notes = [n for n in cd.notes if not n.startswith("times in")]
-    pts = cd.instances.filter(
-        (pl.col("ranks_present") >= 2) & pl.col("transfer_ns").is_not_null() & (pl.col("transfer_ns") > 0) & pl.col("bytes").is_not_null()
-    ).select("instance", "coll_type", "group_size", "bytes", "transfer_ns") if cd.instances.height else pl.DataFrame()
+    pts = (
+        cd.instances.filter(
+            (pl.col("ranks_present") >= 2)
+            & pl.col("transfer_ns").is_not_null()
+            & (pl.col("transfer_ns") > 0)
+            & pl.col("bytes").is_not_null()
+        ).select("instance", "coll_type", "group_size", "bytes", "transfer_ns")
+        if cd.instances.height
+        else pl.DataFrame()
+    )
     if len(cd.ranks) < 2 or pts.height == 0:
         if len(cd.ranks) >= 2:
             notes.append("no matched collective with a size and a transfer time: nothing to fit")
@@ -171,20 +202,36 @@ def alpha_beta(
     model = fit_alpha_beta(pts)
     coef = pl.DataFrame(
         [(t, n, f.alpha_ns, max(f.slope_ns_per_byte, 0.0)) for (t, n), f in model.fits.items()],
-        schema={"coll_type": pl.String, "group_size": pl.Int64, "__a": pl.Float64, "__s": pl.Float64}, orient="row",
+        schema={"coll_type": pl.String, "group_size": pl.Int64, "__a": pl.Float64, "__s": pl.Float64},
+        orient="row",
     )
     pts = pts.join(coef, on=["coll_type", "group_size"], how="left", nulls_equal=True)
     pred = pl.col("__a") + pl.col("__s") * pl.col("bytes")
-    res = pts.with_columns((pred / 1e3).round(3).alias("predicted_us")).select(
-        "instance", "coll_type", "group_size", "bytes", (pl.col("transfer_ns") / 1e3).alias("transfer_us"), "predicted_us",
-    ).with_columns((pl.col("transfer_us") - pl.col("predicted_us")).round(3).alias("residual_us"))
+    res = (
+        pts.with_columns((pred / 1e3).round(3).alias("predicted_us"))
+        .select(
+            "instance",
+            "coll_type",
+            "group_size",
+            "bytes",
+            (pl.col("transfer_ns") / 1e3).alias("transfer_us"),
+            "predicted_us",
+        )
+        .with_columns((pl.col("transfer_us") - pl.col("predicted_us")).round(3).alias("residual_us"))
+    )
     tables = {"fits": _fits_table(model), "residuals": res}
     if predict:
         rows = [(t, n, int(b), model.predict(t, n, b) / 1e3) for (t, n) in model.fits for b in predict]
-        tables["predictions"] = pl.DataFrame(rows, schema={"coll_type": pl.String, "group_size": pl.Int64, "bytes": pl.Int64, "predicted_us": pl.Float64}, orient="row")
+        tables["predictions"] = pl.DataFrame(
+            rows,
+            schema={"coll_type": pl.String, "group_size": pl.Int64, "bytes": pl.Int64, "predicted_us": pl.Float64},
+            orient="row",
+        )
     flat = [f for f in model.fits.values() if f.beta_gbps is None]
     if flat:
-        notes.append(f"{len(flat)} fit(s) show no growth of transfer time with size: β not identifiable, α = median transfer time")
+        notes.append(
+            f"{len(flat)} fit(s) show no growth of transfer time with size: β not identifiable, α = median transfer time"
+        )
     thin = [f for f in model.fits.values() if f.distinct_sizes < 3]
     if thin:
         notes.append(f"{len(thin)} fit(s) rest on fewer than 3 distinct sizes: α and β are poorly determined there")
@@ -197,6 +244,15 @@ register(
         name="alpha-beta",
         func=alpha_beta,
         help="latency α and bandwidth β per (collective type, group size), fitted robustly, with R², residuals and the ring model",
-        options=(ALIGN_OPTION, Option("predict", parse_bytes, None, "also predict the transfer time of this message size (repeatable)", multiple=True)),
+        options=(
+            ALIGN_OPTION,
+            Option(
+                "predict",
+                parse_bytes,
+                None,
+                "also predict the transfer time of this message size (repeatable)",
+                multiple=True,
+            ),
+        ),
     )
 )

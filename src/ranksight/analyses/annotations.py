@@ -28,24 +28,41 @@ __all__ = ["annotation_events", "annotation_stats", "annotations"]
 
 _SIDE = {"cpu": "user_annotation", "gpu": "gpu_user_annotation"}
 _SCHEMA = {
-    "rank": pl.Int32, "side": pl.String, "name": pl.String, "count": pl.Int64, "sum_us": pl.Float64,
-    "max_us": pl.Float64, "min_us": pl.Float64, "std_us": pl.Float64, "mean_us": pl.Float64,
+    "rank": pl.Int32,
+    "side": pl.String,
+    "name": pl.String,
+    "count": pl.Int64,
+    "sum_us": pl.Float64,
+    "max_us": pl.Float64,
+    "min_us": pl.Float64,
+    "std_us": pl.Float64,
+    "mean_us": pl.Float64,
 }
 
 
 def annotation_events(trace: "Trace", side: str) -> pl.DataFrame:
     """``rank, side, name, dur_ns`` of one rank's CPU (``side="cpu"``) or GPU annotations."""
-    return trace.kind(_SIDE[side]).filter(pl.col("dur_ns").is_not_null()).select(
-        pl.lit(trace.rank, pl.Int32).alias("rank"), pl.lit(side).alias("side"),
-        pl.col("name").cast(pl.String), "dur_ns",
+    return (
+        trace.kind(_SIDE[side])
+        .filter(pl.col("dur_ns").is_not_null())
+        .select(
+            pl.lit(trace.rank, pl.Int32).alias("rank"),
+            pl.lit(side).alias("side"),
+            pl.col("name").cast(pl.String),
+            "dur_ns",
+        )
     )
 
 
 def _stats(ev: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     d = pl.col("dur_ns") / 1e3
     return ev.group_by(keys).agg(
-        pl.len().cast(pl.Int64).alias("count"), d.sum().alias("sum_us"), d.max().alias("max_us"),
-        d.min().alias("min_us"), d.std().fill_null(0.0).alias("std_us"), d.mean().alias("mean_us"),
+        pl.len().cast(pl.Int64).alias("count"),
+        d.sum().alias("sum_us"),
+        d.max().alias("max_us"),
+        d.min().alias("min_us"),
+        d.std().fill_null(0.0).alias("std_us"),
+        d.mean().alias("mean_us"),
     )
 
 
@@ -62,7 +79,11 @@ def annotation_stats(ev: pl.DataFrame, top: int = 0) -> pl.DataFrame:
             pl.when(pl.col("__keep")).then(pl.col("name")).otherwise(pl.lit("others")).alias("name")
         )
         st = _stats(ev, keys)
-    return st.sort(["rank", "side", "sum_us", "name"], descending=[False, False, True, False]).select(list(_SCHEMA)).cast(_SCHEMA)  # type: ignore[arg-type]
+    return (
+        st.sort(["rank", "side", "sum_us", "name"], descending=[False, False, True, False])
+        .select(list(_SCHEMA))
+        .cast(_SCHEMA)
+    )  # type: ignore[arg-type]
 
 
 def _rank_annotations(trace: "Trace", sides: Sequence[str]) -> pl.DataFrame:

@@ -43,11 +43,31 @@ def bandwidth(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = 
     """Per-instance skew, wait, transfer and bandwidth, and their summary by type/size/group."""
     cd = comm_data(run, ranks, align=not no_align)
     inst = cd.instances.filter(pl.col("ranks_present") >= 2) if cd.instances.height else cd.instances
-    per = inst.select(
-        "instance", "coll_type", "pg_name", "group_size", "step", "bytes", "size_bucket", "ranks_present",
-        _us("skew_ns"), "late_rank", _us("total_wait_ns"), _us("transfer_ns"), _us("min_dur_ns"), _us("max_dur_ns"),
-        "algbw_gbps", "busbw_gbps", "factor_formula", "algorithm", "protocol",
-    ) if inst.height else pl.DataFrame()
+    per = (
+        inst.select(
+            "instance",
+            "coll_type",
+            "pg_name",
+            "group_size",
+            "step",
+            "bytes",
+            "size_bucket",
+            "ranks_present",
+            _us("skew_ns"),
+            "late_rank",
+            _us("total_wait_ns"),
+            _us("transfer_ns"),
+            _us("min_dur_ns"),
+            _us("max_dur_ns"),
+            "algbw_gbps",
+            "busbw_gbps",
+            "factor_formula",
+            "algorithm",
+            "protocol",
+        )
+        if inst.height
+        else pl.DataFrame()
+    )
     summary = (
         inst.group_by("coll_type", "size_bucket", "pg_name", "group_size")
         .agg(

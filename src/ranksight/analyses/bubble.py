@@ -35,8 +35,15 @@ __all__ = ["bubble", "rank_bubble", "expected_bubble"]
 
 P2P = ("send", "recv", "send_recv")
 SCHEMA = {
-    "rank": pl.Int32, "step": pl.Int32, "window_us": pl.Float64, "compute_us": pl.Float64, "bubble_us": pl.Float64,
-    "in_p2p_us": pl.Float64, "idle_us": pl.Float64, "bubble_fraction": pl.Float64, "p2p_ops": pl.Int64,
+    "rank": pl.Int32,
+    "step": pl.Int32,
+    "window_us": pl.Float64,
+    "compute_us": pl.Float64,
+    "bubble_us": pl.Float64,
+    "in_p2p_us": pl.Float64,
+    "idle_us": pl.Float64,
+    "bubble_fraction": pl.Float64,
+    "p2p_ops": pl.Int64,
 }
 
 
@@ -61,10 +68,19 @@ def rank_bubble(trace: Trace) -> pl.DataFrame:
         in_p2p = length(intersect(gap, clip_union(ps, pe, lo, hi)))
         b = length(gap)
         n = int(((ps >= lo) & (ps < hi)).sum())
-        rows.append({
-            "rank": trace.rank, "step": step, "window_us": (hi - lo) / 1e3, "compute_us": length(comp) / 1e3, "bubble_us": b / 1e3,
-            "in_p2p_us": in_p2p / 1e3, "idle_us": (b - in_p2p) / 1e3, "bubble_fraction": b / (hi - lo) if hi > lo else None, "p2p_ops": n,
-        })
+        rows.append(
+            {
+                "rank": trace.rank,
+                "step": step,
+                "window_us": (hi - lo) / 1e3,
+                "compute_us": length(comp) / 1e3,
+                "bubble_us": b / 1e3,
+                "in_p2p_us": in_p2p / 1e3,
+                "idle_us": (b - in_p2p) / 1e3,
+                "bubble_fraction": b / (hi - lo) if hi > lo else None,
+                "p2p_ops": n,
+            }
+        )
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
@@ -83,21 +99,35 @@ def bubble(
         return AnalysisResult({"per_stage_step": per, "per_step": pl.DataFrame()}, notes)
     p = stages or per["rank"].n_unique()
     m_inferred = per.group_by("step").agg((pl.col("p2p_ops").min() // 2).alias("m_inferred"))
-    steps = per.group_by("step").agg(
-        pl.col("rank").n_unique().alias("stages_seen"),
-        pl.col("bubble_fraction").mean().alias("mean_bubble_fraction"),
-        pl.col("bubble_fraction").max().alias("max_bubble_fraction"),
-        pl.col("in_p2p_us").sum().alias("in_p2p_us"),
-        pl.col("idle_us").sum().alias("idle_us"),
-    ).join(m_inferred, on="step", how="left", nulls_equal=True)
+    steps = (
+        per.group_by("step")
+        .agg(
+            pl.col("rank").n_unique().alias("stages_seen"),
+            pl.col("bubble_fraction").mean().alias("mean_bubble_fraction"),
+            pl.col("bubble_fraction").max().alias("max_bubble_fraction"),
+            pl.col("in_p2p_us").sum().alias("in_p2p_us"),
+            pl.col("idle_us").sum().alias("idle_us"),
+        )
+        .join(m_inferred, on="step", how="left", nulls_equal=True)
+    )
     m_expr = pl.lit(microbatches, dtype=pl.Int64) if microbatches else pl.col("m_inferred").cast(pl.Int64)
     steps = steps.with_columns(pl.lit(p, dtype=pl.Int64).alias("stages"), m_expr.alias("microbatches"))
-    steps = steps.with_columns(
-        pl.when(pl.col("microbatches") > 0).then((pl.col("stages") - 1) / (pl.col("microbatches") + pl.col("stages") - 1)).alias("expected_fraction")
-    ).with_columns((pl.col("mean_bubble_fraction") - pl.col("expected_fraction")).alias("excess_fraction")).sort("step", nulls_last=True)
+    steps = (
+        steps.with_columns(
+            pl.when(pl.col("microbatches") > 0)
+            .then((pl.col("stages") - 1) / (pl.col("microbatches") + pl.col("stages") - 1))
+            .alias("expected_fraction")
+        )
+        .with_columns((pl.col("mean_bubble_fraction") - pl.col("expected_fraction")).alias("excess_fraction"))
+        .sort("step", nulls_last=True)
+    )
     notes.append(
         f"stages p = {p} ({'given' if stages else 'ranks with send/recv'}); microbatches m = "
-        + (f"{microbatches} (given)" if microbatches else "half the fewest send/recv ops of a stage per step (inferred)")
+        + (
+            f"{microbatches} (given)"
+            if microbatches
+            else "half the fewest send/recv ops of a stage per step (inferred)"
+        )
         + "; expected bubble fraction (p-1)/(m+p-1)"
     )
     if len(rs) < 2:

@@ -82,7 +82,9 @@ def _notes(world: int | None, rs: list[int], per_rank: pl.DataFrame, instances: 
             f"{assumed.height} collectives carry no process-group args: assumed the default group "
             f"(size from {', '.join(sorted(set(assumed['group_rule'].drop_nulls().to_list()))) or 'unknown'})"
         )
-    unmatched = per_rank.filter(pl.col("coll_type").is_in(["send", "recv"]) & pl.col("src_rank").is_null() & pl.col("dst_rank").is_null())
+    unmatched = per_rank.filter(
+        pl.col("coll_type").is_in(["send", "recv"]) & pl.col("src_rank").is_null() & pl.col("dst_rank").is_null()
+    )
     if unmatched.height:
         notes.append(f"{unmatched.height} send/recv without a known peer are not matched across ranks")
     if len(rs) >= 2 and instances.height:
@@ -103,24 +105,60 @@ def collectives(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool 
     transfer) and the matched instances with the ranks missing from each."""
     cd = comm_data(run, ranks, align=not no_align)
     p = cd.per_rank.join(
-        cd.participants.select("rank", "idx", "wait_ns", "transfer_ns", "lateness_ns"), on=["rank", "idx"], how="left", maintain_order="left"
+        cd.participants.select("rank", "idx", "wait_ns", "transfer_ns", "lateness_ns"),
+        on=["rank", "idx"],
+        how="left",
+        maintain_order="left",
     )
     t0 = int(p["start_ns"].min()) if p.height else 0  # type: ignore[arg-type]
     per_rank = p.select(
-        "rank", "idx", "instance", "coll_type", "type_rule", "pg_name", "group_size", "seq", "bytes", "dtype", "size_rule",
-        pl.col("step"), _rel_us("start_ns", t0), _rel_us("end_ns", t0), (pl.col("dur_ns") / 1e3).alias("dur_us"),
-        (pl.col("wait_ns") / 1e3).alias("wait_us"), (pl.col("transfer_ns") / 1e3).alias("transfer_us"), "source",
+        "rank",
+        "idx",
+        "instance",
+        "coll_type",
+        "type_rule",
+        "pg_name",
+        "group_size",
+        "seq",
+        "bytes",
+        "dtype",
+        "size_rule",
+        pl.col("step"),
+        _rel_us("start_ns", t0),
+        _rel_us("end_ns", t0),
+        (pl.col("dur_ns") / 1e3).alias("dur_us"),
+        (pl.col("wait_ns") / 1e3).alias("wait_us"),
+        (pl.col("transfer_ns") / 1e3).alias("transfer_us"),
+        "source",
     ).sort(["rank", "idx"])
     inst = cd.instances.select(
-        "instance", "coll_type", "pg_name", "group_size", "seq", "step", "bytes", "dtype", "ranks_present", "ranks_expected",
+        "instance",
+        "coll_type",
+        "pg_name",
+        "group_size",
+        "seq",
+        "step",
+        "bytes",
+        "dtype",
+        "ranks_present",
+        "ranks_expected",
         pl.col("missing_ranks").list.eval(pl.element().cast(pl.String)).list.join(",").alias("missing_ranks"),
-        _rel_us("first_start_ns", t0), (pl.col("skew_ns") / 1e3).alias("skew_us"), "late_rank",
-        (pl.col("total_wait_ns") / 1e3).alias("total_wait_us"), (pl.col("transfer_ns") / 1e3).alias("transfer_us"),
+        _rel_us("first_start_ns", t0),
+        (pl.col("skew_ns") / 1e3).alias("skew_us"),
+        "late_rank",
+        (pl.col("total_wait_ns") / 1e3).alias("total_wait_us"),
+        (pl.col("transfer_ns") / 1e3).alias("transfer_us"),
     )
-    rules = cd.per_rank.group_by("source", "type_rule", "size_rule", "coll_type").agg(pl.len().alias("count")).sort(["source", "type_rule", "coll_type", "size_rule"], nulls_last=True)
+    rules = (
+        cd.per_rank.group_by("source", "type_rule", "size_rule", "coll_type")
+        .agg(pl.len().alias("count"))
+        .sort(["source", "type_rule", "coll_type", "size_rule"], nulls_last=True)
+    )
     notes = list(cd.notes)
     if p.height:
-        notes.append("times in µs from the earliest collective start; wait = last start − own start; transfer = end − last start")
+        notes.append(
+            "times in µs from the earliest collective start; wait = last start − own start; transfer = end − last start"
+        )
     return AnalysisResult({"collectives": per_rank, "instances": inst, "rules": rules}, notes)
 
 

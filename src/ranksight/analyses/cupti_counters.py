@@ -47,9 +47,12 @@ def _op_stacks(trace: Trace, launch_rows: np.ndarray) -> pl.DataFrame:
     ev = trace.scan()
     launches = ev.filter(pl.col("row").is_in(pl.Series(launch_rows.astype(np.uint32)).implode()))
     threads = launches.select("pid", "tid").unique()
-    cpu = ev.filter(pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null()).select(
-        "row", "pid", "tid", "ts_ns", "end_ns", "kind", "name"
-    ).join(threads, on=["pid", "tid"]).collect()
+    cpu = (
+        ev.filter(pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null())
+        .select("row", "pid", "tid", "ts_ns", "end_ns", "kind", "name")
+        .join(threads, on=["pid", "tid"])
+        .collect()
+    )
     tree = nest(cpu.select("row", "pid", "tid", "ts_ns", "end_ns"))
     size = int(ev.select(pl.col("row").max()).collect().item()) + 1
     parent_of = np.full(size, -1, np.int64)
@@ -63,8 +66,10 @@ def _op_stacks(trace: Trace, launch_rows: np.ndarray) -> pl.DataFrame:
         levels.append(a.copy())
         a = np.where(a >= 0, parent_of[np.maximum(a, 0)], -1)
     if not levels:
-        return pl.DataFrame({"launch_row": launch_rows, "op_stack": [[] for _ in launch_rows]},
-                            schema={"launch_row": pl.Int64, "op_stack": pl.List(pl.String)})
+        return pl.DataFrame(
+            {"launch_row": launch_rows, "op_stack": [[] for _ in launch_rows]},
+            schema={"launch_row": pl.Int64, "op_stack": pl.List(pl.String)},
+        )
     anc = np.stack(levels[::-1], axis=1)  # outermost first
     li, lv = np.nonzero((anc >= 0) & is_op[np.maximum(anc, 0)])
     rows = anc[li, lv]
@@ -72,19 +77,29 @@ def _op_stacks(trace: Trace, launch_rows: np.ndarray) -> pl.DataFrame:
         cpu.select("row", pl.col("name").cast(pl.String)), on="row", how="left"
     )
     stacks = flat.sort(["i", "lv"]).group_by("i", maintain_order=True).agg(pl.col("name").alias("op_stack"))
-    out = pl.DataFrame({"i": np.arange(launch_rows.size), "launch_row": launch_rows.astype(np.int64)}).join(stacks, on="i", how="left")
+    out = pl.DataFrame({"i": np.arange(launch_rows.size), "launch_row": launch_rows.astype(np.int64)}).join(
+        stacks, on="i", how="left"
+    )
     return out.select("launch_row", pl.col("op_stack").fill_null(pl.lit([], pl.List(pl.String))))
 
 
 def cupti_table(trace: Trace) -> tuple[pl.DataFrame | None, str | None]:
     """The counter table of one rank, or ``(None, reason)``."""
     ev = trace.scan()
-    ranges = ev.filter(pl.col("cat") == CUPTI_RANGE_CATEGORY).select("row", "name", "ts_ns", "dur_ns").collect().sort("ts_ns", maintain_order=True)
+    ranges = (
+        ev.filter(pl.col("cat") == CUPTI_RANGE_CATEGORY)
+        .select("row", "name", "ts_ns", "dur_ns")
+        .collect()
+        .sort("ts_ns", maintain_order=True)
+    )
     if ranges.height == 0:
         return None, f"no {CUPTI_RANGE_CATEGORY} events (CUPTI range-profiler mode was off)"
     launch_names = [n for n in trace.distinct_names() if n.startswith("cudaLaunchKernel")]
-    launches = ev.filter((pl.col("kind") == "cuda_runtime") & pl.col("name").is_in(launch_names)).select("row", "ts_ns").collect().sort(
-        "ts_ns", maintain_order=True
+    launches = (
+        ev.filter((pl.col("kind") == "cuda_runtime") & pl.col("name").is_in(launch_names))
+        .select("row", "ts_ns")
+        .collect()
+        .sort("ts_ns", maintain_order=True)
     )
     if launches.height != ranges.height:
         return None, f"{ranges.height} counter ranges but {launches.height} cudaLaunchKernel calls: cannot pair them"
@@ -92,14 +107,16 @@ def cupti_table(trace: Trace) -> tuple[pl.DataFrame | None, str | None]:
     counters = pl.DataFrame([e.get("args", {}) or {} for e in raw], infer_schema_length=None)
     lrows = launches["row"].to_numpy().astype(np.int64)
     stacks = _op_stacks(trace, lrows)
-    base = pl.DataFrame({
-        "rank": pl.Series([trace.rank] * ranges.height, dtype=pl.Int32),
-        "kernel": ranges["name"].cast(pl.String),
-        "ts_ns": ranges["ts_ns"],
-        "dur_ns": ranges["dur_ns"],
-        "row": ranges["row"],
-        "launch_row": lrows,
-    }).with_columns(stacks["op_stack"])
+    base = pl.DataFrame(
+        {
+            "rank": pl.Series([trace.rank] * ranges.height, dtype=pl.Int32),
+            "kernel": ranges["name"].cast(pl.String),
+            "ts_ns": ranges["ts_ns"],
+            "dur_ns": ranges["dur_ns"],
+            "row": ranges["row"],
+            "launch_row": lrows,
+        }
+    ).with_columns(stacks["op_stack"])
     base = base.with_columns(
         pl.col("op_stack").list.first().fill_null("").alias("top_level_op"),
         pl.col("op_stack").list.last().fill_null("").alias("bottom_level_op"),
@@ -107,7 +124,11 @@ def cupti_table(trace: Trace) -> tuple[pl.DataFrame | None, str | None]:
     out = pl.concat([base, counters], how="horizontal") if counters.width else base
     present = [c for c in SASS_FLOP_WEIGHTS if c in out.columns]
     if present:
-        out = out.with_columns(pl.sum_horizontal([pl.col(c).fill_null(0) * w for c, w in SASS_FLOP_WEIGHTS.items() if c in present]).alias("flops"))
+        out = out.with_columns(
+            pl.sum_horizontal([pl.col(c).fill_null(0) * w for c, w in SASS_FLOP_WEIGHTS.items() if c in present]).alias(
+                "flops"
+            )
+        )
     return out, None
 
 
@@ -123,16 +144,33 @@ def cupti_counters(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisR
             notes.append(f"rank {r}: {why}")
         else:
             parts.append(t)
-    table = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame(
-        schema={"rank": pl.Int32, "kernel": pl.String, "op_stack": pl.List(pl.String), "top_level_op": pl.String, "bottom_level_op": pl.String}
+    table = (
+        pl.concat(parts, how="diagonal_relaxed")
+        if parts
+        else pl.DataFrame(
+            schema={
+                "rank": pl.Int32,
+                "kernel": pl.String,
+                "op_stack": pl.List(pl.String),
+                "top_level_op": pl.String,
+                "bottom_level_op": pl.String,
+            }
+        )
     )
     if parts:
-        by_op = table.group_by("rank", "bottom_level_op").agg(
-            pl.len().alias("kernels"), (pl.col("dur_ns").sum() / 1e3).alias("dur_us"),
-            *([pl.col("flops").sum().alias("flops")] if "flops" in table.columns else []),
-        ).sort(["rank", "kernels", "bottom_level_op"], descending=[False, True, False])
+        by_op = (
+            table.group_by("rank", "bottom_level_op")
+            .agg(
+                pl.len().alias("kernels"),
+                (pl.col("dur_ns").sum() / 1e3).alias("dur_us"),
+                *([pl.col("flops").sum().alias("flops")] if "flops" in table.columns else []),
+            )
+            .sort(["rank", "kernels", "bottom_level_op"], descending=[False, True, False])
+        )
     else:
-        by_op = pl.DataFrame(schema={"rank": pl.Int32, "bottom_level_op": pl.String, "kernels": pl.UInt32, "dur_us": pl.Float64})
+        by_op = pl.DataFrame(
+            schema={"rank": pl.Int32, "bottom_level_op": pl.String, "kernels": pl.UInt32, "dur_us": pl.Float64}
+        )
     return AnalysisResult({"by_op": by_op, "kernels": table}, notes)
 
 

@@ -49,7 +49,12 @@ __all__ = ["DiffResult", "GateVerdict", "diff", "gate", "CATEGORIES", "METRICS"]
 #: Step-breakdown categories (columns ``<name>_us`` of the overview analysis' ``steps`` table).
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 #: Metrics of the summary table that a gate can use, with the direction that is a regression.
-METRICS: dict[str, str] = {"step_time": "higher", **{c: "higher" for c in CATEGORIES}, "memory_peak": "higher", "mfu": "lower"}
+METRICS: dict[str, str] = {
+    "step_time": "higher",
+    **{c: "higher" for c in CATEGORIES},
+    "memory_peak": "higher",
+    "mfu": "lower",
+}
 
 _CHANGE_UP, _CHANGE_DOWN, _SAME = "increased", "decreased", "unchanged"
 
@@ -105,7 +110,8 @@ def _steps(sess: Session, notes: list[str]) -> pl.DataFrame:
         need = {"rank", "step", "total_us", *(f"{c}_us" for c in CATEGORIES)}
         if need <= set(st.columns):
             return st.select(
-                pl.col("rank").cast(pl.Int32), pl.col("step").cast(pl.Int32),
+                pl.col("rank").cast(pl.Int32),
+                pl.col("step").cast(pl.Int32),
                 *((pl.col(f"{c}_us") * 1e3).round().cast(pl.Int64).alias(f"{c}_ns") for c in ("total", *CATEGORIES)),
             )
     notes.append("step-breakdown categories need the `overview` analysis; only step time is compared")
@@ -124,16 +130,22 @@ def _collectives(sess: Session, notes: list[str]) -> pl.DataFrame:
 
     per = per.with_columns(pl.col("coll_type").cast(pl.String), pl.col("group_size").cast(pl.Int64))
     fac = per.select("coll_type", "group_size").unique()
-    fac = fac.with_columns(
-        pl.Series("factor", [busbw_factor(t, n) for t, n in fac.iter_rows()], dtype=pl.Float64)
-    )
+    fac = fac.with_columns(pl.Series("factor", [busbw_factor(t, n) for t, n in fac.iter_rows()], dtype=pl.Float64))
     per = per.join(fac, on=["coll_type", "group_size"], how="left", nulls_equal=True)
-    return per.filter(pl.col("step").is_not_null()).group_by("rank", pl.col("step").cast(pl.Int32), "coll_type").agg(
-        pl.len().cast(pl.Int64).alias("count"),
-        pl.col("bytes").sum().cast(pl.Float64).alias("bytes"),
-        (pl.col("dur_us") * 1e3).sum().alias("time_ns"),
-        (pl.col("bytes") * pl.col("factor")).sum().alias("bus_bytes"),
-        pl.when(pl.col("bytes").is_not_null() & pl.col("factor").is_not_null()).then(pl.col("dur_us") * 1e3).otherwise(0.0).sum().alias("bw_time_ns"),
+    return (
+        per.filter(pl.col("step").is_not_null())
+        .group_by("rank", pl.col("step").cast(pl.Int32), "coll_type")
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            pl.col("bytes").sum().cast(pl.Float64).alias("bytes"),
+            (pl.col("dur_us") * 1e3).sum().alias("time_ns"),
+            (pl.col("bytes") * pl.col("factor")).sum().alias("bus_bytes"),
+            pl.when(pl.col("bytes").is_not_null() & pl.col("factor").is_not_null())
+            .then(pl.col("dur_us") * 1e3)
+            .otherwise(0.0)
+            .sum()
+            .alias("bw_time_ns"),
+        )
     )
 
 
@@ -142,10 +154,14 @@ def _mfu(sess: Session, notes: list[str]) -> pl.DataFrame:
     res = _run_optional("mfu", sess, notes)
     st = res.tables.get("steps") if res is not None else None
     if st is None or "mfu" not in st.columns or st["mfu"].is_null().all():
-        notes.append("MFU: not known for these traces (no FLOPs from shapes or no peak for the GPU; see `ranksight analyze mfu`)")
+        notes.append(
+            "MFU: not known for these traces (no FLOPs from shapes or no peak for the GPU; see `ranksight analyze mfu`)"
+        )
         return pl.DataFrame()
     return st.filter(pl.col("mfu").is_not_null()).select(
-        pl.col("rank").cast(pl.Int32), pl.col("step").cast(pl.Int32).fill_null(0), (pl.col("mfu") * 100.0).alias("mfu_pct")
+        pl.col("rank").cast(pl.Int32),
+        pl.col("step").cast(pl.Int32).fill_null(0),
+        (pl.col("mfu") * 100.0).alias("mfu_pct"),
     )
 
 
@@ -178,7 +194,9 @@ def _side(run: Run, ranks: Sequence[int] | None, label: str, *, kernel_templates
     if by_step:
         units = keep.with_columns(pl.col("step").cast(pl.Int64).alias("sid"))
     else:
-        units = keep.with_columns((pl.col("rank").cast(pl.Int64) * (1 << 32) + pl.col("step").cast(pl.Int64)).alias("sid"))
+        units = keep.with_columns(
+            (pl.col("rank").cast(pl.Int64) * (1 << 32) + pl.col("step").cast(pl.Int64)).alias("sid")
+        )
         if keep.height > 1:
             notes.append(f"{label}: one step, so the samples are its {keep.height} (rank, step) values")
     n_per = units.group_by("sid").agg(pl.len().alias("nr"))
@@ -189,7 +207,9 @@ def _side(run: Run, ranks: Sequence[int] | None, label: str, *, kernel_templates
 # ---- samples --------------------------------------------------------------------------------
 
 
-def _matrix(side: _Side, df: pl.DataFrame, keys: pl.DataFrame, on: list[str], value: str, *, how: str = "mean") -> np.ndarray:
+def _matrix(
+    side: _Side, df: pl.DataFrame, keys: pl.DataFrame, on: list[str], value: str, *, how: str = "mean"
+) -> np.ndarray:
     """(len(keys) × len(sids)) samples of ``value`` summed per key and (rank, step), then
     averaged over the ranks of each sample (``mean``: a rank without the key counts 0), over the
     ranks that have a value (``avg``), or their maximum (``max``)."""
@@ -203,7 +223,12 @@ def _matrix(side: _Side, df: pl.DataFrame, keys: pl.DataFrame, on: list[str], va
     elif how == "avg":
         d = d.group_by([*on, "sid"]).agg(pl.col(value).mean().alias("__v"))
     else:
-        d = d.group_by([*on, "sid"]).agg(pl.col(value).sum()).join(side.n_per_sid, on="sid").with_columns((pl.col(value) / pl.col("nr")).alias("__v"))
+        d = (
+            d.group_by([*on, "sid"])
+            .agg(pl.col(value).sum())
+            .join(side.n_per_sid, on="sid")
+            .with_columns((pl.col(value) / pl.col("nr")).alias("__v"))
+        )
     d = d.join(kidx, on=on, nulls_equal=True)
     si = np.searchsorted(np.asarray(side.sids, dtype=np.int64), d["sid"].to_numpy())
     out[d["__k"].to_numpy(), si] = d["__v"].to_numpy()
@@ -242,11 +267,15 @@ def _nan_to_none(a: np.ndarray) -> list[float | None]:
 # ---- tables ---------------------------------------------------------------------------------
 
 
-def _summary(b: _Side, t: _Side, alpha: float, min_change: float, samples: dict[str, tuple[np.ndarray, np.ndarray]]) -> pl.DataFrame:
+def _summary(
+    b: _Side, t: _Side, alpha: float, min_change: float, samples: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> pl.DataFrame:
     rows: list[dict[str, Any]] = []
     one = pl.DataFrame({"k": [0]})
 
-    def add(metric: str, unit: str, scale: float, bs: np.ndarray, ts: np.ndarray, bvals: np.ndarray, tvals: np.ndarray) -> None:
+    def add(
+        metric: str, unit: str, scale: float, bs: np.ndarray, ts: np.ndarray, bvals: np.ndarray, tvals: np.ndarray
+    ) -> None:
         samples[metric] = (bs, ts)
         w = welch(bs, ts, alpha=alpha)
         ch = str(_change(w, w.p_value, alpha, min_change, 0.0)[0])
@@ -267,12 +296,28 @@ def _summary(b: _Side, t: _Side, alpha: float, min_change: float, samples: dict[
     for c in cols:
         bs = _matrix(b, b.steps.with_columns(pl.lit(0).alias("k")), one, ["k"], f"{c}_ns")[0]
         ts = _matrix(t, t.steps.with_columns(pl.lit(0).alias("k")), one, ["k"], f"{c}_ns")[0]
-        add("step_time" if c == "total" else c, "ms", 1e6, bs, ts, _rank_step_values(b, f"{c}_ns"), _rank_step_values(t, f"{c}_ns"))
+        add(
+            "step_time" if c == "total" else c,
+            "ms",
+            1e6,
+            bs,
+            ts,
+            _rank_step_values(b, f"{c}_ns"),
+            _rank_step_values(t, f"{c}_ns"),
+        )
     bm, tm = b.tables["memory"], t.tables["memory"]
     if bm.height and tm.height:
         bs = _matrix(b, bm.with_columns(pl.lit(0).alias("k")), one, ["k"], "peak_bytes", how="max")[0]
         ts = _matrix(t, tm.with_columns(pl.lit(0).alias("k")), one, ["k"], "peak_bytes", how="max")[0]
-        add("memory_peak", "GB", 1e9, bs, ts, bm["peak_bytes"].to_numpy().astype(float), tm["peak_bytes"].to_numpy().astype(float))
+        add(
+            "memory_peak",
+            "GB",
+            1e9,
+            bs,
+            ts,
+            bm["peak_bytes"].to_numpy().astype(float),
+            tm["peak_bytes"].to_numpy().astype(float),
+        )
     bf, tf = b.tables["mfu"], t.tables["mfu"]
     if bf.height and tf.height:
         bs = _matrix(b, bf.with_columns(pl.lit(0).alias("k")), one, ["k"], "mfu_pct", how="avg")[0]
@@ -284,8 +329,18 @@ def _summary(b: _Side, t: _Side, alpha: float, min_change: float, samples: dict[
 
 
 def _item_table(
-    b: _Side, t: _Side, keys: pl.DataFrame, on: list[str], bdf: pl.DataFrame, tdf: pl.DataFrame, value: str,
-    count: str | None, step_ns: tuple[float, float], alpha: float, min_change: float, min_abs_ns: float,
+    b: _Side,
+    t: _Side,
+    keys: pl.DataFrame,
+    on: list[str],
+    bdf: pl.DataFrame,
+    tdf: pl.DataFrame,
+    value: str,
+    count: str | None,
+    step_ns: tuple[float, float],
+    alpha: float,
+    min_change: float,
+    min_abs_ns: float,
 ) -> tuple[pl.DataFrame, Welch, np.ndarray]:
     """Per-key per-step time (µs), calls, mean, share, delta and significance."""
     bt = _matrix(b, bdf, keys, on, value)
@@ -324,21 +379,46 @@ def _mean_step(side: _Side) -> float:
     return float(s.mean()) if s.size else 0.0
 
 
-def _ops_table(b: _Side, t: _Side, step_ns: tuple[float, float], alpha: float, min_change: float, min_abs_ns: float) -> pl.DataFrame:
+def _ops_table(
+    b: _Side, t: _Side, step_ns: tuple[float, float], alpha: float, min_change: float, min_abs_ns: float
+) -> pl.DataFrame:
     on = ["kind", "name"]
     keys = _concat([b.tables["ops"].select(on), t.tables["ops"].select(on)]).unique().sort(on)
-    df, _, _ = _item_table(b, t, keys, on, b.tables["ops"], t.tables["ops"], "total_ns", "count", step_ns, alpha, min_change, min_abs_ns)
+    df, _, _ = _item_table(
+        b, t, keys, on, b.tables["ops"], t.tables["ops"], "total_ns", "count", step_ns, alpha, min_change, min_abs_ns
+    )
     return df.sort(pl.col("delta_us").abs(), "kind", "name", descending=[True, False, False], nulls_last=True)
 
 
 def _kernel_rows(b: _Side, t: _Side) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Matched kernel rows: (rows with labels, base per-step by row_id, test per-step by row_id)."""
-    kb = kernel_key_table(b.tables["kernels"], b.tables["kernel_sigs"]) if b.tables["kernels"].height else pl.DataFrame(schema={"kind": pl.String, "name": pl.String, "op": pl.String, "dims": pl.String, "pos_dims": pl.Int32, "pos": pl.Int32})
+    kb = (
+        kernel_key_table(b.tables["kernels"], b.tables["kernel_sigs"])
+        if b.tables["kernels"].height
+        else pl.DataFrame(
+            schema={
+                "kind": pl.String,
+                "name": pl.String,
+                "op": pl.String,
+                "dims": pl.String,
+                "pos_dims": pl.Int32,
+                "pos": pl.Int32,
+            }
+        )
+    )
     kt = kernel_key_table(t.tables["kernels"], t.tables["kernel_sigs"]) if t.tables["kernels"].height else kb.clear()
     mb, mt = match_keys(kb, kt)
     key = ["kind", "name", "op"]
-    pb = b.tables["kernels"].join(mb.select(*key, "row_id"), on=key, nulls_equal=True) if b.tables["kernels"].height else pl.DataFrame()
-    pt = t.tables["kernels"].join(mt.select(*key, "row_id"), on=key, nulls_equal=True) if t.tables["kernels"].height else pl.DataFrame()
+    pb = (
+        b.tables["kernels"].join(mb.select(*key, "row_id"), on=key, nulls_equal=True)
+        if b.tables["kernels"].height
+        else pl.DataFrame()
+    )
+    pt = (
+        t.tables["kernels"].join(mt.select(*key, "row_id"), on=key, nulls_equal=True)
+        if t.tables["kernels"].height
+        else pl.DataFrame()
+    )
 
     def labels(m: pl.DataFrame, side: str) -> pl.DataFrame:
         return m.group_by("row_id").agg(
@@ -353,43 +433,90 @@ def _kernel_rows(b: _Side, t: _Side) -> tuple[pl.DataFrame, pl.DataFrame, pl.Dat
         "row_id",
         pl.coalesce("b_kind", "t_kind").alias("kind"),
         pl.coalesce("b_kernel", "t_kernel").alias("kernel"),
-        pl.when(pl.col("b_kernel").is_not_null() & pl.col("t_kernel").is_not_null() & (pl.col("b_kernel") != pl.col("t_kernel")))
-        .then(pl.col("t_kernel")).otherwise(None).alias("test_kernel"),
+        pl.when(
+            pl.col("b_kernel").is_not_null()
+            & pl.col("t_kernel").is_not_null()
+            & (pl.col("b_kernel") != pl.col("t_kernel"))
+        )
+        .then(pl.col("t_kernel"))
+        .otherwise(None)
+        .alias("test_kernel"),
         pl.when((pl.col("b_op") != pl.col("t_op")) & (pl.col("b_op") != "") & (pl.col("t_op") != ""))
         .then(pl.concat_str([pl.col("b_op"), pl.lit(" → "), pl.col("t_op")]))
-        .otherwise(pl.coalesce(pl.when(pl.col("b_op") != "").then(pl.col("b_op")), pl.when(pl.col("t_op") != "").then(pl.col("t_op"))))
+        .otherwise(
+            pl.coalesce(
+                pl.when(pl.col("b_op") != "").then(pl.col("b_op")), pl.when(pl.col("t_op") != "").then(pl.col("t_op"))
+            )
+        )
         .alias("op"),
         pl.coalesce("b_match", "t_match").alias("match"),
     ).sort("row_id")
     return rows, pb, pt
 
 
-def _kernels_table(b: _Side, t: _Side, step_ns: tuple[float, float], alpha: float, min_change: float, min_abs_ns: float) -> tuple[pl.DataFrame, Welch, np.ndarray]:
+def _kernels_table(
+    b: _Side, t: _Side, step_ns: tuple[float, float], alpha: float, min_change: float, min_abs_ns: float
+) -> tuple[pl.DataFrame, Welch, np.ndarray]:
     rows, pb, pt = _kernel_rows(b, t)
-    df, w, q = _item_table(b, t, rows.select("row_id"), ["row_id"], pb, pt, "total_ns", "count", step_ns, alpha, min_change, min_abs_ns)
+    df, w, q = _item_table(
+        b, t, rows.select("row_id"), ["row_id"], pb, pt, "total_ns", "count", step_ns, alpha, min_change, min_abs_ns
+    )
     df = rows.join(df, on="row_id", maintain_order="left")
     return df, w, q
 
 
 def _contributors(
-    b: _Side, t: _Side, kernels: pl.DataFrame, step_delta_ns: float, step_ns: tuple[float, float],
-    alpha: float, min_change: float, min_abs_ns: float, top: int,
+    b: _Side,
+    t: _Side,
+    kernels: pl.DataFrame,
+    step_delta_ns: float,
+    step_ns: tuple[float, float],
+    alpha: float,
+    min_change: float,
+    min_abs_ns: float,
+    top: int,
 ) -> pl.DataFrame:
     on = ["kind", "name"]
     keys = _concat([b.tables["exposed"].select(on), t.tables["exposed"].select(on)]).unique().sort(on)
-    cpu, _, _ = _item_table(b, t, keys, on, b.tables["exposed"], t.tables["exposed"], "exposed_ns", None, step_ns, alpha, min_change, min_abs_ns)
-    step_self = pl.when(pl.col("name") == "ProfilerStep#*").then(pl.lit("ProfilerStep#* (self: outside every op)")).otherwise(pl.col("name"))
+    cpu, _, _ = _item_table(
+        b,
+        t,
+        keys,
+        on,
+        b.tables["exposed"],
+        t.tables["exposed"],
+        "exposed_ns",
+        None,
+        step_ns,
+        alpha,
+        min_change,
+        min_abs_ns,
+    )
+    step_self = (
+        pl.when(pl.col("name") == "ProfilerStep#*")
+        .then(pl.lit("ProfilerStep#* (self: outside every op)"))
+        .otherwise(pl.col("name"))
+    )
     cpu = cpu.select(pl.col("kind").replace({"cpu_op": "op", "user_annotation": "op", "cuda_runtime": "runtime", "cuda_driver": "runtime"}),
                      step_self.alias("name"), pl.lit(None, dtype=pl.String).alias("op"), "base_us", "test_us", "delta_us", "q_value", "change")  # fmt: skip
-    kname = pl.when(pl.col("test_kernel").is_not_null()).then(pl.concat_str([pl.col("kernel"), pl.lit(" → "), pl.col("test_kernel")])).otherwise(pl.col("kernel"))
+    kname = (
+        pl.when(pl.col("test_kernel").is_not_null())
+        .then(pl.concat_str([pl.col("kernel"), pl.lit(" → "), pl.col("test_kernel")]))
+        .otherwise(pl.col("kernel"))
+    )
     gpu = kernels.select("kind", kname.alias("name"), "op", "base_us", "test_us", "delta_us", "q_value", "change")
     both = _concat([gpu, cpu])
     if both.height == 0:
         return both
-    pick = both.filter(pl.col("change").is_in([_CHANGE_UP, _CHANGE_DOWN, "added", "removed", "untested"]) & (pl.col("delta_us").abs() * 1e3 >= min_abs_ns))
+    pick = both.filter(
+        pl.col("change").is_in([_CHANGE_UP, _CHANGE_DOWN, "added", "removed", "untested"])
+        & (pl.col("delta_us").abs() * 1e3 >= min_abs_ns)
+    )
     if "added" in pick["change"].to_list() or "removed" in pick["change"].to_list():
         # added/removed rows are significant only when their per-step time is (test against 0)
-        pick = pick.filter(~pl.col("change").is_in(["added", "removed"]) | (pl.col("q_value") < alpha) | pl.col("q_value").is_null())
+        pick = pick.filter(
+            ~pl.col("change").is_in(["added", "removed"]) | (pl.col("q_value") < alpha) | pl.col("q_value").is_null()
+        )
     share = pl.lit(None, dtype=pl.Float64) if step_delta_ns == 0 else (pl.col("delta_us") * 1e3 / step_delta_ns * 100.0)
     return (
         pick.sort(pl.col("delta_us").abs(), descending=True)
@@ -417,7 +544,12 @@ def _collectives_table(b: _Side, t: _Side, alpha: float, min_change: float) -> p
     q = bh_adjust(w.p_value)
     ch = _change(w, q, alpha, min_change, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        bw = {s: np.where(out[(s, "bw_time_ns")].sum(1) > 0, out[(s, "bus_bytes")].sum(1) / out[(s, "bw_time_ns")].sum(1), np.nan) for s in ("base", "test")}
+        bw = {
+            s: np.where(
+                out[(s, "bw_time_ns")].sum(1) > 0, out[(s, "bus_bytes")].sum(1) / out[(s, "bw_time_ns")].sum(1), np.nan
+            )
+            for s in ("base", "test")
+        }
         df = keys.with_columns(
             pl.Series("base_calls", out[("base", "count")].mean(1) if b.sids else np.zeros(keys.height)),
             pl.Series("test_calls", out[("test", "count")].mean(1) if t.sids else np.zeros(keys.height)),
@@ -430,7 +562,13 @@ def _collectives_table(b: _Side, t: _Side, alpha: float, min_change: float) -> p
     return df.with_columns(pl.col(pl.Float64).fill_nan(None))
 
 
-def _verdict(samples: dict[str, tuple[np.ndarray, np.ndarray]], summary: pl.DataFrame, contributors: pl.DataFrame, labels: tuple[str, str], alpha: float) -> str:
+def _verdict(
+    samples: dict[str, tuple[np.ndarray, np.ndarray]],
+    summary: pl.DataFrame,
+    contributors: pl.DataFrame,
+    labels: tuple[str, str],
+    alpha: float,
+) -> str:
     """One sentence on step time (and the top contributor)."""
     if "step_time" not in samples:
         return ""
@@ -447,7 +585,9 @@ def _verdict(samples: dict[str, tuple[np.ndarray, np.ndarray]], summary: pl.Data
         lo, hi = 100.0 * float(w.ci_low[0]) / mb, 100.0 * float(w.ci_high[0]) / mb
         line = f"{labels[1]} is {abs(pct):.1f}% {how} per step than {labels[0]} ({where}; {100 * (1 - alpha):g}% CI {lo:+.1f}% … {hi:+.1f}%, p = {p:.2g})"
     else:
-        line = f"no significant step-time change between {labels[0]} and {labels[1]} ({pct:+.1f}%, {where}; p = {p:.2g})"
+        line = (
+            f"no significant step-time change between {labels[0]} and {labels[1]} ({pct:+.1f}%, {where}; p = {p:.2g})"
+        )
     if contributors.height:
         c = contributors.row(0, named=True)
         line += f"; top contributor: {c['name']} ({c['kind']}) {c['delta_us'] / 1e3:+,.2f} ms/step"
@@ -500,12 +640,25 @@ def diff(
     notes = [f"significance: {method}"]
     notes += [f"{labels[0]}: {n}" if not n.startswith(labels[0]) else n for n in b.notes]
     notes += [f"{labels[1]}: {n}" if not n.startswith(labels[1]) else n for n in t.notes]
-    notes.append(f"{labels[0]}: {len(b.sids)} samples from {b.steps.height} (rank, step) values; {labels[1]}: {len(t.sids)} samples from {t.steps.height}")
-    notes.append("names normalised (addresses, step numbers, DataLoader iterator class, source lines, Triton ids; kernel template arguments and parameter lists): docs/diff.md")
+    notes.append(
+        f"{labels[0]}: {len(b.sids)} samples from {b.steps.height} (rank, step) values; {labels[1]}: {len(t.sids)} samples from {t.steps.height}"
+    )
+    notes.append(
+        "names normalised (addresses, step numbers, DataLoader iterator class, source lines, Triton ids; kernel template arguments and parameter lists): docs/diff.md"
+    )
     if "memory_peak" not in summary["metric"].to_list():
         notes.append("memory peak: needs [memory] events on both sides (profile_memory=True)")
     verdict = _verdict(samples, summary, contributors, labels, alpha)
-    return DiffResult(tables, notes, method=method, verdict=verdict, labels=labels, alpha=alpha, min_change=min_change, samples=samples)
+    return DiffResult(
+        tables,
+        notes,
+        method=method,
+        verdict=verdict,
+        labels=labels,
+        alpha=alpha,
+        min_change=min_change,
+        samples=samples,
+    )
 
 
 # ---- gate -----------------------------------------------------------------------------------
@@ -523,12 +676,21 @@ def gate(result: DiffResult, *, threshold: float, metric: str = "step_time") -> 
         raise UsageError(f"unknown metric {metric!r} for these traces; choose from: {known}")
     bs, ts = result.samples[metric]
     if bs.size < 2 or ts.size < 2:
-        raise MissingDataError(f"the gate needs at least 2 steps (or ranks) per side to measure noise; got {bs.size} and {ts.size}")
+        raise MissingDataError(
+            f"the gate needs at least 2 steps (or ranks) per side to measure noise; got {bs.size} and {ts.size}"
+        )
     unit = result["summary"].filter(pl.col("metric") == metric)["unit"]
     u = unit[0] if unit.len() else ""
     scale = {"ms": 1e6, "GB": 1e9}.get(u, 1.0)
     return gate_samples(
-        bs, ts, threshold=threshold, alpha=result.alpha, metric=metric, higher_is_worse=METRICS.get(metric, "higher") == "higher", unit=u, scale=scale
+        bs,
+        ts,
+        threshold=threshold,
+        alpha=result.alpha,
+        metric=metric,
+        higher_is_worse=METRICS.get(metric, "higher") == "higher",
+        unit=u,
+        scale=scale,
     )
 
 
@@ -559,7 +721,9 @@ def gate_samples(
     hi = float(w.ci_high[0]) / mb * 100 if mb and not math.isnan(float(w.ci_high[0])) else float("nan")
     u = f" {unit}" if unit else ""
     ci = f"{100 * (1 - alpha):g}% CI {lo:+.1f}% … {hi:+.1f}%" if not math.isnan(lo) else "no CI"
-    stats = f"{metric} {rel * 100:+.1f}% (mean {mb / scale:,.4g} → {(mb + delta) / scale:,.4g}{u}; {ci}, Welch p = {p:.2g})"
+    stats = (
+        f"{metric} {rel * 100:+.1f}% (mean {mb / scale:,.4g} → {(mb + delta) / scale:,.4g}{u}; {ci}, Welch p = {p:.2g})"
+    )
     if failed:
         line = f"FAIL: {stats}: significantly {direction} by more than {threshold * 100:g}%"
     elif worse > threshold:

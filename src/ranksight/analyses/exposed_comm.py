@@ -37,9 +37,17 @@ if TYPE_CHECKING:
 __all__ = ["exposed_comm", "rank_exposed_comm"]
 
 SCHEMA = {
-    "rank": pl.Int32, "step": pl.Int32, "step_us": pl.Float64, "compute_us": pl.Float64, "comm_us": pl.Float64,
-    "hidden_us": pl.Float64, "exposed_us": pl.Float64, "exposed_wait_us": pl.Float64, "exposed_transfer_us": pl.Float64,
-    "overlap_efficiency": pl.Float64, "perfect_overlap_step_us": pl.Float64,
+    "rank": pl.Int32,
+    "step": pl.Int32,
+    "step_us": pl.Float64,
+    "compute_us": pl.Float64,
+    "comm_us": pl.Float64,
+    "hidden_us": pl.Float64,
+    "exposed_us": pl.Float64,
+    "exposed_wait_us": pl.Float64,
+    "exposed_transfer_us": pl.Float64,
+    "overlap_efficiency": pl.Float64,
+    "perfect_overlap_step_us": pl.Float64,
 }
 
 
@@ -61,13 +69,21 @@ def rank_exposed_comm(trace: Trace, waits: pl.DataFrame | None = None) -> tuple[
         exposed = length(exposed_iv)
         wait = length(intersect(exposed_iv, clip_union(ws, we, lo, hi))) if waits is not None else None
         c = length(comm)
-        rows.append({
-            "rank": trace.rank, "step": step, "step_us": (hi - lo) / 1e3, "compute_us": length(comp) / 1e3, "comm_us": c / 1e3,
-            "hidden_us": hidden / 1e3, "exposed_us": exposed / 1e3,
-            "exposed_wait_us": wait / 1e3 if wait is not None else None,
-            "exposed_transfer_us": (exposed - wait) / 1e3 if wait is not None else None,
-            "overlap_efficiency": hidden / c if c else None, "perfect_overlap_step_us": (hi - lo - exposed) / 1e3,
-        })
+        rows.append(
+            {
+                "rank": trace.rank,
+                "step": step,
+                "step_us": (hi - lo) / 1e3,
+                "compute_us": length(comp) / 1e3,
+                "comm_us": c / 1e3,
+                "hidden_us": hidden / 1e3,
+                "exposed_us": exposed / 1e3,
+                "exposed_wait_us": wait / 1e3 if wait is not None else None,
+                "exposed_transfer_us": (exposed - wait) / 1e3 if wait is not None else None,
+                "overlap_efficiency": hidden / c if c else None,
+                "perfect_overlap_step_us": (hi - lo - exposed) / 1e3,
+            }
+        )
     return pl.DataFrame(rows, schema=SCHEMA), basis
 
 
@@ -83,21 +99,37 @@ def exposed_comm(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool
     waits = None
     if multi:  # each rank's waiting intervals, back in its own clock
         p = cd.participants.filter(pl.col("wait_ns") > 0).join(cd.offsets.select("rank", "offset_ns"), on="rank")
-        waits = p.select("rank", (pl.col("start_ns") + pl.col("offset_ns")).alias("start_ns"), (pl.col("start_ns") + pl.col("wait_ns") + pl.col("offset_ns")).alias("end_ns"))
+        waits = p.select(
+            "rank",
+            (pl.col("start_ns") + pl.col("offset_ns")).alias("start_ns"),
+            (pl.col("start_ns") + pl.col("wait_ns") + pl.col("offset_ns")).alias("end_ns"),
+        )
     res = sess.map(_rank_exposed, cd.ranks, waits=waits)
     frames = [res[r][0] for r in cd.ranks]
     bases = {res[r][1] for r in cd.ranks}
     per = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
-    summary = per.group_by("rank").agg(
-        pl.len().alias("steps"), pl.col("step_us").sum(), pl.col("comm_us").sum(), pl.col("exposed_us").sum(),
-        pl.when(pl.col("exposed_wait_us").is_not_null().any()).then(pl.col("exposed_wait_us").sum()).alias("exposed_wait_us"),
-        pl.col("perfect_overlap_step_us").sum(),
-    ).with_columns(
-        (1 - pl.col("exposed_us") / pl.col("comm_us")).alias("overlap_efficiency"),
-        (pl.col("exposed_us") / pl.col("step_us")).alias("exposed_share_of_step"),
-    ).sort("rank")
+    summary = (
+        per.group_by("rank")
+        .agg(
+            pl.len().alias("steps"),
+            pl.col("step_us").sum(),
+            pl.col("comm_us").sum(),
+            pl.col("exposed_us").sum(),
+            pl.when(pl.col("exposed_wait_us").is_not_null().any())
+            .then(pl.col("exposed_wait_us").sum())
+            .alias("exposed_wait_us"),
+            pl.col("perfect_overlap_step_us").sum(),
+        )
+        .with_columns(
+            (1 - pl.col("exposed_us") / pl.col("comm_us")).alias("overlap_efficiency"),
+            (pl.col("exposed_us") / pl.col("step_us")).alias("exposed_share_of_step"),
+        )
+        .sort("rank")
+    )
     notes = [n for n in cd.notes if not n.startswith(("times in", "cross-rank"))]
-    notes.append(f"compute = {', '.join(sorted(bases))}; exposed = comm − compute; perfect overlap step = step − exposed (assumes exposed comm was on the critical path)")
+    notes.append(
+        f"compute = {', '.join(sorted(bases))}; exposed = comm − compute; perfect overlap step = step − exposed (assumes exposed comm was on the critical path)"
+    )
     if not multi:
         notes.insert(0, "one rank loaded: exposed_wait (waiting for peers) needs several ranks; the rest is per rank")
     if per.filter(pl.col("comm_us") > 0).height == 0:

@@ -93,7 +93,9 @@ def sm_efficiency_segments(s: np.ndarray, e: np.ndarray, v: np.ndarray) -> tuple
 
 def _kernels(trace: Trace, ruleset: str) -> pl.DataFrame:
     # only the columns used, of the kernel rows and of their side table (both are big on big traces)
-    k = trace.kind("kernel", columns=["row", "device", "ts_ns", "end_ns", "dur_ns", "launch_row", "kernel_class", "name"])
+    k = trace.kind(
+        "kernel", columns=["row", "device", "ts_ns", "end_ns", "dur_ns", "launch_row", "kernel_class", "name"]
+    )
     k = k.filter(pl.col("dur_ns").is_not_null())
     cols = ["blocks_per_sm", "est_occupancy_pct"]
     side = trace.table("kernel")
@@ -132,7 +134,9 @@ def device_metrics(k: pl.DataFrame, ws: np.ndarray, we: np.ndarray, t0: int) -> 
     occ = k["est_occupancy_pct"].to_numpy()
     has_o = ~np.isnan(occ) & (occ >= 0)
     ow = weighted_cover(s[has_o], e[has_o], occ[has_o], b) - weighted_cover(s[has_o], e[has_o], occ[has_o], a)
-    ot = weighted_cover(s[has_o], e[has_o], np.ones(int(has_o.sum())), b) - weighted_cover(s[has_o], e[has_o], np.ones(int(has_o.sum())), a)
+    ot = weighted_cover(s[has_o], e[has_o], np.ones(int(has_o.sum())), b) - weighted_cover(
+        s[has_o], e[has_o], np.ones(int(has_o.sum())), a
+    )
     # kernels overlapping each window: started before its end, minus those ended by its start
     kernels = np.searchsorted(np.sort(s), b, side="left") - np.searchsorted(np.sort(e), a, side="right")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -170,7 +174,10 @@ def trace_gpu_metrics(trace: Trace, ruleset: str = "current") -> tuple[pl.DataFr
         overall.append(row)
         ms = device_metrics(kd, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), t0)
         per_step.append(pl.DataFrame({"rank": trace.rank, "device": dev, "step": steps["step"], **ms}))
-    nan_to_null = [pl.col(c).fill_nan(None) for c in ("utilization_pct", "compute_utilization_pct", "sm_efficiency_pct", "occupancy_pct")]
+    nan_to_null = [
+        pl.col(c).fill_nan(None)
+        for c in ("utilization_pct", "compute_utilization_pct", "sm_efficiency_pct", "occupancy_pct")
+    ]
     o = pl.DataFrame(overall, schema={**_SCHEMA, "tensor_core_pct": pl.Float64}).with_columns(nan_to_null).drop("step")
     p = pl.concat(per_step, how="vertical_relaxed").cast({c: t for c, t in _SCHEMA.items()}).with_columns(nan_to_null)
     return o, p
@@ -192,7 +199,9 @@ def gpu_metrics(run: Run, *, ranks: Sequence[int] | None = None, tensor_core_rul
     notes = []
     no_sm = overall.filter(pl.col("sm_efficiency_pct").is_null())
     if no_sm.height:
-        notes.append("est. SM efficiency / occupancy are empty where kernels lack the 'blocks per SM' / 'est. achieved occupancy %' args (ROCm, CUDA graphs, old Kineto)")
+        notes.append(
+            "est. SM efficiency / occupancy are empty where kernels lack the 'blocks per SM' / 'est. achieved occupancy %' args (ROCm, CUDA graphs, old Kineto)"
+        )
     return AnalysisResult({"overall": overall, "per_step": per_step}, notes)
 
 
@@ -201,6 +210,8 @@ register(
         name="gpu-metrics",
         func=gpu_metrics,
         help="GPU utilization, est. SM efficiency, est. achieved occupancy per rank and device, overall and per step",
-        options=(Option("tensor_core_rules", str, "current", "Tensor Core kernel rules: current or plugin (the 2019 list)"),),
+        options=(
+            Option("tensor_core_rules", str, "current", "Tensor Core kernel rules: current or plugin (the 2019 list)"),
+        ),
     )
 )

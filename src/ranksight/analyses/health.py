@@ -106,8 +106,15 @@ SCHEMA = {
 }
 
 
-def _row(rank: int | None, check: str, status: str, count: int = 0, total_ns: int | None = None,
-         max_ns: int | None = None, detail: str = "") -> dict[str, Any]:
+def _row(
+    rank: int | None,
+    check: str,
+    status: str,
+    count: int = 0,
+    total_ns: int | None = None,
+    max_ns: int | None = None,
+    detail: str = "",
+) -> dict[str, Any]:
     return {
         "rank": rank,
         "check": check,
@@ -133,9 +140,13 @@ def _timed(ev: pl.DataFrame) -> pl.DataFrame:
 
 def _bounds(t: Trace, kinds: Sequence[str]) -> tuple[int, int] | None:
     """First start and last end over the timed events of some kinds (no events copied)."""
-    lo, hi = t.scan().filter(
-        pl.col("kind").is_in(list(kinds)) & pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null()
-    ).select(pl.col("ts_ns").min(), pl.col("end_ns").max()).collect().row(0)
+    lo, hi = (
+        t.scan()
+        .filter(pl.col("kind").is_in(list(kinds)) & pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null())
+        .select(pl.col("ts_ns").min(), pl.col("end_ns").max())
+        .collect()
+        .row(0)
+    )
     return None if lo is None else (int(lo), int(hi))
 
 
@@ -147,11 +158,26 @@ def _links(t: Trace, rank: int) -> list[dict[str, Any]]:
     gpu = t.kind(*GPU_KINDS, columns=["name", "launch_row"])
     out = []
     orphan = gpu.filter(pl.col("launch_row").is_null())
-    out.append(_row(rank, "gpu_without_launch", "warning" if orphan.height else "ok", orphan.height,
-                    detail=(f"{orphan.height} of {gpu.height} GPU events have no launching call: " + _names(orphan))
-                    if orphan.height else f"all {gpu.height} GPU events linked"))
-    launches = ev.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)) & pl.col("correlation").is_not_null()
-                         & pl.col("name").cast(pl.String).is_in(list(LAUNCH_APIS))).select("name", "gpu_count").collect()
+    out.append(
+        _row(
+            rank,
+            "gpu_without_launch",
+            "warning" if orphan.height else "ok",
+            orphan.height,
+            detail=(f"{orphan.height} of {gpu.height} GPU events have no launching call: " + _names(orphan))
+            if orphan.height
+            else f"all {gpu.height} GPU events linked",
+        )
+    )
+    launches = (
+        ev.filter(
+            pl.col("kind").is_in(list(LAUNCH_KINDS))
+            & pl.col("correlation").is_not_null()
+            & pl.col("name").cast(pl.String).is_in(list(LAUNCH_APIS))
+        )
+        .select("name", "gpu_count")
+        .collect()
+    )
     lost = launches.filter(pl.col("gpu_count") == 0)
     # copies and sets of zero bytes legitimately leave no GPU record; lost kernels do not
     is_kernel_launch = pl.col("name").cast(pl.String).str.contains("(?i)launch|runFunction")
@@ -161,15 +187,37 @@ def _links(t: Trace, rank: int) -> list[dict[str, Any]]:
     elif lost.height == 0:
         out.append(_row(rank, "launch_without_gpu", "ok", detail=f"all {launches.height} launches own GPU work"))
     else:
-        out.append(_row(rank, "launch_without_gpu", "warning" if lost_k.height else "info", lost.height,
-                        detail=f"{lost.height} of {launches.height} launches own no GPU event "
-                        + ("(dropped GPU records): " if lost_k.height else "(copies/sets only; zero-byte ones leave none): ")
-                        + _names(lost)))
-    owners = ev.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)) & (pl.col("gpu_count") > 0)
-                       & ~pl.col("name").cast(pl.String).is_in(list(LAUNCH_APIS))).select("name").collect()
-    out.append(_row(rank, "unknown_launch_apis", "info" if owners.height else "ok", owners.height,
-                    detail=("launch APIs not in the known list (linked by correlation anyway): " + _names(owners, 5))
-                    if owners.height else "every launch API is known"))
+        out.append(
+            _row(
+                rank,
+                "launch_without_gpu",
+                "warning" if lost_k.height else "info",
+                lost.height,
+                detail=f"{lost.height} of {launches.height} launches own no GPU event "
+                + ("(dropped GPU records): " if lost_k.height else "(copies/sets only; zero-byte ones leave none): ")
+                + _names(lost),
+            )
+        )
+    owners = (
+        ev.filter(
+            pl.col("kind").is_in(list(LAUNCH_KINDS))
+            & (pl.col("gpu_count") > 0)
+            & ~pl.col("name").cast(pl.String).is_in(list(LAUNCH_APIS))
+        )
+        .select("name")
+        .collect()
+    )
+    out.append(
+        _row(
+            rank,
+            "unknown_launch_apis",
+            "info" if owners.height else "ok",
+            owners.height,
+            detail=("launch APIs not in the known list (linked by correlation anyway): " + _names(owners, 5))
+            if owners.height
+            else "every launch API is known",
+        )
+    )
     return out
 
 
@@ -201,7 +249,9 @@ def crossings(df: pl.DataFrame) -> pl.DataFrame:
     )
     return c.with_columns(
         pl.when(pl.col("__pend").is_not_null() & (pl.col("end_ns") > pl.col("__pend")))
-        .then(pl.col("end_ns") - pl.col("__pend")).otherwise(0).alias("cross"),
+        .then(pl.col("end_ns") - pl.col("__pend"))
+        .otherwise(0)
+        .alias("cross"),
         ((pl.col("kind") == "python_function") | pl.col("__ppy").fill_null(False)).alias("cross_python"),
     )
 
@@ -212,31 +262,61 @@ def _split_noise(rank: int, check: str, amounts: pl.Series, noise_ns: int, what:
     small = a.filter(a < noise_ns)
     rows = []
     if big.len():
-        rows.append(_row(rank, check, "warning", big.len(), int(big.sum()), int(big.max()),
-                         f"{big.len()} {what} by ≥ {noise_ns / 1e3:g} µs"))
+        rows.append(
+            _row(
+                rank,
+                check,
+                "warning",
+                big.len(),
+                int(big.sum()),
+                int(big.max()),
+                f"{big.len()} {what} by ≥ {noise_ns / 1e3:g} µs",
+            )
+        )
     else:
         rows.append(_row(rank, check, "ok", 0, 0, 0, f"no {what} by ≥ {noise_ns / 1e3:g} µs"))
-    rows.append(_row(rank, f"{check}_noise", "info" if small.len() else "ok", small.len(),
-                     int(small.sum()) if small.len() else 0, int(small.max()) if small.len() else 0,
-                     f"{small.len()} {what} by < {noise_ns / 1e3:g} µs (timestamp noise, tolerated)"))
+    rows.append(
+        _row(
+            rank,
+            f"{check}_noise",
+            "info" if small.len() else "ok",
+            small.len(),
+            int(small.sum()) if small.len() else 0,
+            int(small.max()) if small.len() else 0,
+            f"{small.len()} {what} by < {noise_ns / 1e3:g} µs (timestamp noise, tolerated)",
+        )
+    )
     return rows
 
 
 def _stream_overlap(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
-    g = _timed(t.kind(*GPU_KINDS, columns=["device", "stream", "ts_ns", "dur_ns", "end_ns"])).filter(pl.col("dur_ns") >= 0).select("device", "stream", "ts_ns", "end_ns")
+    g = (
+        _timed(t.kind(*GPU_KINDS, columns=["device", "stream", "ts_ns", "dur_ns", "end_ns"]))
+        .filter(pl.col("dur_ns") >= 0)
+        .select("device", "stream", "ts_ns", "end_ns")
+    )
     if g.height == 0:
-        return [_row(rank, "stream_overlap", "ok", detail="no GPU work"),
-                _row(rank, "stream_overlap_noise", "ok", detail="no GPU work")]
+        return [
+            _row(rank, "stream_overlap", "ok", detail="no GPU work"),
+            _row(rank, "stream_overlap_noise", "ok", detail="no GPU work"),
+        ]
     o = _overlap_amounts(g, ["device", "stream"])
-    return _split_noise(rank, "stream_overlap", o["over_prev_max"], noise_ns, "GPU events overlap an earlier one on their stream")
+    return _split_noise(
+        rank, "stream_overlap", o["over_prev_max"], noise_ns, "GPU events overlap an earlier one on their stream"
+    )
 
 
 def _cpu_nesting(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
-    c = _timed(t.kind(*NESTING_KINDS, columns=["pid", "tid", "ts_ns", "dur_ns", "end_ns", "kind", "name"])).filter(
-        pl.col("dur_ns") >= 0
-    ).select("pid", "tid", "ts_ns", "end_ns", "kind", "name")
+    c = (
+        _timed(t.kind(*NESTING_KINDS, columns=["pid", "tid", "ts_ns", "dur_ns", "end_ns", "kind", "name"]))
+        .filter(pl.col("dur_ns") >= 0)
+        .select("pid", "tid", "ts_ns", "end_ns", "kind", "name")
+    )
     if c.height == 0:
-        return [_row(rank, check, "ok", detail="no CPU ranges") for check in ("cpu_nesting", "cpu_nesting_python", "cpu_nesting_noise")]
+        return [
+            _row(rank, check, "ok", detail="no CPU ranges")
+            for check in ("cpu_nesting", "cpu_nesting_python", "cpu_nesting_noise")
+        ]
     o = crossings(c).filter(pl.col("cross") > 0)
     big = o.filter(pl.col("cross") >= noise_ns)
     hard = big.filter(~pl.col("cross_python"))
@@ -248,48 +328,106 @@ def _cpu_nesting(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
         return (int(df["cross"].sum()), int(df["cross"].max())) if df.height else (0, 0)  # type: ignore[arg-type]
 
     return [
-        _row(rank, "cpu_nesting", "warning" if hard.height else "ok", hard.height, *amount(hard),
-             (f"{hard.height} CPU ranges cross an enclosing range by ≥ {lim}: " + _names(hard)) if hard.height
-             else f"no crossings by ≥ {lim} (Python frames aside)"),
-        _row(rank, "cpu_nesting_python", "info" if py.height else "ok", py.height, *amount(py),
-             (f"{py.height} ranges cross a Python frame (or are one) by ≥ {lim}, a known with_stack artefact: "
-              + _names(py)) if py.height else "none"),
-        _row(rank, "cpu_nesting_noise", "info" if small.height else "ok", small.height, *amount(small),
-             f"{small.height} crossings by < {lim} (timestamp noise, tolerated)"),
+        _row(
+            rank,
+            "cpu_nesting",
+            "warning" if hard.height else "ok",
+            hard.height,
+            *amount(hard),
+            (f"{hard.height} CPU ranges cross an enclosing range by ≥ {lim}: " + _names(hard))
+            if hard.height
+            else f"no crossings by ≥ {lim} (Python frames aside)",
+        ),
+        _row(
+            rank,
+            "cpu_nesting_python",
+            "info" if py.height else "ok",
+            py.height,
+            *amount(py),
+            (
+                f"{py.height} ranges cross a Python frame (or are one) by ≥ {lim}, a known with_stack artefact: "
+                + _names(py)
+            )
+            if py.height
+            else "none",
+        ),
+        _row(
+            rank,
+            "cpu_nesting_noise",
+            "info" if small.height else "ok",
+            small.height,
+            *amount(small),
+            f"{small.height} crossings by < {lim} (timestamp noise, tolerated)",
+        ),
     ]
 
 
 def _durations(t: Trace, rank: int) -> list[dict[str, Any]]:
     ev = t.scan()
     out = []
-    neg, zero = pl.collect_all([
-        ev.filter(pl.col("dur_ns") < 0).select("name", "dur_ns"),
-        ev.filter((pl.col("kind") == "kernel") & (pl.col("dur_ns") == 0)).select("name", "dur_ns"),
-    ])
-    out.append(_row(rank, "negative_durations", "warning" if neg.height else "ok", neg.height,
-                    int(-neg["dur_ns"].sum()) if neg.height else None, int(-neg["dur_ns"].min()) if neg.height else None,  # type: ignore[operator,arg-type]
-                    ("events with dur < 0: " + _names(neg)) if neg.height else "none"))
-    out.append(_row(rank, "zero_length_kernels", "info" if zero.height else "ok", zero.height,
-                    detail=("kernels with dur = 0: " + _names(zero)) if zero.height else "none"))
+    neg, zero = pl.collect_all(
+        [
+            ev.filter(pl.col("dur_ns") < 0).select("name", "dur_ns"),
+            ev.filter((pl.col("kind") == "kernel") & (pl.col("dur_ns") == 0)).select("name", "dur_ns"),
+        ]
+    )
+    out.append(
+        _row(
+            rank,
+            "negative_durations",
+            "warning" if neg.height else "ok",
+            neg.height,
+            int(-neg["dur_ns"].sum()) if neg.height else None,
+            int(-neg["dur_ns"].min()) if neg.height else None,  # type: ignore[operator,arg-type]
+            ("events with dur < 0: " + _names(neg)) if neg.height else "none",
+        )
+    )
+    out.append(
+        _row(
+            rank,
+            "zero_length_kernels",
+            "info" if zero.height else "ok",
+            zero.height,
+            detail=("kernels with dur = 0: " + _names(zero)) if zero.height else "none",
+        )
+    )
     gpu = _timed(t.kind(*GPU_KINDS, columns=["name", "ts_ns", "dur_ns", "step"]))
     cpu = _bounds(t, NESTING_KINDS)
     if cpu is not None and gpu.height:
         span = cpu[1] - cpu[0]
         long = gpu.filter(pl.col("dur_ns") > span)
-        out.append(_row(rank, "longer_than_trace", "warning" if long.height else "ok", long.height,
-                        int(long["dur_ns"].sum()) if long.height else None, int(long["dur_ns"].max()) if long.height else None,  # type: ignore[arg-type]
-                        (f"GPU events longer than the trace's CPU span ({span / 1e3:.3f} µs): " + _names(long))
-                        if long.height else f"none longer than the CPU span ({span / 1e3:.3f} µs)"))
+        out.append(
+            _row(
+                rank,
+                "longer_than_trace",
+                "warning" if long.height else "ok",
+                long.height,
+                int(long["dur_ns"].sum()) if long.height else None,
+                int(long["dur_ns"].max()) if long.height else None,  # type: ignore[arg-type]
+                (f"GPU events longer than the trace's CPU span ({span / 1e3:.3f} µs): " + _names(long))
+                if long.height
+                else f"none longer than the CPU span ({span / 1e3:.3f} µs)",
+            )
+        )
     else:
         out.append(_row(rank, "longer_than_trace", "ok", detail="needs CPU and GPU events"))
     steps = t.steps.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
     if steps.height and gpu.height:
         longest = int((steps["end_ns"] - steps["start_ns"]).max())
         long = gpu.filter(pl.col("step").is_not_null() & (pl.col("dur_ns") > longest))
-        out.append(_row(rank, "longer_than_step", "warning" if long.height else "ok", long.height,
-                        int(long["dur_ns"].sum()) if long.height else None, int(long["dur_ns"].max()) if long.height else None,  # type: ignore[arg-type]
-                        (f"GPU events longer than the longest step ({longest / 1e3:.3f} µs): " + _names(long))
-                        if long.height else f"none longer than the longest step ({longest / 1e3:.3f} µs)"))
+        out.append(
+            _row(
+                rank,
+                "longer_than_step",
+                "warning" if long.height else "ok",
+                long.height,
+                int(long["dur_ns"].sum()) if long.height else None,
+                int(long["dur_ns"].max()) if long.height else None,  # type: ignore[arg-type]
+                (f"GPU events longer than the longest step ({longest / 1e3:.3f} µs): " + _names(long))
+                if long.height
+                else f"none longer than the longest step ({longest / 1e3:.3f} µs)",
+            )
+        )
     else:
         out.append(_row(rank, "longer_than_step", "ok", detail="no steps" if not steps.height else "no GPU work"))
     return out
@@ -300,39 +438,92 @@ def _meta_checks(t: Trace, rank: int) -> list[dict[str, Any]]:
     out = []
     info = m.distributed_info
     if not info:
-        out.append(_row(rank, "distributed_info", "info", detail="no distributedInfo: rank taken from the "
-                        + {"file name": "file name", "order": "file order", "user": "user mapping"}.get(m.rank_source, m.rank_source)))
+        out.append(
+            _row(
+                rank,
+                "distributed_info",
+                "info",
+                detail="no distributedInfo: rank taken from the "
+                + {"file name": "file name", "order": "file order", "user": "user mapping"}.get(
+                    m.rank_source, m.rank_source
+                ),
+            )
+        )
     else:
         missing = [k for k in ("rank", "world_size") if k not in info]
-        out.append(_row(rank, "distributed_info", "info" if missing else "ok",
-                        detail=("distributedInfo lacks " + ", ".join(missing)) if missing
-                        else f"rank {info.get('rank')} of {info.get('world_size')}, backend {info.get('backend', '?')}"))
-    n_ts, frac, tmax = t.scan().select(
-        pl.col("ts_ns").count().alias("n"), (pl.col("ts_ns") % 1000 != 0).sum().alias("frac"), pl.col("ts_ns").max().alias("max")
-    ).collect().row(0)
+        out.append(
+            _row(
+                rank,
+                "distributed_info",
+                "info" if missing else "ok",
+                detail=("distributedInfo lacks " + ", ".join(missing))
+                if missing
+                else f"rank {info.get('rank')} of {info.get('world_size')}, backend {info.get('backend', '?')}",
+            )
+        )
+    n_ts, frac, tmax = (
+        t.scan()
+        .select(
+            pl.col("ts_ns").count().alias("n"),
+            (pl.col("ts_ns") % 1000 != 0).sum().alias("frac"),
+            pl.col("ts_ns").max().alias("max"),
+        )
+        .collect()
+        .row(0)
+    )
     if n_ts:
         frac = int(frac)
-        out.append(_row(rank, "time_resolution", "ok" if frac else "info", frac,
-                        detail="ns (µs with decimals)" if frac else "whole µs: sub-µs precision lost (older Kineto)"))
+        out.append(
+            _row(
+                rank,
+                "time_resolution",
+                "ok" if frac else "info",
+                frac,
+                detail="ns (µs with decimals)" if frac else "whole µs: sub-µs precision lost (older Kineto)",
+            )
+        )
         tmax = int(tmax)
         if m.base_time_ns is not None:
             out.append(_row(rank, "time_base", "ok", detail=f"relative to baseTimeNanoseconds {m.base_time_ns}"))
         elif tmax >= _RELATIVE_LIMIT_NS:
             out.append(_row(rank, "time_base", "ok", detail="absolute epoch µs"))
         else:
-            out.append(_row(rank, "time_base", "warning", detail="relative times without baseTimeNanoseconds "
-                            "(truncated trace?): cannot be aligned with other ranks"))
+            out.append(
+                _row(
+                    rank,
+                    "time_base",
+                    "warning",
+                    detail="relative times without baseTimeNanoseconds "
+                    "(truncated trace?): cannot be aligned with other ranks",
+                )
+            )
     log = m.raw
     errs = [x for x in log.get("ERROR", []) or [] if isinstance(x, str)] if isinstance(log.get("ERROR"), list) else []
-    warns = [x for x in log.get("WARNING", []) or [] if isinstance(x, str)] if isinstance(log.get("WARNING"), list) else []
+    warns = (
+        [x for x in log.get("WARNING", []) or [] if isinstance(x, str)] if isinstance(log.get("WARNING"), list) else []
+    )
     if errs or warns:
         first = (errs or warns)[0]
-        out.append(_row(rank, "kineto_log", "warning" if errs else "info", len(errs) + len(warns),
-                        detail=f"{len(errs)} ERROR, {len(warns)} WARNING lines; first: {first[:160]}"))
+        out.append(
+            _row(
+                rank,
+                "kineto_log",
+                "warning" if errs else "info",
+                len(errs) + len(warns),
+                detail=f"{len(errs)} ERROR, {len(warns)} WARNING lines; first: {first[:160]}",
+            )
+        )
     else:
         out.append(_row(rank, "kineto_log", "ok", detail="no ERROR or WARNING lines"))
-    out.append(_row(rank, "decoder", "warning" if t.warnings else "ok", len(t.warnings),
-                    detail="; ".join(t.warnings) if t.warnings else "complete, nothing repaired"))
+    out.append(
+        _row(
+            rank,
+            "decoder",
+            "warning" if t.warnings else "ok",
+            len(t.warnings),
+            detail="; ".join(t.warnings) if t.warnings else "complete, nothing repaired",
+        )
+    )
     return out
 
 
@@ -340,25 +531,49 @@ def _steps(t: Trace, rank: int) -> list[dict[str, Any]]:
     st = t.steps
     out = []
     if st.height == 0:
-        return [_row(rank, "incomplete_last_step", "ok", detail="no ProfilerStep"),
-                _row(rank, "outside_steps", "ok", detail="no ProfilerStep")]
+        return [
+            _row(rank, "incomplete_last_step", "ok", detail="no ProfilerStep"),
+            _row(rank, "outside_steps", "ok", detail="no ProfilerStep"),
+        ]
     last = st.row(st.height - 1, named=True)
     if last["incomplete"]:
         prev = st["kernel_count"][st.height - 2]
-        out.append(_row(rank, "incomplete_last_step", "warning", 1,
-                        detail=f"step #{last['step']} has {last['kernel_count']} kernels, the one before {prev}: "
-                        "leave it out of per-step averages"))
+        out.append(
+            _row(
+                rank,
+                "incomplete_last_step",
+                "warning",
+                1,
+                detail=f"step #{last['step']} has {last['kernel_count']} kernels, the one before {prev}: "
+                "leave it out of per-step averages",
+            )
+        )
     else:
         out.append(_row(rank, "incomplete_last_step", "ok", detail=f"step #{last['step']} looks complete"))
-    cpu_out, cpu_n = t.scan().filter(pl.col("kind").is_in(list(NESTING_KINDS)) & pl.col("ts_ns").is_not_null()).select(
-        pl.col("step").is_null().sum(), pl.len()
-    ).collect().row(0)
-    gpu_out, gpu_n = t.scan().filter(pl.col("kind").is_in(list(GPU_KINDS))).select(
-        pl.col("step").is_null().sum(), pl.len()
-    ).collect().row(0)
+    cpu_out, cpu_n = (
+        t.scan()
+        .filter(pl.col("kind").is_in(list(NESTING_KINDS)) & pl.col("ts_ns").is_not_null())
+        .select(pl.col("step").is_null().sum(), pl.len())
+        .collect()
+        .row(0)
+    )
+    gpu_out, gpu_n = (
+        t.scan()
+        .filter(pl.col("kind").is_in(list(GPU_KINDS)))
+        .select(pl.col("step").is_null().sum(), pl.len())
+        .collect()
+        .row(0)
+    )
     n = cpu_out + gpu_out
-    out.append(_row(rank, "outside_steps", "info" if n else "ok", n,
-                    detail=f"{cpu_out} of {cpu_n} CPU events and {gpu_out} of {gpu_n} GPU events outside every step"))
+    out.append(
+        _row(
+            rank,
+            "outside_steps",
+            "info" if n else "ok",
+            n,
+            detail=f"{cpu_out} of {cpu_n} CPU events and {gpu_out} of {gpu_n} GPU events outside every step",
+        )
+    )
     return out
 
 
@@ -370,10 +585,24 @@ def trace_health(trace: Trace, *, noise_us: float = 5.0) -> pl.DataFrame:
     rows += _meta_checks(trace, rank)
     n_gpu = trace.kind(*GPU_KINDS, columns=["row"]).height
     n_cpu = trace.kind(*NESTING_KINDS, columns=["row"]).height
-    rows.append(_row(rank, "no_gpu_events", "info" if not n_gpu else "ok", n_gpu,
-                     detail="no kernels, memcpys or memsets (CPU-only trace?)" if not n_gpu else f"{n_gpu} GPU events"))
-    rows.append(_row(rank, "no_cpu_events", "warning" if not n_cpu else "ok", n_cpu,
-                     detail="no CPU ops, annotations or runtime calls" if not n_cpu else f"{n_cpu} CPU ranges"))
+    rows.append(
+        _row(
+            rank,
+            "no_gpu_events",
+            "info" if not n_gpu else "ok",
+            n_gpu,
+            detail="no kernels, memcpys or memsets (CPU-only trace?)" if not n_gpu else f"{n_gpu} GPU events",
+        )
+    )
+    rows.append(
+        _row(
+            rank,
+            "no_cpu_events",
+            "warning" if not n_cpu else "ok",
+            n_cpu,
+            detail="no CPU ops, annotations or runtime calls" if not n_cpu else f"{n_cpu} CPU ranges",
+        )
+    )
     rows += _links(trace, rank)
     rows += _stream_overlap(trace, rank, noise_ns)
     rows += _durations(trace, rank)
@@ -391,7 +620,9 @@ def _span(t: Trace) -> tuple[int, int] | None:
 def rank_facts(trace: Trace) -> dict[str, Any]:
     """What :func:`run_health_facts` needs of one rank: world size, span, whether it has a base time."""
     return {
-        "rank": trace.rank, "world_size": trace.meta.world_size, "span": _span(trace),
+        "rank": trace.rank,
+        "world_size": trace.meta.world_size,
+        "span": _span(trace),
         "has_base_time": trace.meta.base_time_ns is not None,
     }
 
@@ -409,9 +640,17 @@ def run_health_facts(facts: Sequence[dict[str, Any]]) -> pl.DataFrame:
     """:func:`run_health` from each rank's :func:`rank_facts`."""
     rows: list[dict[str, Any]] = []
     ws = sorted({f["world_size"] for f in facts if f["world_size"]})
-    rows.append(_row(None, "world_size", "warning" if len(ws) > 1 else "ok", len(ws),
-                     detail=f"ranks disagree on the world size: {ws} (runs mixed?)" if len(ws) > 1
-                     else (f"world size {ws[0]}, {len(facts)} rank(s) loaded" if ws else "unknown")))
+    rows.append(
+        _row(
+            None,
+            "world_size",
+            "warning" if len(ws) > 1 else "ok",
+            len(ws),
+            detail=f"ranks disagree on the world size: {ws} (runs mixed?)"
+            if len(ws) > 1
+            else (f"world size {ws[0]}, {len(facts)} rank(s) loaded" if ws else "unknown"),
+        )
+    )
     kinds = {}
     spans = {}
     for f in facts:
@@ -422,9 +661,17 @@ def run_health_facts(facts: Sequence[dict[str, Any]]) -> pl.DataFrame:
         kinds[f["rank"]] = "base" if f["has_base_time"] else ("epoch" if sp[1] >= _RELATIVE_LIMIT_NS else "relative")
     rel = sorted(r for r, k in kinds.items() if k == "relative")
     mixed = rel and len(rel) < len(kinds)
-    rows.append(_row(None, "time_bases", "warning" if mixed else "ok", len(rel),
-                     detail=f"ranks {rel} have relative times while others are absolute: cannot align" if mixed
-                     else "one kind of time base"))
+    rows.append(
+        _row(
+            None,
+            "time_bases",
+            "warning" if mixed else "ok",
+            len(rel),
+            detail=f"ranks {rel} have relative times while others are absolute: cannot align"
+            if mixed
+            else "one kind of time base",
+        )
+    )
     if len(spans) < 2:
         rows.append(_row(None, "rank_span", "ok", detail="fewer than two ranks"))
         rows.append(_row(None, "rank_clock", "ok", detail="fewer than two ranks"))
@@ -435,17 +682,39 @@ def run_health_facts(facts: Sequence[dict[str, Any]]) -> pl.DataFrame:
     length = e - s
     med = float(np.median(length))
     odd = rk[(length < 0.5 * med) | (length > 2.0 * med)] if med > 0 else rk[:0]
-    rows.append(_row(None, "rank_span", "warning" if odd.size else "ok", int(odd.size), None, int(med),
-                     detail=(f"ranks {odd.tolist()} span under half or over twice the median span "
-                             f"({med / 1e6:.3f} ms)") if odd.size else f"spans within 0.5–2× of the median ({med / 1e6:.3f} ms)"))
+    rows.append(
+        _row(
+            None,
+            "rank_span",
+            "warning" if odd.size else "ok",
+            int(odd.size),
+            None,
+            int(med),
+            detail=(f"ranks {odd.tolist()} span under half or over twice the median span ({med / 1e6:.3f} ms)")
+            if odd.size
+            else f"spans within 0.5–2× of the median ({med / 1e6:.3f} ms)",
+        )
+    )
     # a rank is off when its span does not overlap the median window of the ranks
     ms, me = float(np.median(s)), float(np.median(e))
     off = rk[(e < ms) | (s > me)]
     shift = np.abs(s - ms)
-    rows.append(_row(None, "rank_clock", "warning" if off.size else "ok", int(off.size), None, int(shift.max()),
-                     detail=(f"ranks {off.tolist()} do not overlap the other ranks' time window "
-                             "(clock skew, different time bases or runs mixed)") if off.size
-                     else f"all ranks overlap; starts differ by up to {shift.max() / 1e3:.3f} µs from the median"))
+    rows.append(
+        _row(
+            None,
+            "rank_clock",
+            "warning" if off.size else "ok",
+            int(off.size),
+            None,
+            int(shift.max()),
+            detail=(
+                f"ranks {off.tolist()} do not overlap the other ranks' time window "
+                "(clock skew, different time bases or runs mixed)"
+            )
+            if off.size
+            else f"all ranks overlap; starts differ by up to {shift.max() / 1e3:.3f} µs from the median",
+        )
+    )
     return pl.DataFrame(rows, schema=SCHEMA)
 
 

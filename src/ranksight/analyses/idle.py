@@ -135,7 +135,9 @@ def idle_stats(gaps: pl.DataFrame) -> pl.DataFrame:
             x.quantile(0.75, interpolation="linear").alias("p75_us"),
             x.max().alias("max_us"),
         )
-        .with_columns(pl.col(c).round(2) for c in ("mean_us", "std_us", "min_us", "p25_us", "p50_us", "p75_us", "max_us"))
+        .with_columns(
+            pl.col(c).round(2) for c in ("mean_us", "std_us", "min_us", "p25_us", "p50_us", "p75_us", "max_us")
+        )
         .sort(["rank", "stream", "idle_category"])
     )
 
@@ -160,7 +162,9 @@ def idle(
     notes = []
     no_gpu = sorted(set(rs) - set(gaps["rank"].unique().to_list()))
     if no_gpu:
-        notes.append(f"rank(s) {no_gpu} have no GPU work{' on the selected streams' if streams else ''}: no idle breakdown")
+        notes.append(
+            f"rank(s) {no_gpu} have no GPU work{' on the selected streams' if streams else ''}: no idle breakdown"
+        )
     if stats:
         tables["intervals"] = idle_stats(gaps)
     if per_step:

@@ -36,9 +36,20 @@ if TYPE_CHECKING:
 __all__ = ["info", "rank_info", "FILES_SCHEMA"]
 
 FILES_SCHEMA = {
-    "rank": pl.Int64, "file": pl.String, "rank_from": pl.String, "json_mb": pl.Float64, "events": pl.Int64,
-    "gpu": pl.String, "devices": pl.String, "world_size": pl.Int64, "steps": pl.Int64, "first_step": pl.Int64,
-    "last_step": pl.Int64, "span_ms": pl.Float64, "time_base": pl.String, "warnings": pl.Int64,
+    "rank": pl.Int64,
+    "file": pl.String,
+    "rank_from": pl.String,
+    "json_mb": pl.Float64,
+    "events": pl.Int64,
+    "gpu": pl.String,
+    "devices": pl.String,
+    "world_size": pl.Int64,
+    "steps": pl.Int64,
+    "first_step": pl.Int64,
+    "last_step": pl.Int64,
+    "span_ms": pl.Float64,
+    "time_base": pl.String,
+    "warnings": pl.Int64,
 }
 
 
@@ -61,7 +72,8 @@ def rank_info(trace: Trace) -> dict[str, Any]:
         "first_step": min(steps) if steps else None,
         "last_step": max(steps) if steps else None,
         "span_ms": round((span[1] - span[0]) / 1e6, 3) if span else None,
-        "time_base": ("nsys session start" if nsys else "baseTimeNanoseconds") if m.base_time_ns is not None
+        "time_base": ("nsys session start" if nsys else "baseTimeNanoseconds")
+        if m.base_time_ns is not None
         else ("nsys capture start" if nsys else "epoch µs"),
         "warnings": len(trace.warnings),
     }
@@ -85,19 +97,30 @@ def info(run: Run | Session, *, ranks: Sequence[int] | None = None) -> AnalysisR
     ws = sorted({int(w) for w in files["world_size"].drop_nulls().to_list()})
     load_warnings = list(sess.run.warnings) if sess.run is not None else []
     run_row = pl.DataFrame(
-        [{
-            "ranks": len(rs),
-            "world_size": ", ".join(map(str, ws)) if ws else None,
-            "gpus": ", ".join(sorted({g for g in files["gpu"].to_list() if g})) or "none",
-            "steps": len(steps),
-            "first_step": steps[0] if steps else None,
-            "last_step": steps[-1] if steps else None,
-            "span_ms": (max(s[1] for s in spans) - min(s[0] for s in spans)) / 1e6 if spans else None,
-            "events": int(files["events"].sum()),
-            "warnings": len(load_warnings),
-        }],
-        schema={"ranks": pl.Int64, "world_size": pl.String, "gpus": pl.String, "steps": pl.Int64, "first_step": pl.Int64,
-                "last_step": pl.Int64, "span_ms": pl.Float64, "events": pl.Int64, "warnings": pl.Int64},
+        [
+            {
+                "ranks": len(rs),
+                "world_size": ", ".join(map(str, ws)) if ws else None,
+                "gpus": ", ".join(sorted({g for g in files["gpu"].to_list() if g})) or "none",
+                "steps": len(steps),
+                "first_step": steps[0] if steps else None,
+                "last_step": steps[-1] if steps else None,
+                "span_ms": (max(s[1] for s in spans) - min(s[0] for s in spans)) / 1e6 if spans else None,
+                "events": int(files["events"].sum()),
+                "warnings": len(load_warnings),
+            }
+        ],
+        schema={
+            "ranks": pl.Int64,
+            "world_size": pl.String,
+            "gpus": pl.String,
+            "steps": pl.Int64,
+            "first_step": pl.Int64,
+            "last_step": pl.Int64,
+            "span_ms": pl.Float64,
+            "events": pl.Int64,
+            "warnings": pl.Int64,
+        },
     )
     notes = list(load_warnings)
     if len(ws) > 1:

@@ -45,13 +45,21 @@ CONFIG = ["grid", "block", "registers_per_thread", "shared_memory_bytes"]
 
 def _triple(prefix: str) -> pl.Expr:
     x, y, z = (pl.col(f"{prefix}_{a}").cast(pl.String) for a in "xyz")
-    return pl.when(pl.col(f"{prefix}_x").is_not_null()).then(pl.concat_str([pl.lit("["), x, pl.lit(", "), y, pl.lit(", "), z, pl.lit("]")])).otherwise(None)
+    return (
+        pl.when(pl.col(f"{prefix}_x").is_not_null())
+        .then(pl.concat_str([pl.lit("["), x, pl.lit(", "), y, pl.lit(", "), z, pl.lit("]")]))
+        .otherwise(None)
+    )
 
 
 def kernel_rows(trace: Trace, *, tensor_core_rules: str = "current", with_op: bool = False) -> pl.DataFrame:
     """One row per kernel of one rank: ``row, name, dur_ns, grid, block, registers_per_thread,
     shared_memory_bytes, blocks_per_sm, est_occupancy_pct, tensor_cores`` (and ``op``)."""
-    k = trace.kind("kernel").filter(pl.col("dur_ns").is_not_null()).select("row", pl.col("name").cast(pl.String), "dur_ns", "launch_row")
+    k = (
+        trace.kind("kernel")
+        .filter(pl.col("dur_ns").is_not_null())
+        .select("row", pl.col("name").cast(pl.String), "dur_ns", "launch_row")
+    )
     k = trace.with_args(k, "kernel")
     for c, t in (("grid_x", pl.Int32), ("grid_y", pl.Int32), ("grid_z", pl.Int32), ("block_x", pl.Int32), ("block_y", pl.Int32),
                  ("block_z", pl.Int32), ("registers_per_thread", pl.Int32), ("shared_memory_bytes", pl.Int64),
@@ -95,23 +103,44 @@ def kernel_table(trace: Trace, *, group_by: str = "config", tensor_core_rules: s
         pl.col("tensor_cores").first(),
     )
     g = g.with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
-    cols = ["rank", *keys, "calls", "total_us", "mean_us", "min_us", "max_us", "share_pct", "mean_blocks_per_sm", "mean_est_occupancy_pct", "tensor_cores"]
+    cols = [
+        "rank",
+        *keys,
+        "calls",
+        "total_us",
+        "mean_us",
+        "min_us",
+        "max_us",
+        "share_pct",
+        "mean_blocks_per_sm",
+        "mean_est_occupancy_pct",
+        "tensor_cores",
+    ]
     # every key breaks ties: the hash group-by's order is arbitrary
-    return g.sort(["total_us", "calls", *keys], descending=[True, True, *[False] * len(keys)], nulls_last=True).select(cols)
+    return g.sort(["total_us", "calls", *keys], descending=[True, True, *[False] * len(keys)], nulls_last=True).select(
+        cols
+    )
 
 
-def kernel_config(run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "config", tensor_core_rules: str = "current") -> AnalysisResult:
+def kernel_config(
+    run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "config", tensor_core_rules: str = "current"
+) -> AnalysisResult:
     """Kernels per name and launch configuration: calls, time stats, blocks per SM, occupancy,
     Tensor Core use."""
     if tensor_core_rules not in RULESETS:
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     sess = Session.of(run, ranks)
-    table = pl.concat(list(sess.map(kernel_table, group_by=group_by, tensor_core_rules=tensor_core_rules).values()), how="vertical_relaxed")
+    table = pl.concat(
+        list(sess.map(kernel_table, group_by=group_by, tensor_core_rules=tensor_core_rules).values()),
+        how="vertical_relaxed",
+    )
     if table.height == 0:
         raise MissingDataError("kernel-config needs GPU kernel events; these traces have none (CPU-only)")
     notes = []
     if table["mean_blocks_per_sm"].null_count() == table.height:
-        notes.append("no kernel carries 'blocks per SM' / 'est. achieved occupancy %' (ROCm or old Kineto): those columns are empty")
+        notes.append(
+            "no kernel carries 'blocks per SM' / 'est. achieved occupancy %' (ROCm or old Kineto): those columns are empty"
+        )
     if group_by != "name" and table["grid"].null_count() == table.height:
         notes.append("no kernel carries grid/block args: the configuration columns are empty")
     return AnalysisResult({"kernels": table}, notes)
@@ -123,7 +152,9 @@ register(
         func=kernel_config,
         help="kernels per name and launch configuration: calls, time, blocks per SM, est. occupancy, Tensor Cores",
         options=(
-            Option("group_by", str, "config", "group by config (name + grid/block/registers/shared memory), name, or op"),
+            Option(
+                "group_by", str, "config", "group by config (name + grid/block/registers/shared memory), name, or op"
+            ),
             Option("tensor_core_rules", str, "current", "Tensor Core kernel rules: current or plugin (the 2019 list)"),
         ),
     )

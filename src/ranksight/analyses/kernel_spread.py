@@ -68,15 +68,23 @@ def kernel_spread(run: Run, *, ranks: Sequence[int] | None = None, top: int = 10
     sess = Session.of(run, ranks)
     per = pl.concat(list(sess.map(kernel_durations_rank).values()))
     if per.height == 0:
-        return AnalysisResult({"kernel_spread": pl.DataFrame(schema={**_SCHEMA, "spread_pct": pl.Float64})}, ["no GPU kernels in these traces"])
+        return AnalysisResult(
+            {"kernel_spread": pl.DataFrame(schema={**_SCHEMA, "spread_pct": pl.Float64})},
+            ["no GPU kernels in these traces"],
+        )
     order = (
-        per.group_by("name").agg(pl.col("sum_us").sum().alias("__total")).sort(["__total", "name"], descending=[True, False]).head(top)
+        per.group_by("name")
+        .agg(pl.col("sum_us").sum().alias("__total"))
+        .sort(["__total", "name"], descending=[True, False])
+        .head(top)
         .with_row_index("__order")
     )
     out = (
         per.join(order, on="name", how="inner")
         .with_columns(
-            (100.0 * (pl.col("mean_us").max() - pl.col("mean_us").min()) / pl.col("mean_us").mean()).over("name").alias("spread_pct")
+            (100.0 * (pl.col("mean_us").max() - pl.col("mean_us").min()) / pl.col("mean_us").mean())
+            .over("name")
+            .alias("spread_pct")
         )
         .sort(["__order", "rank"])
         .drop("__order", "__total")

@@ -52,7 +52,11 @@ def kernel_type_rank(trace: Trace, *, include_memory: bool = True, hta_compat: b
     seg = segments(groups)
     rows = sorted(seg.items())
     return pl.DataFrame(
-        {"rank": [trace.rank] * len(rows), "kernel_type": [label_of(v) for v, _ in rows], "sum_ns": [s for _, s in rows]},
+        {
+            "rank": [trace.rank] * len(rows),
+            "kernel_type": [label_of(v) for v, _ in rows],
+            "sum_ns": [s for _, s in rows],
+        },
         schema=_SCHEMA,
     )
 
@@ -63,13 +67,25 @@ def kernel_types(
     """Time by kernel type and overlap segment over the selected ranks, and per rank."""
     sess = Session.of(run, ranks)
     per = pl.concat(list(sess.map(kernel_type_rank, include_memory=include_memory, hta_compat=hta_compat).values()))
-    total = per.group_by("kernel_type").agg(pl.col("sum_ns").sum()).sort(["sum_ns", "kernel_type"], descending=[True, False])
+    total = (
+        per.group_by("kernel_type")
+        .agg(pl.col("sum_ns").sum())
+        .sort(["sum_ns", "kernel_type"], descending=[True, False])
+    )
     grand = int(total["sum_ns"].sum()) if total.height else 0
-    total = total.select("kernel_type", (pl.col("sum_ns") / 1e3).alias("sum_us"), pl.Series("pct", pct(total["sum_ns"].to_numpy(), grand, 1)))
-    per_rank = per.with_columns(
+    total = total.select(
+        "kernel_type",
         (pl.col("sum_ns") / 1e3).alias("sum_us"),
-        pl.Series("pct", _rank_pct(per)),
-    ).select("rank", "kernel_type", "sum_us", "pct").sort(["rank", "sum_us"], descending=[False, True])
+        pl.Series("pct", pct(total["sum_ns"].to_numpy(), grand, 1)),
+    )
+    per_rank = (
+        per.with_columns(
+            (pl.col("sum_ns") / 1e3).alias("sum_us"),
+            pl.Series("pct", _rank_pct(per)),
+        )
+        .select("rank", "kernel_type", "sum_us", "pct")
+        .sort(["rank", "sum_us"], descending=[False, True])
+    )
     notes = [] if total.height else ["no GPU kernels in these traces"]
     return AnalysisResult({"kernel_types": total, "per_rank": per_rank}, notes)
 

@@ -87,7 +87,11 @@ def kernel_stats_rank(
     """Per-kernel statistics of one rank (see the module docstring): ``rank, kernel_type, name,
     count, sum_us, mean_us, min_us, max_us, std_us, names``."""
     types = [t for t in TYPE_BITS if include_memory or t != "MEMORY"]
-    g = gpu_work(trace, hta_compat=hta_compat).filter(pl.col("kernel_type").is_in(types)).select("kernel_type", "name", "dur_ns")
+    g = (
+        gpu_work(trace, hta_compat=hta_compat)
+        .filter(pl.col("kernel_type").is_in(types))
+        .select("kernel_type", "name", "dur_ns")
+    )
     if g.height == 0:
         return pl.DataFrame(schema=_SCHEMA)
     per_name = g.group_by(["kernel_type", "name"]).agg(pl.col("dur_ns").sum().alias("__sum"))
@@ -97,12 +101,18 @@ def kernel_stats_rank(
         if p.height == 0:
             continue
         other = select_top(p["__sum"].to_numpy(), num_kernels, duration_ratio)
-        parts.append(p.with_columns(pl.Series("__group", np.where(other, OTHERS, p["name"].to_numpy()), dtype=pl.String)))
+        parts.append(
+            p.with_columns(pl.Series("__group", np.where(other, OTHERS, p["name"].to_numpy()), dtype=pl.String))
+        )
     groups = pl.concat(parts).select("kernel_type", "name", "__group")
     labelled = g.join(groups, on=["kernel_type", "name"], how="left")
     out = _stats(labelled, ["kernel_type", "__group"]).rename({"__group": "name"})
-    return out.select(pl.lit(trace.rank, dtype=pl.Int64).alias("rank"), *[c for c in _SCHEMA if c != "rank"]).cast(_SCHEMA).sort(  # type: ignore[arg-type]
-        ["kernel_type", "sum_us", "name"], descending=[False, True, False]
+    return (
+        out.select(pl.lit(trace.rank, dtype=pl.Int64).alias("rank"), *[c for c in _SCHEMA if c != "rank"])
+        .cast(_SCHEMA)
+        .sort(  # type: ignore[arg-type]
+            ["kernel_type", "sum_us", "name"], descending=[False, True, False]
+        )
     )
 
 
@@ -127,8 +137,12 @@ def kernels(
     sess = Session.of(run, ranks)
     df = pl.concat(
         list(
-            sess.map(kernel_stats_rank, num_kernels=num_kernels, duration_ratio=duration_ratio,
-                include_memory=include_memory, hta_compat=hta_compat,
+            sess.map(
+                kernel_stats_rank,
+                num_kernels=num_kernels,
+                duration_ratio=duration_ratio,
+                include_memory=include_memory,
+                hta_compat=hta_compat,
             ).values()
         )
     )

@@ -41,8 +41,14 @@ __all__ = ["late_start_metric", "late_start"]
 
 MIN_NORMALIZED_DURATION = 0.01
 
-_METRIC_SCHEMA = {"rank": pl.Int32, "step": pl.Int32, "stream": pl.Int64, "kernel": pl.String,
-                  "normalized_start": pl.Float64, "duration": pl.Float64}
+_METRIC_SCHEMA = {
+    "rank": pl.Int32,
+    "step": pl.Int32,
+    "stream": pl.Int64,
+    "kernel": pl.String,
+    "normalized_start": pl.Float64,
+    "duration": pl.Float64,
+}
 _COUNT_SCHEMA = {"rank": pl.Int32, "late_steps": pl.Int64, "straggler": pl.Boolean}
 
 
@@ -55,11 +61,23 @@ def _rank_events(trace: Trace, steps: Sequence[int] | None) -> tuple[pl.DataFram
     )
     if steps is not None:
         ev = ev.filter(pl.col("step").is_in(list(steps)))
-    span = ev.select(pl.col("step").unique().implode().alias("steps"), pl.col("ts_ns").min().alias("t_min"),
-                     pl.col("end_ns").max().alias("t_max"), pl.len().alias("n"))
+    span = ev.select(
+        pl.col("step").unique().implode().alias("steps"),
+        pl.col("ts_ns").min().alias("t_min"),
+        pl.col("end_ns").max().alias("t_max"),
+        pl.len().alias("n"),
+    )
     gpu = ev.filter(pl.col("kind").is_in(list(GPU_KINDS))).select(
-        pl.lit(trace.rank, pl.Int32).alias("rank"), "row", "kind", "kernel_class", pl.col("name").cast(pl.String), "stream",
-        "ts_ns", "dur_ns", "end_ns", "step",
+        pl.lit(trace.rank, pl.Int32).alias("rank"),
+        "row",
+        "kind",
+        "kernel_class",
+        pl.col("name").cast(pl.String),
+        "stream",
+        "ts_ns",
+        "dur_ns",
+        "end_ns",
+        "step",
     )
     s, g = pl.collect_all([span, gpu])
     return s, g
@@ -90,8 +108,12 @@ def late_start_metric(
     mean_step = (int(span["t_max"].max()) - t_min) / n_steps  # type: ignore[arg-type]
     facts.update(steps=sorted(step_ids.to_list()), mean_step_us=mean_step / 1e3)
     if hta_names:
-        comm = ev.filter((pl.col("kind").is_in(list(GPU_KINDS))) & pl.col("name").str.starts_with("ncclKernel")
-                         & (pl.col("stream") > 0) & (pl.col("step") > 0))
+        comm = ev.filter(
+            (pl.col("kind").is_in(list(GPU_KINDS)))
+            & pl.col("name").str.starts_with("ncclKernel")
+            & (pl.col("stream") > 0)
+            & (pl.col("step") > 0)
+        )
     else:
         comm = ev.filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMMUNICATION"))
     comm = comm.filter(pl.col("dur_ns") >= MIN_NORMALIZED_DURATION * mean_step)
@@ -103,8 +125,10 @@ def late_start_metric(
         (pl.col("dur_ns") / mean_step).alias("duration"),
     )
     spread = (
-        last.group_by("stream", "step", "name").agg(pl.col("duration").std().alias("__sd"))
-        .group_by("stream", "name").agg(pl.col("__sd").mean().alias("__mean_sd"))
+        last.group_by("stream", "step", "name")
+        .agg(pl.col("duration").std().alias("__sd"))
+        .group_by("stream", "name")
+        .agg(pl.col("__sd").mean().alias("__mean_sd"))
         .filter(pl.col("__mean_sd").is_not_null() & pl.col("__mean_sd").is_not_nan())
         .sort(["__mean_sd", "stream", "name"], descending=[True, False, False])
     )
@@ -112,9 +136,11 @@ def late_start_metric(
         return pl.DataFrame(schema=_METRIC_SCHEMA), facts
     stream, name = spread.row(0)[:2]
     facts.update(candidate_stream=stream, candidate_kernel=name)
-    metric = last.filter((pl.col("stream") == stream) & (pl.col("name") == name)).select(
-        "rank", "step", "stream", pl.col("name").alias("kernel"), "normalized_start", "duration"
-    ).sort(["step", "rank"])
+    metric = (
+        last.filter((pl.col("stream") == stream) & (pl.col("name") == name))
+        .select("rank", "step", "stream", pl.col("name").alias("kernel"), "normalized_start", "duration")
+        .sort(["step", "rank"])
+    )
     return metric.cast(_METRIC_SCHEMA), facts  # type: ignore[arg-type]
 
 
@@ -126,8 +152,14 @@ def straggler_counts(metric: pl.DataFrame, candidates: int = 2) -> pl.DataFrame:
     thr = metric.group_by("step").agg(
         pl.col("normalized_start").sort(descending=True).get(pl.min_horizontal(pl.len() - 1, k - 1)).alias("__thr")
     )
-    late = metric.join(thr, on="step").with_columns((pl.col("normalized_start") >= pl.col("__thr")).cast(pl.Int64).alias("__late"))
-    counts = late.group_by("rank").agg(pl.col("__late").sum().alias("late_steps")).sort(["late_steps", "rank"], descending=[True, False])
+    late = metric.join(thr, on="step").with_columns(
+        (pl.col("normalized_start") >= pl.col("__thr")).cast(pl.Int64).alias("__late")
+    )
+    counts = (
+        late.group_by("rank")
+        .agg(pl.col("__late").sum().alias("late_steps"))
+        .sort(["late_steps", "rank"], descending=[True, False])
+    )
     return counts.with_columns((pl.int_range(0, pl.len()) < k).alias("straggler")).cast(_COUNT_SCHEMA)  # type: ignore[arg-type]
 
 

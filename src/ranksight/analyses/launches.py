@@ -35,17 +35,36 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["launch_table", "hta_launch_stats", "launch_summary", "launches", "RUNTIME_CUTOFF_US", "LAUNCH_DELAY_CUTOFF_US"]
+__all__ = [
+    "launch_table",
+    "hta_launch_stats",
+    "launch_summary",
+    "launches",
+    "RUNTIME_CUTOFF_US",
+    "LAUNCH_DELAY_CUTOFF_US",
+]
 
 #: HTA's defaults (µs).
 RUNTIME_CUTOFF_US = 50.0
 LAUNCH_DELAY_CUTOFF_US = 100.0
 
 _LAUNCH_SCHEMA = {
-    "rank": pl.Int32, "row": pl.UInt32, "correlation": pl.Int64, "api": pl.String, "tid": pl.Int64,
-    "ts_ns": pl.Int64, "kernel": pl.String, "kind": pl.String, "stream": pl.Int64, "gpu_count": pl.Int64,
-    "cpu_dur_us": pl.Float64, "gpu_dur_us": pl.Float64, "launch_delay_us": pl.Float64,
-    "launch_delay_from_start_us": pl.Float64, "short_kernel": pl.Boolean, "runtime_outlier": pl.Boolean,
+    "rank": pl.Int32,
+    "row": pl.UInt32,
+    "correlation": pl.Int64,
+    "api": pl.String,
+    "tid": pl.Int64,
+    "ts_ns": pl.Int64,
+    "kernel": pl.String,
+    "kind": pl.String,
+    "stream": pl.Int64,
+    "gpu_count": pl.Int64,
+    "cpu_dur_us": pl.Float64,
+    "gpu_dur_us": pl.Float64,
+    "launch_delay_us": pl.Float64,
+    "launch_delay_from_start_us": pl.Float64,
+    "short_kernel": pl.Boolean,
+    "runtime_outlier": pl.Boolean,
     "launch_delay_outlier": pl.Boolean,
 }
 
@@ -91,7 +110,14 @@ def launch_table(
     return agg.select(
         pl.lit(trace.rank, pl.Int32).alias("rank"),
         pl.col("launch_row").alias("row"),
-        "correlation", "api", "tid", "ts_ns", "kernel", "kind", "stream", "gpu_count",
+        "correlation",
+        "api",
+        "tid",
+        "ts_ns",
+        "kernel",
+        "kind",
+        "stream",
+        "gpu_count",
         cpu.alias("cpu_dur_us"),
         gpu.alias("gpu_dur_us"),
         delay.alias("launch_delay_us"),
@@ -130,19 +156,25 @@ def launch_summary(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.
         pl.col("runtime_outlier").sum().alias("runtime_outliers"),
         pl.col("launch_delay_outlier").sum().alias("launch_delay_outliers"),
     )
-    by_api = table.group_by("rank", "api").agg(
-        pl.len().alias("launches"),
-        pl.col("gpu_count").sum().alias("gpu_activities"),
-        pl.col("cpu_dur_us").sum().alias("cpu_total_us"),
-        pl.col("cpu_dur_us").mean().alias("cpu_mean_us"),
-        pl.col("cpu_dur_us").max().alias("cpu_max_us"),
-        pl.col("launch_delay_us").mean().alias("delay_mean_us"),
-        pl.col("launch_delay_us").max().alias("delay_max_us"),
-    ).sort(["rank", "launches", "api"], descending=[False, True, False])
+    by_api = (
+        table.group_by("rank", "api")
+        .agg(
+            pl.len().alias("launches"),
+            pl.col("gpu_count").sum().alias("gpu_activities"),
+            pl.col("cpu_dur_us").sum().alias("cpu_total_us"),
+            pl.col("cpu_dur_us").mean().alias("cpu_mean_us"),
+            pl.col("cpu_dur_us").max().alias("cpu_max_us"),
+            pl.col("launch_delay_us").mean().alias("delay_mean_us"),
+            pl.col("launch_delay_us").max().alias("delay_max_us"),
+        )
+        .sort(["rank", "launches", "api"], descending=[False, True, False])
+    )
     frames = []
     for flag in ("short_kernel", "runtime_outlier", "launch_delay_outlier"):
         frames.append(
-            table.filter(pl.col(flag)).group_by("rank").agg(
+            table.filter(pl.col(flag))
+            .group_by("rank")
+            .agg(
                 pl.lit(flag).alias("finding"),
                 pl.len().alias("count"),
                 pl.col("cpu_dur_us").sum().alias("cpu_total_us"),
@@ -166,8 +198,11 @@ def launches(
     """Launch statistics per rank (see the module docstring)."""
     sess = Session.of(run, ranks)
     per = sess.map(
-        launch_table, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us,
-        include_memory=include_memory, hta_apis=hta_apis,
+        launch_table,
+        runtime_cutoff_us=runtime_cutoff_us,
+        launch_delay_cutoff_us=launch_delay_cutoff_us,
+        include_memory=include_memory,
+        hta_apis=hta_apis,
     )
     tables = list(per.values())
     table = pl.concat(tables) if tables else pl.DataFrame(schema=_LAUNCH_SCHEMA)
@@ -185,9 +220,21 @@ register(
         func=launches,
         help="per launch: CPU time, GPU time, launch delay; short kernels and outliers (every launch API)",
         options=(
-            Option("runtime_cutoff_us", float, RUNTIME_CUTOFF_US, "launch calls longer than this are runtime outliers (µs)"),
-            Option("launch_delay_cutoff_us", float, LAUNCH_DELAY_CUTOFF_US, "launch delays longer than this are outliers (µs)"),
-            Option("include_memory", lambda s: s.lower() not in ("0", "false", "no"), True, "include memcpy/memset launches"),
+            Option(
+                "runtime_cutoff_us", float, RUNTIME_CUTOFF_US, "launch calls longer than this are runtime outliers (µs)"
+            ),
+            Option(
+                "launch_delay_cutoff_us",
+                float,
+                LAUNCH_DELAY_CUTOFF_US,
+                "launch delays longer than this are outliers (µs)",
+            ),
+            Option(
+                "include_memory",
+                lambda s: s.lower() not in ("0", "false", "no"),
+                True,
+                "include memcpy/memset launches",
+            ),
             Option("hta_apis", bool, False, "only HTA's launch API names (HTA-compatible)", flag=True),
         ),
     )

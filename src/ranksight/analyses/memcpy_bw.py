@@ -43,8 +43,16 @@ if TYPE_CHECKING:
 __all__ = ["copies", "bw_series", "bw_summary", "bw_per_stream", "memcpy_bw"]
 
 _COPY_SCHEMA = {
-    "rank": pl.Int32, "row": pl.UInt32, "name": pl.String, "copy_kind": pl.String, "pid": pl.Int64,
-    "stream": pl.Int64, "ts_ns": pl.Int64, "dur_ns": pl.Int64, "bytes": pl.Int64, "bw_gbps": pl.Float64,
+    "rank": pl.Int32,
+    "row": pl.UInt32,
+    "name": pl.String,
+    "copy_kind": pl.String,
+    "pid": pl.Int64,
+    "stream": pl.Int64,
+    "ts_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "bytes": pl.Int64,
+    "bw_gbps": pl.Float64,
     "bw_source": pl.String,
 }
 _SERIES_SCHEMA = {"rank": pl.Int32, "copy_kind": pl.String, "ts_ns": pl.Int64, "pid": pl.Int64, "bw_gbps": pl.Float64}
@@ -54,10 +62,14 @@ _HTA_MEMORY_NAME = r"^(Memcpy|Memset|dma)"
 def _copy_kind() -> pl.Expr:
     name = pl.col("name")
     return (
-        pl.when(name.str.starts_with("Memset")).then(pl.lit("Memset"))
-        .when(name.str.starts_with("Memcpy ") & (name.str.len_chars() >= 11)).then(name.str.slice(0, 11))
-        .when(pl.col("__rocm_kind").is_not_null()).then(pl.lit("Memcpy ") + pl.col("__rocm_kind"))
-        .when(pl.col("kind") == "memset").then(pl.lit("Memset"))
+        pl.when(name.str.starts_with("Memset"))
+        .then(pl.lit("Memset"))
+        .when(name.str.starts_with("Memcpy ") & (name.str.len_chars() >= 11))
+        .then(name.str.slice(0, 11))
+        .when(pl.col("__rocm_kind").is_not_null())
+        .then(pl.lit("Memcpy ") + pl.col("__rocm_kind"))
+        .when(pl.col("kind") == "memset")
+        .then(pl.lit("Memset"))
         .otherwise(pl.lit("Memcpy Unknown"))
     )
 
@@ -65,8 +77,10 @@ def _copy_kind() -> pl.Expr:
 def _hta_copy_kind() -> pl.Expr:
     name = pl.col("name")
     return (
-        pl.when(name.str.starts_with("Memset")).then(pl.lit("Memset"))
-        .when(name.str.starts_with("Memcpy")).then(name.str.slice(0, 11))
+        pl.when(name.str.starts_with("Memset"))
+        .then(pl.lit("Memset"))
+        .when(name.str.starts_with("Memcpy"))
+        .then(name.str.slice(0, 11))
         .otherwise(pl.lit("Memcpy Unknown"))
     )
 
@@ -75,14 +89,22 @@ def copies(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     """One row per memcpy/memset activity with its copy kind, bytes and bandwidth."""
     ev = trace.scan()
     if hta_compat:
-        q = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("name").is_in(trace_values_matching(trace, _HTA_MEMORY_NAME)))
+        q = ev.filter(
+            pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("name").is_in(trace_values_matching(trace, _HTA_MEMORY_NAME))
+        )
     else:
         q = ev.filter(pl.col("kind").is_in(["memcpy", "memset"]))
-    g = q.filter(pl.col("dur_ns").is_not_null()).select("row", pl.col("name").cast(pl.String), "kind", "pid", "stream", "ts_ns", "dur_ns").collect()
+    g = (
+        q.filter(pl.col("dur_ns").is_not_null())
+        .select("row", pl.col("name").cast(pl.String), "kind", "pid", "stream", "ts_ns", "dur_ns")
+        .collect()
+    )
     if g.height == 0:
         return pl.DataFrame(schema=_COPY_SCHEMA)
     g = trace.with_args(g, "transfer")
-    g = g.with_columns(pl.col("copy_kind").cast(pl.String).alias("__rocm_kind"), pl.coalesce("bytes", "size_bytes").alias("__bytes"))
+    g = g.with_columns(
+        pl.col("copy_kind").cast(pl.String).alias("__rocm_kind"), pl.coalesce("bytes", "size_bytes").alias("__bytes")
+    )
     if hta_compat:
         bw = pl.col("mem_bw_gbps")
         src = pl.when(bw.is_not_null()).then(pl.lit("arg")).otherwise(None)
@@ -91,14 +113,25 @@ def copies(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
         computed = pl.when(pl.col("dur_ns") > 0).then(pl.col("__bytes") / pl.col("dur_ns")).otherwise(None)
         bw = pl.coalesce(pl.col("mem_bw_gbps"), computed)
         src = (
-            pl.when(pl.col("mem_bw_gbps").is_not_null()).then(pl.lit("arg"))
-            .when(computed.is_not_null()).then(pl.lit("bytes/dur"))
+            pl.when(pl.col("mem_bw_gbps").is_not_null())
+            .then(pl.lit("arg"))
+            .when(computed.is_not_null())
+            .then(pl.lit("bytes/dur"))
             .otherwise(None)
         )
         kind = _copy_kind()
     return g.select(
-        pl.lit(trace.rank, pl.Int32).alias("rank"), "row", "name", kind.alias("copy_kind"), "pid", "stream",
-        "ts_ns", "dur_ns", pl.col("__bytes").alias("bytes"), bw.alias("bw_gbps"), src.alias("bw_source"),
+        pl.lit(trace.rank, pl.Int32).alias("rank"),
+        "row",
+        "name",
+        kind.alias("copy_kind"),
+        "pid",
+        "stream",
+        "ts_ns",
+        "dur_ns",
+        pl.col("__bytes").alias("bytes"),
+        bw.alias("bw_gbps"),
+        src.alias("bw_source"),
     ).cast(_COPY_SCHEMA)  # type: ignore[arg-type]
 
 
@@ -112,8 +145,15 @@ def bw_series(cp: pl.DataFrame, *, hta_order: bool = False) -> pl.DataFrame:
         return pl.DataFrame(schema=_SERIES_SCHEMA)
     dur = pl.when(pl.col("dur_ns") == 0).then(pl.lit(1000, pl.Int64)).otherwise(pl.col("dur_ns"))
     a = cp.select("rank", "copy_kind", "ts_ns", "pid", "bw_gbps", pl.lit(0, pl.Int8).alias("__o"), "row")
-    b = cp.select("rank", "copy_kind", (pl.col("ts_ns") + dur).alias("ts_ns"), "pid", (-pl.col("bw_gbps")).alias("bw_gbps"),
-                  pl.lit(1, pl.Int8).alias("__o"), "row")
+    b = cp.select(
+        "rank",
+        "copy_kind",
+        (pl.col("ts_ns") + dur).alias("ts_ns"),
+        "pid",
+        (-pl.col("bw_gbps")).alias("bw_gbps"),
+        pl.lit(1, pl.Int8).alias("__o"),
+        "row",
+    )
     s = pl.concat([a, b])
     if hta_order:
         order = np.argsort(s["ts_ns"].to_numpy(), kind="quicksort")
@@ -124,9 +164,14 @@ def bw_series(cp: pl.DataFrame, *, hta_order: bool = False) -> pl.DataFrame:
         s = s.sort(["rank", "copy_kind", "ts_ns", "__o", "row"])
     # cumulative sum that skips unknown bandwidths (null stays null at its own point)
     return s.select(
-        "rank", "copy_kind", "ts_ns", "pid",
-        pl.when(pl.col("bw_gbps").is_null()).then(None)
-        .otherwise(pl.col("bw_gbps").fill_null(0.0).cum_sum().over("rank", "copy_kind")).alias("bw_gbps"),
+        "rank",
+        "copy_kind",
+        "ts_ns",
+        "pid",
+        pl.when(pl.col("bw_gbps").is_null())
+        .then(None)
+        .otherwise(pl.col("bw_gbps").fill_null(0.0).cum_sum().over("rank", "copy_kind"))
+        .alias("bw_gbps"),
     )
 
 
@@ -140,14 +185,21 @@ def _per_key(cp: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         known = g.filter(pl.col("bw_gbps").is_not_null())
         busy = _busy_ns(known) if known.height else 0
         work = float((known["bw_gbps"] * known["dur_ns"]).sum()) if known.height else 0.0
-        rows.append({
-            **dict(zip(keys, key, strict=True)),
-            "copies": g.height,
-            "bytes": g["bytes"].sum() if g["bytes"].null_count() < g.height else None,
-            "busy_us": _busy_ns(g) / 1e3,
-            "tw_mean_gbps": work / busy if busy else None,
-        })
-    schema = {k: cp.schema[k] for k in keys} | {"copies": pl.Int64, "bytes": pl.Int64, "busy_us": pl.Float64, "tw_mean_gbps": pl.Float64}
+        rows.append(
+            {
+                **dict(zip(keys, key, strict=True)),
+                "copies": g.height,
+                "bytes": g["bytes"].sum() if g["bytes"].null_count() < g.height else None,
+                "busy_us": _busy_ns(g) / 1e3,
+                "tw_mean_gbps": work / busy if busy else None,
+            }
+        )
+    schema = {k: cp.schema[k] for k in keys} | {
+        "copies": pl.Int64,
+        "bytes": pl.Int64,
+        "busy_us": pl.Float64,
+        "tw_mean_gbps": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema).sort(keys)
 
 
@@ -156,22 +208,51 @@ def bw_summary(cp: pl.DataFrame, series: pl.DataFrame) -> pl.DataFrame:
     v = pl.col("bw_gbps")
     pos = series.filter(v > 0)
     desc = pos.group_by("rank", "copy_kind").agg(
-        pl.len().alias("count"), v.mean().alias("mean"), v.std().alias("std"), v.min().alias("min"),
-        v.quantile(0.25, "linear").alias("p25"), v.quantile(0.5, "linear").alias("p50"),
-        v.quantile(0.75, "linear").alias("p75"), v.max().alias("max"),
+        pl.len().alias("count"),
+        v.mean().alias("mean"),
+        v.std().alias("std"),
+        v.min().alias("min"),
+        v.quantile(0.25, "linear").alias("p25"),
+        v.quantile(0.5, "linear").alias("p50"),
+        v.quantile(0.75, "linear").alias("p75"),
+        v.max().alias("max"),
     )
-    tw = _per_key(cp, ["rank", "copy_kind"]) if cp.height else pl.DataFrame(
-        schema={"rank": pl.Int32, "copy_kind": pl.String, "copies": pl.Int64, "bytes": pl.Int64, "busy_us": pl.Float64, "tw_mean_gbps": pl.Float64}
+    tw = (
+        _per_key(cp, ["rank", "copy_kind"])
+        if cp.height
+        else pl.DataFrame(
+            schema={
+                "rank": pl.Int32,
+                "copy_kind": pl.String,
+                "copies": pl.Int64,
+                "bytes": pl.Int64,
+                "busy_us": pl.Float64,
+                "tw_mean_gbps": pl.Float64,
+            }
+        )
     )
     peak = series.group_by("rank", "copy_kind").agg(v.max().alias("peak_gbps"))
-    return tw.join(desc, on=["rank", "copy_kind"], how="left").join(peak, on=["rank", "copy_kind"], how="left").sort(["rank", "copy_kind"])
+    return (
+        tw.join(desc, on=["rank", "copy_kind"], how="left")
+        .join(peak, on=["rank", "copy_kind"], how="left")
+        .sort(["rank", "copy_kind"])
+    )
 
 
 def bw_per_stream(cp: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, stream, copy kind): copies, bytes, busy time and time-weighted bandwidth."""
     if cp.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int32, "stream": pl.Int64, "copy_kind": pl.String, "copies": pl.Int64,
-                                    "bytes": pl.Int64, "busy_us": pl.Float64, "tw_mean_gbps": pl.Float64})
+        return pl.DataFrame(
+            schema={
+                "rank": pl.Int32,
+                "stream": pl.Int64,
+                "copy_kind": pl.String,
+                "copies": pl.Int64,
+                "bytes": pl.Int64,
+                "busy_us": pl.Float64,
+                "tw_mean_gbps": pl.Float64,
+            }
+        )
     return _per_key(cp, ["rank", "stream", "copy_kind"])
 
 
@@ -186,7 +267,9 @@ def memcpy_bw(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool 
         notes.append("no memcpy or memset activity in these traces")
     unknown = cp.filter(pl.col("bw_gbps").is_null())
     if unknown.height:
-        notes.append(f"{unknown.height} of {cp.height} copies have neither a bandwidth arg nor bytes: bandwidth unknown")
+        notes.append(
+            f"{unknown.height} of {cp.height} copies have neither a bandwidth arg nor bytes: bandwidth unknown"
+        )
     computed = cp.filter(pl.col("bw_source") == "bytes/dur").height
     if computed:
         notes.append(f"{computed} copies lack Kineto's bandwidth arg: bandwidth computed as bytes / duration")

@@ -60,7 +60,14 @@ __all__ = [
 
 #: c10 ``DeviceType`` values seen in ``[memory]`` events.
 #: Ops that only allocate: an allocation inside one is charged to the op that called it.
-ALLOC_PRIMITIVES = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::resize_")
+ALLOC_PRIMITIVES = (
+    "aten::empty",
+    "aten::empty_strided",
+    "aten::empty_like",
+    "aten::new_empty",
+    "aten::new_empty_strided",
+    "aten::resize_",
+)
 
 
 def attach_ops(trace: Trace, df: pl.DataFrame, *, ts: str = "ts_ns") -> pl.DataFrame:
@@ -68,15 +75,32 @@ def attach_ops(trace: Trace, df: pl.DataFrame, *, ts: str = "ts_ns") -> pl.DataF
     (``alloc_op``, or the op enclosing it when ``alloc_op`` is one of :data:`ALLOC_PRIMITIVES`)
     to any frame with ``tid`` and a time column."""
     # names stay categorical (one string per op would be the bulk of the memory); cast once gathered
-    ops = trace.scan().filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null()).select("tid", "ts_ns", "end_ns", "name").collect()
+    ops = (
+        trace.scan()
+        .filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null())
+        .select("tid", "ts_ns", "end_ns", "name")
+        .collect()
+    )
     if ops.height == 0 or df.height == 0:
-        return df.with_columns(pl.lit(None, dtype=pl.String).alias("op"), pl.lit(None, dtype=pl.String).alias("alloc_op"))
+        return df.with_columns(
+            pl.lit(None, dtype=pl.String).alias("op"), pl.lit(None, dtype=pl.String).alias("alloc_op")
+        )
     idx = innermost_enclosing(ops, df.select("tid", pl.col(ts).alias("ts_ns")))
     pidx = parent_spans(ops).gather(idx.fill_null(0))
     names = ops["name"]
-    inner = pl.select(pl.when(idx.is_null()).then(None).otherwise(names.gather(idx.fill_null(0)))).to_series().cast(pl.String)
-    outer = pl.select(pl.when(idx.is_null() | pidx.is_null()).then(None).otherwise(names.gather(pidx.fill_null(0)))).to_series().cast(pl.String)
-    op = pl.select(pl.when(inner.is_in(ALLOC_PRIMITIVES) & outer.is_not_null()).then(outer).otherwise(inner)).to_series()
+    inner = (
+        pl.select(pl.when(idx.is_null()).then(None).otherwise(names.gather(idx.fill_null(0))))
+        .to_series()
+        .cast(pl.String)
+    )
+    outer = (
+        pl.select(pl.when(idx.is_null() | pidx.is_null()).then(None).otherwise(names.gather(pidx.fill_null(0))))
+        .to_series()
+        .cast(pl.String)
+    )
+    op = pl.select(
+        pl.when(inner.is_in(ALLOC_PRIMITIVES) & outer.is_not_null()).then(outer).otherwise(inner)
+    ).to_series()
     return df.with_columns(op.alias("op"), inner.alias("alloc_op"))
 
 
@@ -84,8 +108,13 @@ def memory_curve(rec: pl.DataFrame, t0_ns: int, points: int = 0) -> pl.DataFrame
     """Allocated / reserved / fragmentation after each event; ``points > 0`` keeps, per device,
     the event of maximum allocated in each of ``points`` equal time buckets (peaks survive)."""
     c = rec.select(
-        "device", "ts_ns", ((pl.col("ts_ns") - t0_ns) / 1e6).alias("time_ms"), "step",
-        "allocated_bytes", "reserved_bytes", _frag().alias("fragmentation"),
+        "device",
+        "ts_ns",
+        ((pl.col("ts_ns") - t0_ns) / 1e6).alias("time_ms"),
+        "step",
+        "allocated_bytes",
+        "reserved_bytes",
+        _frag().alias("fragmentation"),
     )
     if points <= 0 or c.height <= points:
         return c
@@ -123,11 +152,24 @@ def memory_peaks(trace: Trace, rec: pl.DataFrame, t0_ns: int) -> pl.DataFrame:
 
 
 _PEAK_SCHEMA = {
-    "rank": pl.Int32, "device": pl.String, "events": pl.Int64, "allocs": pl.Int64, "frees": pl.Int64,
-    "allocated_source": pl.String, "peak_allocated_bytes": pl.Int64, "peak_ts_ns": pl.Int64, "peak_time_ms": pl.Float64,
-    "peak_step": pl.Int32, "peak_op": pl.String, "peak_reserved_bytes": pl.Int64,
-    "capacity_bytes": pl.Int64, "peak_pct_of_capacity": pl.Float64, "peak_reserved_pct_of_capacity": pl.Float64,
-    "fragmentation_at_peak": pl.Float64, "max_unused_reserved_bytes": pl.Int64, "mean_fragmentation": pl.Float64,
+    "rank": pl.Int32,
+    "device": pl.String,
+    "events": pl.Int64,
+    "allocs": pl.Int64,
+    "frees": pl.Int64,
+    "allocated_source": pl.String,
+    "peak_allocated_bytes": pl.Int64,
+    "peak_ts_ns": pl.Int64,
+    "peak_time_ms": pl.Float64,
+    "peak_step": pl.Int32,
+    "peak_op": pl.String,
+    "peak_reserved_bytes": pl.Int64,
+    "capacity_bytes": pl.Int64,
+    "peak_pct_of_capacity": pl.Float64,
+    "peak_reserved_pct_of_capacity": pl.Float64,
+    "fragmentation_at_peak": pl.Float64,
+    "max_unused_reserved_bytes": pl.Int64,
+    "mean_fragmentation": pl.Float64,
 }
 
 
@@ -147,10 +189,24 @@ def _peak_row(trace: Trace, dev: str, g: pl.DataFrame, t0_ns: int) -> tuple[obje
         max_unused = int((res - g["allocated_bytes"]).max())
         mean_frag = _time_weighted(g)
     return (
-        trace.rank, dev, g.height, int((g["bytes"] > 0).sum()), int((g["bytes"] < 0).sum()), g["allocated_source"][0],
-        peak, int(g["ts_ns"][i]), (int(g["ts_ns"][i]) - t0_ns) / 1e6, g["step"][i], at["op"][0], peak_res,
-        cap, 100.0 * peak / cap if cap else None, 100.0 * peak_res / cap if cap and peak_res is not None else None,
-        frag_at, max_unused, mean_frag,
+        trace.rank,
+        dev,
+        g.height,
+        int((g["bytes"] > 0).sum()),
+        int((g["bytes"] < 0).sum()),
+        g["allocated_source"][0],
+        peak,
+        int(g["ts_ns"][i]),
+        (int(g["ts_ns"][i]) - t0_ns) / 1e6,
+        g["step"][i],
+        at["op"][0],
+        peak_res,
+        cap,
+        100.0 * peak / cap if cap else None,
+        100.0 * peak_res / cap if cap and peak_res is not None else None,
+        frag_at,
+        max_unused,
+        mean_frag,
     )
 
 
@@ -174,9 +230,16 @@ def allocations(trace: Trace, rec: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     orphans = int(a["__orphan"].sum())
     al = a.filter(pl.col("bytes") > 0)
     al = attach_ops(trace, al).select(
-        pl.lit(trace.rank, dtype=pl.Int32).alias("rank"), "device", "addr", "bytes",
-        pl.col("ts_ns").alias("alloc_ts_ns"), "free_ts_ns",
-        ((pl.col("free_ts_ns") - pl.col("ts_ns")) / 1e3).alias("lifetime_us"), "step", "op", "alloc_op",
+        pl.lit(trace.rank, dtype=pl.Int32).alias("rank"),
+        "device",
+        "addr",
+        "bytes",
+        pl.col("ts_ns").alias("alloc_ts_ns"),
+        "free_ts_ns",
+        ((pl.col("free_ts_ns") - pl.col("ts_ns")) / 1e3).alias("lifetime_us"),
+        "step",
+        "op",
+        "alloc_op",
     )
     return al.sort(["bytes", "alloc_ts_ns"], descending=[True, False]), orphans
 
@@ -187,8 +250,11 @@ def _by_op(allocs: pl.DataFrame) -> pl.DataFrame:
         allocs.with_columns(op)
         .group_by(["rank", "device", "op"])
         .agg(
-            pl.len().alias("allocs"), pl.col("bytes").sum().alias("alloc_bytes"), pl.col("bytes").max().alias("max_bytes"),
-            pl.col("lifetime_us").mean().alias("mean_lifetime_us"), pl.col("free_ts_ns").is_null().sum().alias("not_freed"),
+            pl.len().alias("allocs"),
+            pl.col("bytes").sum().alias("alloc_bytes"),
+            pl.col("bytes").max().alias("max_bytes"),
+            pl.col("lifetime_us").mean().alias("mean_lifetime_us"),
+            pl.col("free_ts_ns").is_null().sum().alias("not_freed"),
         )
         .sort(["rank", "alloc_bytes", "device", "op"], descending=[False, True, False, False])  # ties in a stable order
     )
@@ -247,7 +313,12 @@ def _rank_tables(trace: Trace, points: int, top: int) -> dict[str, pl.DataFrame]
 
 
 def memory(
-    run: Run | None, *, ranks: Sequence[int] | None = None, points: int = 200, top: int = 20, timeline: str | None = None,
+    run: Run | None,
+    *,
+    ranks: Sequence[int] | None = None,
+    points: int = 200,
+    top: int = 20,
+    timeline: str | None = None,
     snapshot: str | None = None,
 ) -> AnalysisResult:
     """Memory curves, peaks, fragmentation and allocations per rank and device (see module doc)."""
@@ -263,9 +334,13 @@ def memory(
         if have:
             tables[name] = pl.concat([p[name] for p in have.values()], how="vertical_relaxed")
     if have and (tables["peaks"]["allocated_source"] == "running_sum").any():
-        notes.append("no Total Allocated/Addr in [memory] events (pre-1.10 trace): allocated = running sum of Bytes since the capture started; no allocation table")
+        notes.append(
+            "no Total Allocated/Addr in [memory] events (pre-1.10 trace): allocated = running sum of Bytes since the capture started; no allocation table"
+        )
     if have and points > 0:
-        notes.append(f"curve: at most {points} points per device (the largest allocated per time bucket); --points 0 for all")
+        notes.append(
+            f"curve: at most {points} points per device (the largest allocated per time bucket); --points 0 for all"
+        )
     if timeline is not None:
         tables["timeline_categories"] = timeline_categories(timeline)
     if snapshot is not None:
@@ -286,7 +361,12 @@ register(
             Option("points", int, 200, "curve points per device (0: every event)"),
             Option("top", int, 20, "rows of the allocation and per-op tables per rank (0: all)"),
             Option("timeline", str, None, "also read a PyTorch export_memory_timeline raw file (.raw.gz / .json)"),
-            Option("snapshot", str, None, "also (or only) read a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle)"),
+            Option(
+                "snapshot",
+                str,
+                None,
+                "also (or only) read a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle)",
+            ),
         ),
         standalone=("snapshot",),
     )

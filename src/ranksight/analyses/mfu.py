@@ -55,7 +55,9 @@ __all__ = ["mfu", "counted_ops", "step_windows", "rank_peak"]
 
 _EVAL = "autograd::engine::evaluate_function: "
 #: Backward nodes whose formulas call matmul ops (those matmuls are backward work).
-_MATMUL_BWD = re.compile(r"^(Mm|Addmm|Bmm|Baddbmm|Addbmm|Mv|Addmv|Dot|Vdot|Matmul|Linear|ScaledMm|GroupedMm|CompiledFunction)|CppNode", re.I)
+_MATMUL_BWD = re.compile(
+    r"^(Mm|Addmm|Bmm|Baddbmm|Addbmm|Mv|Addmv|Dot|Vdot|Matmul|Linear|ScaledMm|GroupedMm|CompiledFunction)|CppNode", re.I
+)
 #: Autograd backward nodes recorded as ops (2021 traces have these without evaluate_function).
 _NODE = re.compile(r"^[A-Z][A-Za-z0-9]*Backward\d*$|^torch::autograd::CppNode<")
 #: Names that suggest matmul-class work we have no formula for (reported, not counted).
@@ -79,9 +81,14 @@ def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
     bw = cand.filter(pl.col("name").str.contains(r"_convolution_backward$") & pl.col("concrete_inputs").is_null())
     if bw.height == 0:
         return cand
-    kids = trace.kind("cpu_op", columns=["tid", "ts_ns", "end_ns", "dur_ns", "name"]).filter(
-        pl.col("name").cast(pl.String).str.contains(r"convolution_backward_(input|weight)$") & pl.col("dur_ns").is_not_null()
-    ).select("tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
+    kids = (
+        trace.kind("cpu_op", columns=["tid", "ts_ns", "end_ns", "dur_ns", "name"])
+        .filter(
+            pl.col("name").cast(pl.String).str.contains(r"convolution_backward_(input|weight)$")
+            & pl.col("dur_ns").is_not_null()
+        )
+        .select("tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
+    )
     if kids.height == 0:
         return cand
     par = innermost_enclosing(bw.select("tid", "ts_ns", "end_ns"), kids.select("tid", "ts_ns"))
@@ -91,8 +98,16 @@ def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
         .group_by("__k")
         .agg(pl.col("__in").any().cast(pl.Int64).alias("__a"), (~pl.col("__in")).any().cast(pl.Int64).alias("__b"))
     )
-    scale = bw.with_row_index("__k").join(got, on="__k", how="inner").select("row", ((pl.col("__a") + pl.col("__b")) / 2.0).alias("__s"))
-    return cand.join(scale, on="row", how="left").with_columns((pl.col("flops") * pl.col("__s").fill_null(1.0)).alias("flops")).drop("__s")
+    scale = (
+        bw.with_row_index("__k")
+        .join(got, on="__k", how="inner")
+        .select("row", ((pl.col("__a") + pl.col("__b")) / 2.0).alias("__s"))
+    )
+    return (
+        cand.join(scale, on="row", how="left")
+        .with_columns((pl.col("flops") * pl.col("__s").fill_null(1.0)).alias("flops"))
+        .drop("__s")
+    )
 
 
 def counted_ops(trace: Trace) -> pl.DataFrame:
@@ -105,42 +120,80 @@ def counted_ops(trace: Trace) -> pl.DataFrame:
     ops = ops.filter(pl.col("name").is_in(distinct.filter(distinct.is_in(list(FORMULAS))).to_list()))
     if ops.height == 0:
         return _empty_counted()
-    ops = trace.with_args(ops.select("row", "tid", "ts_ns", "end_ns", "step", pl.col("name").cast(pl.String)), "op").select(
-        "row", "tid", "ts_ns", "end_ns", "step", "name",
+    ops = trace.with_args(
+        ops.select("row", "tid", "ts_ns", "end_ns", "step", pl.col("name").cast(pl.String)), "op"
+    ).select(
+        "row",
+        "tid",
+        "ts_ns",
+        "end_ns",
+        "step",
+        "name",
         *[pl.col(c).cast(pl.String) for c in ("input_dims", "input_type", "concrete_inputs")],
     )
-    cand = ops.join(_flops_table(ops), on=["name", "input_dims", "input_type", "concrete_inputs"], how="left", nulls_equal=True)
+    cand = ops.join(
+        _flops_table(ops), on=["name", "input_dims", "input_type", "concrete_inputs"], how="left", nulls_equal=True
+    )
     cand = cand.filter(pl.col("flops").is_not_null()).sort(["tid", "ts_ns"])
     cand = _conv_backward_mask(trace, cand)
     outer = cand.filter(parent_spans(cand.select("tid", "ts_ns", "end_ns")).is_null())
     return _phase(trace, outer).select(
-        "row", "tid", "ts_ns", "end_ns", "step", "name", "flops",
-        pl.col("itype").map_elements(dtype_of, return_dtype=pl.String).alias("dtype"), "phase", "estimated",
+        "row",
+        "tid",
+        "ts_ns",
+        "end_ns",
+        "step",
+        "name",
+        "flops",
+        pl.col("itype").map_elements(dtype_of, return_dtype=pl.String).alias("dtype"),
+        "phase",
+        "estimated",
     )
 
 
 def _empty_counted() -> pl.DataFrame:
-    return pl.DataFrame(schema={
-        "row": pl.UInt32, "tid": pl.Int64, "ts_ns": pl.Int64, "end_ns": pl.Int64, "step": pl.Int32, "name": pl.String,
-        "flops": pl.Float64, "dtype": pl.String, "phase": pl.String, "estimated": pl.Boolean,
-    })
+    return pl.DataFrame(
+        schema={
+            "row": pl.UInt32,
+            "tid": pl.Int64,
+            "ts_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "step": pl.Int32,
+            "name": pl.String,
+            "flops": pl.Float64,
+            "dtype": pl.String,
+            "phase": pl.String,
+            "estimated": pl.Boolean,
+        }
+    )
 
 
 def _phase(trace: Trace, outer: pl.DataFrame) -> pl.DataFrame:
     name = pl.col("name").cast(pl.String)
-    nodes = trace.kind("cpu_op", columns=["tid", "ts_ns", "end_ns", "dur_ns", "name"]).filter(
-        (name.str.starts_with(_EVAL) | name.str.contains(_NODE.pattern)) & pl.col("dur_ns").is_not_null()
-    ).select("tid", "ts_ns", "end_ns", name.str.strip_prefix(_EVAL).alias("node"))
+    nodes = (
+        trace.kind("cpu_op", columns=["tid", "ts_ns", "end_ns", "dur_ns", "name"])
+        .filter((name.str.starts_with(_EVAL) | name.str.contains(_NODE.pattern)) & pl.col("dur_ns").is_not_null())
+        .select("tid", "ts_ns", "end_ns", name.str.strip_prefix(_EVAL).alias("node"))
+    )
     idx = innermost_enclosing(nodes, outer.select("tid", "ts_ns"))
-    node = pl.select(pl.when(idx.is_null()).then(None).otherwise(nodes["node"].gather(idx.fill_null(0)))).to_series() if nodes.height else pl.Series([None] * outer.height, dtype=pl.String)
+    node = (
+        pl.select(pl.when(idx.is_null()).then(None).otherwise(nodes["node"].gather(idx.fill_null(0)))).to_series()
+        if nodes.height
+        else pl.Series([None] * outer.height, dtype=pl.String)
+    )
     o = outer.with_columns(node.alias("__node"))
     n, nd = pl.col("name"), pl.col("__node")
     phase = (
-        pl.when(n.is_in(list(BACKWARD_OPS))).then(pl.lit("backward"))
-        .when(nd.is_null()).then(pl.lit("forward"))
-        .when(nd.str.contains("(?i)checkpoint")).then(pl.lit("recompute"))
-        .when(n.is_in(list(FORWARD_COMPOSITES))).then(pl.lit("recompute"))
-        .when(nd.str.contains(_MATMUL_BWD.pattern)).then(pl.lit("backward"))
+        pl.when(n.is_in(list(BACKWARD_OPS)))
+        .then(pl.lit("backward"))
+        .when(nd.is_null())
+        .then(pl.lit("forward"))
+        .when(nd.str.contains("(?i)checkpoint"))
+        .then(pl.lit("recompute"))
+        .when(n.is_in(list(FORWARD_COMPOSITES)))
+        .then(pl.lit("recompute"))
+        .when(nd.str.contains(_MATMUL_BWD.pattern))
+        .then(pl.lit("backward"))
         .otherwise(pl.lit("recompute"))
     )
     return o.with_columns(phase.alias("phase"))
@@ -151,13 +204,19 @@ def step_windows(trace: Trace) -> pl.DataFrame:
     of :func:`ranksight.views.gpu_work.step_windows`, with the step's ``incomplete`` flag."""
     w = gpu_step_windows(trace)
     inc = trace.steps.select("step", "incomplete")
-    return w.join(inc, on="step", how="left").with_columns(pl.col("step").cast(pl.Int32), pl.col("incomplete").fill_null(False))
+    return w.join(inc, on="step", how="left").with_columns(
+        pl.col("step").cast(pl.Int32), pl.col("incomplete").fill_null(False)
+    )
 
 
-def rank_peak(trace: Trace, *, peak_tflops: float | None = None, allow_tf32: bool = False) -> tuple[dict[str, float] | None, str]:
+def rank_peak(
+    trace: Trace, *, peak_tflops: float | None = None, allow_tf32: bool = False
+) -> tuple[dict[str, float] | None, str]:
     """Peak TFLOP/s per data type for the GPU(s) this rank used, and a label."""
     if peak_tflops is not None:
-        return {d: float(peak_tflops) for d in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")}, f"--peak-tflops {peak_tflops:g}"
+        return {
+            d: float(peak_tflops) for d in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+        }, f"--peak-tflops {peak_tflops:g}"
     devs = trace.meta.devices_used or []
     found = [(d, lookup(trace.meta.device(d))) for d in devs]
     if not found or any(p is None for _, p in found):
@@ -180,22 +239,32 @@ def _per_step(trace: Trace, c: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
         win = pl.DataFrame({"step": [None], "start_ns": [lo], "end_ns": [hi], "incomplete": [False]}, schema=win.schema)
         c = c.with_columns(pl.lit(None, dtype=pl.Int32).alias("step"))
     agg = c.group_by("step", "dtype").agg(
-        pl.col("flops").filter(model).sum().alias("model"), pl.col("flops").sum().alias("hw"),
+        pl.col("flops").filter(model).sum().alias("model"),
+        pl.col("flops").sum().alias("hw"),
         pl.col("flops").filter(pl.col("phase") == "recompute").sum().alias("re"),
     )
     return win.join(agg, on="step", how="left", nulls_equal=True)
 
 
-def _rank_rows(trace: Trace, model_flops: float | None, peak_tflops: float | None, allow_tf32: bool) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+def _rank_rows(
+    trace: Trace, model_flops: float | None, peak_tflops: float | None, allow_tf32: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     c = counted_ops(trace)
     peaks, label = rank_peak(trace, peak_tflops=peak_tflops, allow_tf32=allow_tf32)
     win = step_windows(trace)
     per = _per_step(trace, c, win)
-    pk = pl.col("dtype").fill_null("fp32").replace_strict(peaks or {}, default=None, return_dtype=pl.Float64) if peaks else pl.lit(None, dtype=pl.Float64)
+    pk = (
+        pl.col("dtype").fill_null("fp32").replace_strict(peaks or {}, default=None, return_dtype=pl.Float64)
+        if peaks
+        else pl.lit(None, dtype=pl.Float64)
+    )
     per = per.with_columns(pk.alias("__peak"))
     st = per.group_by("step", "start_ns", "end_ns", "incomplete", maintain_order=True).agg(
-        pl.col("model").sum().alias("model"), pl.col("hw").sum().alias("hw"), pl.col("re").sum().alias("re"),
-        (pl.col("model") / pl.col("__peak")).sum().alias("model_at_peak"), (pl.col("hw") / pl.col("__peak")).sum().alias("hw_at_peak"),
+        pl.col("model").sum().alias("model"),
+        pl.col("hw").sum().alias("hw"),
+        pl.col("re").sum().alias("re"),
+        (pl.col("model") / pl.col("__peak")).sum().alias("model_at_peak"),
+        (pl.col("hw") / pl.col("__peak")).sum().alias("hw_at_peak"),
         pl.col("__peak").is_null().any().alias("__nopeak"),
     )
     st = _finish(st, trace.rank, model_flops, peaks, label)
@@ -203,7 +272,9 @@ def _rank_rows(trace: Trace, model_flops: float | None, peak_tflops: float | Non
     return st, _op_table(trace, c, peaks), notes
 
 
-def _finish(st: pl.DataFrame, rank: int, model_flops: float | None, peaks: dict[str, float] | None, label: str) -> pl.DataFrame:
+def _finish(
+    st: pl.DataFrame, rank: int, model_flops: float | None, peaks: dict[str, float] | None, label: str
+) -> pl.DataFrame:
     sec = (pl.col("end_ns") - pl.col("start_ns")) / 1e9
     if model_flops is not None:
         # seconds-per-TFLOP of the counted mix; bf16 when nothing was counted in the step
@@ -217,14 +288,18 @@ def _finish(st: pl.DataFrame, rank: int, model_flops: float | None, peaks: dict[
         )
     at_peak = pl.col("model_at_peak") / 1e12
     return st.select(
-        pl.lit(rank, dtype=pl.Int32).alias("rank"), "step",
+        pl.lit(rank, dtype=pl.Int32).alias("rank"),
+        "step",
         (sec * 1e6).alias("step_us"),
         (pl.col("model") / 1e9).alias("model_gflop"),
         (pl.col("re") / 1e9).alias("recompute_gflop"),
         (pl.col("model") / sec / 1e12).alias("achieved_tflop_per_s"),
         pl.when(at_peak > 0).then(pl.col("model") / 1e12 / at_peak).otherwise(None).alias("peak_tflop_per_s"),
         pl.when(pl.col("__nopeak") & (pl.col("model") > 0)).then(None).otherwise(at_peak / sec).alias("mfu"),
-        pl.when((pl.col("re") > 0) & ~pl.col("__nopeak")).then(pl.col("hw_at_peak") / 1e12 / sec).otherwise(None).alias("hfu"),
+        pl.when((pl.col("re") > 0) & ~pl.col("__nopeak"))
+        .then(pl.col("hw_at_peak") / 1e12 / sec)
+        .otherwise(None)
+        .alias("hfu"),
         pl.lit(label).alias("gpu"),
         "incomplete",
     ).with_columns(pl.when(pl.lit(peaks is None)).then(None).otherwise(pl.col("mfu")).alias("mfu"))
@@ -236,24 +311,48 @@ def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> 
         return pl.DataFrame()
     g = trace.gpu_events.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
     dev = g.group_by("launch_row").agg(pl.col("dur_ns").sum().alias("gpu_ns"))
-    la = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns"]).join(dev, left_on="row", right_on="launch_row", how="inner")
+    la = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns"]).join(
+        dev, left_on="row", right_on="launch_row", how="inner"
+    )
     idx = innermost_enclosing(c.select("tid", "ts_ns", "end_ns"), la.select("tid", "ts_ns"))
     per_op = la.with_columns(idx.alias("__i")).drop_nulls("__i").group_by("__i").agg(pl.col("gpu_ns").sum())
     cc = c.with_row_index("__i").join(per_op, on="__i", how="left")
     has_gpu = g.height > 0
     t = (
         cc.group_by("name", "dtype", "phase")
-        .agg(pl.len().alias("calls"), (pl.col("flops").sum() / 1e9).alias("gflop"), (pl.col("gpu_ns").sum() / 1e3).alias("device_us"), pl.col("estimated").any())
+        .agg(
+            pl.len().alias("calls"),
+            (pl.col("flops").sum() / 1e9).alias("gflop"),
+            (pl.col("gpu_ns").sum() / 1e3).alias("device_us"),
+            pl.col("estimated").any(),
+        )
         .with_columns(
             (pl.col("gflop") / pl.col("gflop").sum()).alias("flop_share"),
-            pl.when(pl.col("device_us") > 0).then(pl.col("gflop") / pl.col("device_us") * 1e3).otherwise(None).alias("tflop_per_s_on_device"),
+            pl.when(pl.col("device_us") > 0)
+            .then(pl.col("gflop") / pl.col("device_us") * 1e3)
+            .otherwise(None)
+            .alias("tflop_per_s_on_device"),
         )
         .sort(["gflop", "name", "dtype", "phase"], descending=[True, False, False, False], nulls_last=True)
         .with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
     )
     if not has_gpu:
-        t = t.with_columns(pl.lit(None, dtype=pl.Float64).alias("device_us"), pl.lit(None, dtype=pl.Float64).alias("tflop_per_s_on_device"))
-    return t.select("rank", "name", "dtype", "phase", "calls", "gflop", "flop_share", "device_us", "tflop_per_s_on_device", "estimated")
+        t = t.with_columns(
+            pl.lit(None, dtype=pl.Float64).alias("device_us"),
+            pl.lit(None, dtype=pl.Float64).alias("tflop_per_s_on_device"),
+        )
+    return t.select(
+        "rank",
+        "name",
+        "dtype",
+        "phase",
+        "calls",
+        "gflop",
+        "flop_share",
+        "device_us",
+        "tflop_per_s_on_device",
+        "estimated",
+    )
 
 
 def _notes(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None, label: str) -> list[str]:
@@ -261,14 +360,24 @@ def _notes(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None, label:
     if peaks is None:
         notes.append(f"rank {trace.rank}: no peak for {label}; MFU left empty (pass --peak-tflops)")
     if c.height and c["estimated"].any():
-        notes.append(f"rank {trace.rank}: some convolution FLOPs are estimated (no stride/padding recorded: stride 1 assumed)")
+        notes.append(
+            f"rank {trace.rank}: some convolution FLOPs are estimated (no stride/padding recorded: stride 1 assumed)"
+        )
     counted = set(c["name"].unique().to_list()) if c.height else set()
     # counted per name first (categorical), the string tests then run once per distinct name
     n = pl.col("name")
     vc = (
-        trace.scan().filter(pl.col("kind") == "cpu_op").group_by("name").len().collect()
+        trace.scan()
+        .filter(pl.col("kind") == "cpu_op")
+        .group_by("name")
+        .len()
+        .collect()
         .with_columns(n.cast(pl.String))
-        .filter(n.str.contains(_LIKELY_MATMUL.pattern) & ~n.is_in(list(FORMULAS)) & ~n.str.contains("backward_weight$|Backward|^autograd::"))
+        .filter(
+            n.str.contains(_LIKELY_MATMUL.pattern)
+            & ~n.is_in(list(FORMULAS))
+            & ~n.str.contains("backward_weight$|Backward|^autograd::")
+        )
         .sort(["len", "name"], descending=[True, False])
         .head(5)
     )
@@ -301,7 +410,9 @@ def mfu(
     st = pl.concat(steps, how="vertical_relaxed")
     if st["hfu"].is_null().all():
         notes.append("no recomputation visible: HFU = MFU (column left empty)")
-    notes.append("FLOPs from input shapes (2 per multiply-add; bias, softmax, masks not counted; causal attention counted in full)")
+    notes.append(
+        "FLOPs from input shapes (2 per multiply-add; bias, softmax, masks not counted; causal attention counted in full)"
+    )
     tables = {"steps": st}
     if ops:
         tables["ops"] = pl.concat(ops, how="vertical_relaxed")
@@ -315,7 +426,9 @@ register(
         help="achieved FLOP/s, MFU and HFU per step from op shapes and a GPU peak table",
         options=(
             Option("peak_tflops", float, None, "peak TFLOP/s per GPU for every data type (overrides the table)"),
-            Option("model_flops_per_step", float, None, "model FLOPs per step per rank (overrides the count from shapes)"),
+            Option(
+                "model_flops_per_step", float, None, "model FLOPs per step per rank (overrides the count from shapes)"
+            ),
             Option("allow_tf32", bool, False, "count fp32 matmuls against the TF32 peak", flag=True),
         ),
     )

@@ -51,7 +51,12 @@ def module_frames(trace: Trace) -> pl.DataFrame:
     if mods.height == 0:
         return pl.DataFrame()
     f = mods.sort(["tid", "ts_ns", "end_ns"], descending=[False, False, True]).select(
-        pl.int_range(0, pl.len(), dtype=pl.Int64).alias("frame"), "row", "tid", "ts_ns", "end_ns", "dur_ns",
+        pl.int_range(0, pl.len(), dtype=pl.Int64).alias("frame"),
+        "row",
+        "tid",
+        "ts_ns",
+        "end_ns",
+        "dur_ns",
         pl.col("name").cast(pl.String).str.strip_prefix(_PREFIX).alias("module"),
     )
     parent = parent_spans(f).cast(pl.Int64)
@@ -68,7 +73,9 @@ def _paths(f: pl.DataFrame) -> pl.DataFrame:
     while cur.is_not_null().any():
         live = cur.is_not_null()
         idx = cur.fill_null(0)
-        step = pl.DataFrame({"live": live, "pname": names.gather(idx), "path": path, "cur": cur, "anc": anc, "up": par.gather(idx)})
+        step = pl.DataFrame(
+            {"live": live, "pname": names.gather(idx), "path": path, "cur": cur, "anc": anc, "up": par.gather(idx)}
+        )
         step = step.select(
             pl.when("live").then(pl.col("pname") + "/" + pl.col("path")).otherwise("path").alias("path"),
             pl.when("live").then(pl.concat_list("anc", pl.col("cur"))).otherwise("anc").alias("anc"),
@@ -96,11 +103,16 @@ def module_table(trace: Trace) -> pl.DataFrame | None:
     op_frame = innermost_enclosing(spans, ops).cast(pl.Int64).drop_nulls()
     op_count = op_frame.value_counts().rename({op_frame.name: "frame", "count": "ops"})
     la = _device_per_launch(trace)
-    la = la.with_columns(innermost_enclosing(spans, la.select("tid", "ts_ns")).cast(pl.Int64).alias("frame")).drop_nulls("frame")
+    la = la.with_columns(
+        innermost_enclosing(spans, la.select("tid", "ts_ns")).cast(pl.Int64).alias("frame")
+    ).drop_nulls("frame")
     dev_self = la.group_by("frame").agg(pl.col("gpu_ns").sum().alias("dev_self_ns"))
     dev_total = (
-        la.join(f.select("frame", "ancestors"), on="frame").explode("ancestors")
-        .group_by("ancestors").agg(pl.col("gpu_ns").sum().alias("dev_total_ns")).rename({"ancestors": "frame"})
+        la.join(f.select("frame", "ancestors"), on="frame")
+        .explode("ancestors")
+        .group_by("ancestors")
+        .agg(pl.col("gpu_ns").sum().alias("dev_total_ns"))
+        .rename({"ancestors": "frame"})
     )
     child = f.filter(pl.col("parent").is_not_null()).group_by("parent").agg(pl.col("dur_ns").sum().alias("child_ns"))
     per = (
@@ -114,7 +126,10 @@ def module_table(trace: Trace) -> pl.DataFrame | None:
     out = (
         per.group_by("path")
         .agg(
-            pl.col("module").first(), pl.col("depth").first(), pl.col("ts_ns").min().alias("__first"), pl.len().alias("calls"),
+            pl.col("module").first(),
+            pl.col("depth").first(),
+            pl.col("ts_ns").min().alias("__first"),
+            pl.len().alias("calls"),
             (pl.col("dur_ns").sum() / 1e3).alias("host_total_us"),
             ((pl.col("dur_ns") - pl.col("child_ns")).sum() / 1e3).alias("host_self_us"),
             (pl.col("dev_total_ns").sum() / 1e3).alias("device_total_us"),
@@ -125,11 +140,21 @@ def module_table(trace: Trace) -> pl.DataFrame | None:
         .select(
             pl.lit(trace.rank, dtype=pl.Int32).alias("rank"),
             (pl.lit("  ").repeat_by(pl.col("depth")).list.join("") + pl.col("module")).alias("module"),
-            "calls", "host_total_us", "host_self_us", "device_total_us", "device_self_us", "ops", "depth", "path",
+            "calls",
+            "host_total_us",
+            "host_self_us",
+            "device_total_us",
+            "device_self_us",
+            "ops",
+            "depth",
+            "path",
         )
     )
     if not has_gpu:
-        out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias("device_total_us"), pl.lit(None, dtype=pl.Float64).alias("device_self_us"))
+        out = out.with_columns(
+            pl.lit(None, dtype=pl.Float64).alias("device_total_us"),
+            pl.lit(None, dtype=pl.Float64).alias("device_self_us"),
+        )
     return out
 
 
@@ -149,4 +174,8 @@ def modules(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
     return AnalysisResult({"modules": pl.concat(have, how="vertical_relaxed")}, notes)
 
 
-register(AnalysisSpec(name="modules", func=modules, help="time per nn.Module (host and device, total and self) from module frames"))
+register(
+    AnalysisSpec(
+        name="modules", func=modules, help="time per nn.Module (host and device, total and self) from module frames"
+    )
+)

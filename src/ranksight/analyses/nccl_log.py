@@ -33,52 +33,106 @@ __all__ = ["log_tables", "nccl_log"]
 def log_tables(log: Any, *, all_ops: bool = False, topology: bool = False) -> tuple[dict[str, pl.DataFrame], list[str]]:
     """The tables shown for a parsed log: summary, communicators, topology, transports, operations."""
     c = log.comms
-    summary = pl.DataFrame({
-        "files": [len(log.files)], "lines": [log.lines], "nccl_lines": [log.nccl_lines],
-        "versions": [", ".join(log.versions) or None], "hosts": [c["host"].n_unique()], "processes": [c.select("host", "pid").n_unique()],
-        "communicators": [c["comm_key"].n_unique()], "operations": [log.operations.height],
-        "networks": [", ".join(sorted(set(log.networks["network"].to_list()))) or None],
-    })
-    comms = c.group_by("comm_key").agg(
-        pl.col("nranks").first(), pl.col("host").n_unique().alias("hosts"), pl.len().alias("ranks_seen"),
-        pl.col("global_rank").sort().cast(pl.String).str.join(",").alias("global_ranks"),
-    ).sort(["nranks", "comm_key"], descending=[True, False])
+    summary = pl.DataFrame(
+        {
+            "files": [len(log.files)],
+            "lines": [log.lines],
+            "nccl_lines": [log.nccl_lines],
+            "versions": [", ".join(log.versions) or None],
+            "hosts": [c["host"].n_unique()],
+            "processes": [c.select("host", "pid").n_unique()],
+            "communicators": [c["comm_key"].n_unique()],
+            "operations": [log.operations.height],
+            "networks": [", ".join(sorted(set(log.networks["network"].to_list()))) or None],
+        }
+    )
+    comms = (
+        c.group_by("comm_key")
+        .agg(
+            pl.col("nranks").first(),
+            pl.col("host").n_unique().alias("hosts"),
+            pl.len().alias("ranks_seen"),
+            pl.col("global_rank").sort().cast(pl.String).str.join(",").alias("global_ranks"),
+        )
+        .sort(["nranks", "comm_key"], descending=[True, False])
+    )
     key = c.select("host", "pid", "comm", "comm_key", pl.col("rank").alias("comm_rank"), "global_rank")
-    ch = log.channels.join(key, on=["host", "pid", "comm"], how="left").group_by("comm_key").agg(
-        pl.col("coll_channels").max(), pl.col("collnet_channels").max(), pl.col("nvls_channels").max(), pl.col("p2p_channels").max(), pl.col("p2p_per_peer").max()
+    ch = (
+        log.channels.join(key, on=["host", "pid", "comm"], how="left")
+        .group_by("comm_key")
+        .agg(
+            pl.col("coll_channels").max(),
+            pl.col("collnet_channels").max(),
+            pl.col("nvls_channels").max(),
+            pl.col("p2p_channels").max(),
+            pl.col("p2p_per_peer").max(),
+        )
     )
-    rings = log.rings.join(key, on=["host", "pid", "comm"], how="left").group_by("comm_key").agg(
-        pl.col("channel").n_unique().alias("ring_channels"), pl.col("order").first().alias("ring_0")
+    rings = (
+        log.rings.join(key, on=["host", "pid", "comm"], how="left")
+        .group_by("comm_key")
+        .agg(pl.col("channel").n_unique().alias("ring_channels"), pl.col("order").first().alias("ring_0"))
     )
-    trees = log.trees.join(key, on=["host", "pid", "comm"], how="left").group_by("comm_key").agg(pl.col("channel").n_unique().alias("tree_channels"))
-    comms = comms.join(ch, on="comm_key", how="left").join(rings, on="comm_key", how="left").join(trees, on="comm_key", how="left")
-    tr = log.transports.join(key, on=["host", "pid", "comm"], how="left").group_by("comm_key", "transport", "kind").agg(
-        pl.len().alias("connections"), pl.col("via").unique().sort().str.join(" ").alias("via")
-    ).sort(["comm_key", "transport", "kind"])
+    trees = (
+        log.trees.join(key, on=["host", "pid", "comm"], how="left")
+        .group_by("comm_key")
+        .agg(pl.col("channel").n_unique().alias("tree_channels"))
+    )
+    comms = (
+        comms.join(ch, on="comm_key", how="left")
+        .join(rings, on="comm_key", how="left")
+        .join(trees, on="comm_key", how="left")
+    )
+    tr = (
+        log.transports.join(key, on=["host", "pid", "comm"], how="left")
+        .group_by("comm_key", "transport", "kind")
+        .agg(pl.len().alias("connections"), pl.col("via").unique().sort().str.join(" ").alias("via"))
+        .sort(["comm_key", "transport", "kind"])
+    )
     ops = logical_operations(log.operations)
-    op_sum = ops.group_by("comm_key", "nranks", "coll_type", "algorithm", "protocol").agg(
-        pl.len().alias("operations"), pl.col("global_rank").n_unique().alias("ranks"), pl.col("bytes").median().alias("median_bytes"),
-        pl.col("model_time_us").median().alias("median_model_time_us"),
-    ).sort(["comm_key", "coll_type", "algorithm"], nulls_last=True)
+    op_sum = (
+        ops.group_by("comm_key", "nranks", "coll_type", "algorithm", "protocol")
+        .agg(
+            pl.len().alias("operations"),
+            pl.col("global_rank").n_unique().alias("ranks"),
+            pl.col("bytes").median().alias("median_bytes"),
+            pl.col("model_time_us").median().alias("median_model_time_us"),
+        )
+        .sort(["comm_key", "coll_type", "algorithm"], nulls_last=True)
+    )
     ranks = (
-        c.sort("nranks", descending=True).unique(["host", "pid"], keep="first")
+        c.sort("nranks", descending=True)
+        .unique(["host", "pid"], keep="first")
         .select("global_rank", "host", "pid", "cuda_dev", "nvml_dev", "bus_id", pl.col("nranks").alias("world_size"))
         .sort("global_rank")
     )
     tables = {"summary": summary, "ranks": ranks, "communicators": comms, "transports": tr, "operations": op_sum}
     if topology:
         cols = ["comm_key", "global_rank", "comm_rank"]
-        tables["rings"] = log.rings.join(key, on=["host", "pid", "comm"], how="left").select(*cols, "channel", "n_channels", "order").sort(cols[:2] + ["channel"])
-        tables["trees"] = log.trees.join(key, on=["host", "pid", "comm"], how="left").select(*cols, "channel", "tree").sort(cols[:2] + ["channel"])
-        tables["connections"] = log.transports.join(key, on=["host", "pid", "comm"], how="left").select(
-            *cols, "channel", "src_rank", "dst_rank", "direction", "via").sort(cols[:2] + ["channel"])
+        tables["rings"] = (
+            log.rings.join(key, on=["host", "pid", "comm"], how="left")
+            .select(*cols, "channel", "n_channels", "order")
+            .sort(cols[:2] + ["channel"])
+        )
+        tables["trees"] = (
+            log.trees.join(key, on=["host", "pid", "comm"], how="left")
+            .select(*cols, "channel", "tree")
+            .sort(cols[:2] + ["channel"])
+        )
+        tables["connections"] = (
+            log.transports.join(key, on=["host", "pid", "comm"], how="left")
+            .select(*cols, "channel", "src_rank", "dst_rank", "direction", "via")
+            .sort(cols[:2] + ["channel"])
+        )
     if all_ops:
         tables["operation_log"] = ops
     notes = list(log.warnings)
     if log.operations.height and log.operations["algorithm"].null_count() == log.operations.height:
         notes.append("no tuning lines (NCCL_DEBUG_SUBSYS=TUNING or TRACE): algorithm and protocol unknown")
     if log.operations.height == 0:
-        notes.append("no per-operation lines: set NCCL_DEBUG_SUBSYS=INIT,COLL (or NCCL_DEBUG=TRACE) to log each collective")
+        notes.append(
+            "no per-operation lines: set NCCL_DEBUG_SUBSYS=INIT,COLL (or NCCL_DEBUG=TRACE) to log each collective"
+        )
     return tables, notes
 
 
@@ -103,7 +157,9 @@ def nccl_log(
         joined, jn = join_log_to_traces(log, sess.map(rank_collectives))
         tables["traced_collectives"] = joined
         matched = int(joined["bytes_match"].sum()) if joined.height else 0
-        notes.append(f"{matched} of {joined.height} traced collectives matched a log operation of the same type and size")
+        notes.append(
+            f"{matched} of {joined.height} traced collectives matched a log operation of the same type and size"
+        )
         notes.extend(jn)
     return AnalysisResult(tables, notes)
 
@@ -114,7 +170,9 @@ register(
         func=nccl_log,
         help="NCCL_DEBUG logs as tables (topology, transports, algorithm/protocol per op), joined to traced collectives",
         options=(
-            Option("logs", str, None, "NCCL_DEBUG log file (plain or .gz) or folder; repeat for several", multiple=True),
+            Option(
+                "logs", str, None, "NCCL_DEBUG log file (plain or .gz) or folder; repeat for several", multiple=True
+            ),
             Option("operations", bool, False, "also list every logical operation", flag=True),
             Option("topology", bool, False, "also list every ring, tree and transport connection", flag=True),
         ),

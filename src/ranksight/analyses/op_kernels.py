@@ -37,18 +37,28 @@ if TYPE_CHECKING:
 __all__ = ["op_launches", "op_kernel_table", "op_kernels"]
 
 _TABLE_SCHEMA = {
-    "rank": pl.Int32, "aten_op_name": pl.String, "kernel_sequence": pl.String, "occurrence_count": pl.Int64,
-    "avg_aten_op_launch_delay": pl.Float64, "avg_runtime_delay": pl.Float64,
+    "rank": pl.Int32,
+    "aten_op_name": pl.String,
+    "kernel_sequence": pl.String,
+    "occurrence_count": pl.Int64,
+    "avg_aten_op_launch_delay": pl.Float64,
+    "avg_runtime_delay": pl.Float64,
 }
 
 
 def _aten_ops(trace: Trace) -> pl.DataFrame:
     """CPU-side ``aten::`` events; ``op_name`` stays categorical (millions of strings otherwise)."""
     aten = [n for n in trace.distinct_names() if n.startswith("aten::")]
-    return trace.scan().filter(
-        ~pl.col("kind").is_in([*GPU_KINDS, "sync", "gpu_user_annotation", "metadata", "flow"]) & pl.col("dur_ns").is_not_null()
-        & pl.col("name").is_in(aten)
-    ).select("row", "pid", "tid", "ts_ns", "end_ns", pl.col("name").alias("op_name")).collect()
+    return (
+        trace.scan()
+        .filter(
+            ~pl.col("kind").is_in([*GPU_KINDS, "sync", "gpu_user_annotation", "metadata", "flow"])
+            & pl.col("dur_ns").is_not_null()
+            & pl.col("name").is_in(aten)
+        )
+        .select("row", "pid", "tid", "ts_ns", "end_ns", pl.col("name").alias("op_name"))
+        .collect()
+    )
 
 
 def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
@@ -63,19 +73,40 @@ def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
         ch = ch.filter(pl.col("api").cast(pl.String).is_in(names))
     ops = _aten_ops(trace)
     if ch.height == 0 or ops.height == 0:
-        return pl.DataFrame(schema={"op_row": pl.Int64, "op_name": pl.String, "op_ts_ns": pl.Int64, "op_tid": pl.Int64,
-                                    "launch_row": pl.UInt32, "launch_ts_ns": pl.Int64, "row": pl.UInt32, "name": pl.String,
-                                    "ts_ns": pl.Int64})
+        return pl.DataFrame(
+            schema={
+                "op_row": pl.Int64,
+                "op_name": pl.String,
+                "op_ts_ns": pl.Int64,
+                "op_tid": pl.Int64,
+                "launch_row": pl.UInt32,
+                "launch_ts_ns": pl.Int64,
+                "row": pl.UInt32,
+                "name": pl.String,
+                "ts_ns": pl.Int64,
+            }
+        )
     tree = ops.select("row", "pid", "tid", "ts_ns", "end_ns").join(nest(ops), on="row")
     launches = ch.unique("launch_row", keep="first", maintain_order=True).select(
-        "launch_row", pl.col("cpu_pid").alias("pid"), pl.col("cpu_tid").alias("tid"),
-        pl.col("cpu_ts_ns").alias("ts_ns"), pl.col("cpu_end_ns").alias("end_ns"),
+        "launch_row",
+        pl.col("cpu_pid").alias("pid"),
+        pl.col("cpu_tid").alias("tid"),
+        pl.col("cpu_ts_ns").alias("ts_ns"),
+        pl.col("cpu_end_ns").alias("end_ns"),
     )
     launches = launches.with_columns(enclosing(tree, launches).alias("op_row")).filter(pl.col("op_row").is_not_null())
     del tree
-    opinfo = ops.lazy().filter(pl.col("row").cast(pl.Int64).is_in(launches["op_row"].implode())).select(
-        pl.col("row").cast(pl.Int64).alias("op_row"), pl.col("op_name").cast(pl.String), pl.col("ts_ns").alias("op_ts_ns"), pl.col("tid").alias("op_tid")
-    ).collect()  # strings only for the ops that launch
+    opinfo = (
+        ops.lazy()
+        .filter(pl.col("row").cast(pl.Int64).is_in(launches["op_row"].implode()))
+        .select(
+            pl.col("row").cast(pl.Int64).alias("op_row"),
+            pl.col("op_name").cast(pl.String),
+            pl.col("ts_ns").alias("op_ts_ns"),
+            pl.col("tid").alias("op_tid"),
+        )
+        .collect()
+    )  # strings only for the ops that launch
     del ops
     return (
         launches.select("launch_row", "op_row", pl.col("ts_ns").alias("launch_ts_ns"))
@@ -91,16 +122,22 @@ def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     ol = op_launches(trace, hta_apis=hta_apis)
     if ol.height == 0:
         return pl.DataFrame(schema=_TABLE_SCHEMA)
-    per_op = ol.with_columns(pl.col("name").to_physical().cast(pl.String).alias("__code")).group_by("op_row", maintain_order=True).agg(
-        pl.col("op_name").first(),
-        pl.col("__code").str.join(",").alias("__key"),
-        pl.col("name").first().alias("__first"),
-        (pl.col("launch_ts_ns").first() - pl.col("op_ts_ns").first()).alias("__aten_delay"),
-        (pl.col("ts_ns").first() - pl.col("launch_ts_ns").first()).alias("__runtime_delay"),
+    per_op = (
+        ol.with_columns(pl.col("name").to_physical().cast(pl.String).alias("__code"))
+        .group_by("op_row", maintain_order=True)
+        .agg(
+            pl.col("op_name").first(),
+            pl.col("__code").str.join(",").alias("__key"),
+            pl.col("name").first().alias("__first"),
+            (pl.col("launch_ts_ns").first() - pl.col("op_ts_ns").first()).alias("__aten_delay"),
+            (pl.col("ts_ns").first() - pl.col("launch_ts_ns").first()).alias("__runtime_delay"),
+        )
     )
     keys = per_op.select("__key").unique()
     u = ol.select("name").unique()
-    cats = dict(zip(u["name"].to_physical().cast(pl.String).to_list(), u["name"].cast(pl.String).to_list(), strict=True))
+    cats = dict(
+        zip(u["name"].to_physical().cast(pl.String).to_list(), u["name"].cast(pl.String).to_list(), strict=True)
+    )
     decoded = [" -> ".join(cats[c] for c in k.split(",")) for k in keys["__key"].to_list()]  # one per distinct sequence
     per_op = per_op.join(keys.with_columns(pl.Series("kernel_sequence", decoded, dtype=pl.String)), on="__key")
     return (
@@ -111,8 +148,14 @@ def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
             (pl.col("__runtime_delay").mean() / 1e3).round(3).alias("avg_runtime_delay"),
         )
         .sort(["occurrence_count", "op_name", "kernel_sequence"], descending=[True, False, False])
-        .select(pl.lit(trace.rank, pl.Int32).alias("rank"), pl.col("op_name").alias("aten_op_name"),
-                "kernel_sequence", "occurrence_count", "avg_aten_op_launch_delay", "avg_runtime_delay")
+        .select(
+            pl.lit(trace.rank, pl.Int32).alias("rank"),
+            pl.col("op_name").alias("aten_op_name"),
+            "kernel_sequence",
+            "occurrence_count",
+            "avg_aten_op_launch_delay",
+            "avg_runtime_delay",
+        )
     )
 
 

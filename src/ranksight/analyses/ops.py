@@ -50,7 +50,9 @@ def op_instances(trace: Trace, *, tensor_core_rules: str = "current", input_dims
         return o
     dims = trace.table("op")
     if "input_dims" in dims.columns and dims.height:
-        o = o.join(dims.select("row", pl.col("input_dims").cast(pl.String)), on="row", how="left", maintain_order="left")
+        o = o.join(
+            dims.select("row", pl.col("input_dims").cast(pl.String)), on="row", how="left", maintain_order="left"
+        )
     else:
         o = o.with_columns(pl.lit(None, pl.String).alias("input_dims"))
     return o.with_columns(pl.col("input_dims").fill_null("[]"))
@@ -62,7 +64,7 @@ def op_table(trace: Trace, *, group_by: str = "name", tensor_core_rules: str = "
         raise UsageError(f"--group-by must be one of {', '.join(GROUPS)}")
     o = op_instances(trace, tensor_core_rules=tensor_core_rules, input_dims=group_by == "shape")
     keys = ["name"] if group_by == "name" else ["name", "input_dims"]
-    us = lambda c: (pl.col(c).sum() / 1e3)  # noqa: E731
+    us = lambda c: pl.col(c).sum() / 1e3  # noqa: E731
     g = o.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("calls"),
         us("host_self_ns").alias("host_self_us"),
@@ -81,8 +83,21 @@ def op_table(trace: Trace, *, group_by: str = "name", tensor_core_rules: str = "
         pl.lit(trace.rank, dtype=pl.Int32).alias("rank"),
     )
     g = g.with_columns(pl.col("name").cast(pl.String))
-    cols = ["rank", *keys, "calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us", "tc_eligible", "tc_self_pct", "tc_total_pct"]
-    return g.sort(["device_self_us", "host_self_us", *keys], descending=[True, True, *([False] * len(keys))]).select(cols)
+    cols = [
+        "rank",
+        *keys,
+        "calls",
+        "host_self_us",
+        "host_total_us",
+        "device_self_us",
+        "device_total_us",
+        "tc_eligible",
+        "tc_self_pct",
+        "tc_total_pct",
+    ]
+    return g.sort(["device_self_us", "host_self_us", *keys], descending=[True, True, *([False] * len(keys))]).select(
+        cols
+    )
 
 
 def _rank_ops(trace: Trace, group_by: str, tensor_core_rules: str) -> tuple[pl.DataFrame, bool]:
@@ -91,7 +106,9 @@ def _rank_ops(trace: Trace, group_by: str, tensor_core_rules: str) -> tuple[pl.D
     return op_table(trace, group_by=group_by, tensor_core_rules=tensor_core_rules), has_ops
 
 
-def ops(run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "name", tensor_core_rules: str = "current") -> AnalysisResult:
+def ops(
+    run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "name", tensor_core_rules: str = "current"
+) -> AnalysisResult:
     """Operator table per rank: calls, host/device self and total time, Tensor Core share."""
     if tensor_core_rules not in RULESETS:
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
@@ -103,7 +120,9 @@ def ops(run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "name",
         raise MissingDataError("ops needs host operator events (cpu_op); these traces have none")
     notes = []
     if table.height and table["device_total_us"].sum() == 0:
-        notes.append("no GPU work attributed to operators (CPU-only trace, or kernels without a launching runtime call)")
+        notes.append(
+            "no GPU work attributed to operators (CPU-only trace, or kernels without a launching runtime call)"
+        )
     return AnalysisResult({"ops": table}, notes)
 
 

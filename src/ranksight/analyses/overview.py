@@ -74,10 +74,16 @@ def _comm_host(trace: Trace, plugin_compat: bool) -> pl.DataFrame:
         cond = named
     else:
         coll_rows = trace.table("collective")["row"]
-        cond = named | pl.col("name").is_in(trace_values_matching(trace, COMM_HOST_RE)) | pl.col("row").is_in(coll_rows.implode())
+        cond = (
+            named
+            | pl.col("name").is_in(trace_values_matching(trace, COMM_HOST_RE))
+            | pl.col("row").is_in(coll_rows.implode())
+        )
     return (
-        trace.scan().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("dur_ns").is_not_null() & cond)
-        .select("row", "external_id", "ts_ns", "end_ns").collect()
+        trace.scan()
+        .filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("dur_ns").is_not_null() & cond)
+        .select("row", "external_id", "ts_ns", "end_ns")
+        .collect()
     )
 
 
@@ -87,18 +93,31 @@ def role_intervals(trace: Trace, *, plugin_compat: bool = False) -> dict[str, In
     timed = trace.scan().filter(pl.col("dur_ns").is_not_null())
     comm_host = _comm_host(trace, plugin_compat)
     comm_ids = comm_host["external_id"].drop_nulls().unique().implode()
-    kernels = timed.filter(pl.col("kind") == "kernel").select("ts_ns", "end_ns", "external_id", "launch_row", "kernel_class")
+    kernels = timed.filter(pl.col("kind") == "kernel").select(
+        "ts_ns", "end_ns", "external_id", "launch_row", "kernel_class"
+    )
     by_id = pl.col("external_id").is_in(comm_ids).fill_null(False)
     if plugin_compat:
         is_comm = by_id
     else:
-        launch_ids = timed.filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).select(pl.col("row").alias("launch_row"), pl.col("external_id").alias("_lext"))
+        launch_ids = timed.filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).select(
+            pl.col("row").alias("launch_row"), pl.col("external_id").alias("_lext")
+        )
         kernels = kernels.join(launch_ids, on="launch_row", how="left", maintain_order="left")
-        is_comm = by_id | pl.col("_lext").is_in(comm_ids).fill_null(False) | (pl.col("kernel_class") == "COMMUNICATION").fill_null(False)
+        is_comm = (
+            by_id
+            | pl.col("_lext").is_in(comm_ids).fill_null(False)
+            | (pl.col("kernel_class") == "COMMUNICATION").fill_null(False)
+        )
     kernel_iv = kernels.select("ts_ns", "end_ns", is_comm.alias("_comm")).collect()
-    host = timed.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) | pl.col("cat").is_in(trace_values_matching(trace, "(?i)^python$", "cat")))
+    host = timed.filter(
+        pl.col("kind").is_in(["cpu_op", "user_annotation"])
+        | pl.col("cat").is_in(trace_values_matching(trace, "(?i)^python$", "cat"))
+    )
     is_step = pl.col("name").is_in(trace_values_matching(trace, STEP_RE.pattern))
-    is_dl = pl.col("name").is_in(trace_values_matching(trace, _DATALOADER_RE)) & pl.col("kind").is_in(["cpu_op", "user_annotation"])
+    is_dl = pl.col("name").is_in(trace_values_matching(trace, _DATALOADER_RE)) & pl.col("kind").is_in(
+        ["cpu_op", "user_annotation"]
+    )
     comm_rows = comm_host["row"].implode()
     runtime_kinds = ["cuda_runtime"] if plugin_compat else list(LAUNCH_KINDS)
 
@@ -157,7 +176,9 @@ def step_breakdown(trace: Trace, *, plugin_compat: bool = False) -> pl.DataFrame
 
 def _to_us(df: pl.DataFrame) -> pl.DataFrame:
     return df.select(
-        "rank", pl.col("step").cast(pl.Int32), *((pl.col(c) / 1e3).alias(c.replace("_ns", "_us")) for c in df.columns if c.endswith("_ns"))
+        "rank",
+        pl.col("step").cast(pl.Int32),
+        *((pl.col(c) / 1e3).alias(c.replace("_ns", "_us")) for c in df.columns if c.endswith("_ns")),
     )
 
 
@@ -170,8 +191,19 @@ def _average(steps_us: pl.DataFrame) -> pl.DataFrame:
         rows.append({"rank": rank, "category": "Step", "steps": s.height, "time_us": total, "pct": 100.0})
         for p in parts:
             m = float(s[f"{p}_us"].mean())  # type: ignore[arg-type]
-            rows.append({"rank": rank, "category": LABELS[p], "steps": s.height, "time_us": m, "pct": round(100 * m / total, 2) if total else None})
-    return pl.DataFrame(rows, schema={"rank": pl.Int32, "category": pl.String, "steps": pl.Int64, "time_us": pl.Float64, "pct": pl.Float64})
+            rows.append(
+                {
+                    "rank": rank,
+                    "category": LABELS[p],
+                    "steps": s.height,
+                    "time_us": m,
+                    "pct": round(100 * m / total, 2) if total else None,
+                }
+            )
+    return pl.DataFrame(
+        rows,
+        schema={"rank": pl.Int32, "category": pl.String, "steps": pl.Int64, "time_us": pl.Float64, "pct": pl.Float64},
+    )
 
 
 def _rank_overview(trace: Trace, plugin_compat: bool) -> tuple[pl.DataFrame, bool, bool]:
@@ -187,7 +219,11 @@ def overview(run: Run, *, ranks: Sequence[int] | None = None, plugin_compat: boo
     out = sess.map(_rank_overview, plugin_compat=plugin_compat)
     per = [out[r][0] for r in rs]
     steps = pl.concat(per, how="vertical_relaxed") if per else pl.DataFrame()
-    steps = steps.select(COLUMNS) if steps.height else pl.DataFrame(schema={c: (pl.Int32 if c in ("rank", "step") else pl.Float64) for c in COLUMNS})
+    steps = (
+        steps.select(COLUMNS)
+        if steps.height
+        else pl.DataFrame(schema={c: (pl.Int32 if c in ("rank", "step") else pl.Float64) for c in COLUMNS})
+    )
     notes = []
     for r in rs:
         _, has_steps, has_gpu = out[r]
@@ -203,6 +239,14 @@ register(
         name="overview",
         func=overview,
         help="step time split into Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec, Other (TensorBoard plugin overview)",
-        options=(Option("plugin_compat", str, False, "use the plugin's own definitions (ten collective names, cuda_runtime only)", flag=True),),
+        options=(
+            Option(
+                "plugin_compat",
+                str,
+                False,
+                "use the plugin's own definitions (ten collective names, cuda_runtime only)",
+                flag=True,
+            ),
+        ),
     )
 )

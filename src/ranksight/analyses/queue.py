@@ -49,8 +49,14 @@ __all__ = [
 CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024
 
 _SERIES_SCHEMA = {
-    "rank": pl.Int32, "stream": pl.Int64, "ts_ns": pl.Int64, "pid": pl.Int64, "tid": pl.Int64,
-    "row": pl.UInt32, "event": pl.String, "queue_length": pl.Int64,
+    "rank": pl.Int32,
+    "stream": pl.Int64,
+    "ts_ns": pl.Int64,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "row": pl.UInt32,
+    "event": pl.String,
+    "queue_length": pl.Int64,
 }
 
 
@@ -64,14 +70,26 @@ def queue_series(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     ch = launch_children(trace, HTA_QUEUE_APIS if hta_apis else None)
     if ch.height == 0:
         return pl.DataFrame(schema=_SERIES_SCHEMA)
-    up = ch.select("stream", pl.col("cpu_ts_ns").alias("ts_ns"), "pid", "tid", pl.col("launch_row").alias("row"),
-                   pl.lit(0, pl.Int8).alias("__o"), pl.lit(1, pl.Int64).alias("__d"))
-    down = ch.select("stream", "ts_ns", "pid", "tid", "row",
-                     pl.lit(1, pl.Int8).alias("__o"), pl.lit(-1, pl.Int64).alias("__d"))
+    up = ch.select(
+        "stream",
+        pl.col("cpu_ts_ns").alias("ts_ns"),
+        "pid",
+        "tid",
+        pl.col("launch_row").alias("row"),
+        pl.lit(0, pl.Int8).alias("__o"),
+        pl.lit(1, pl.Int64).alias("__d"),
+    )
+    down = ch.select(
+        "stream", "ts_ns", "pid", "tid", "row", pl.lit(1, pl.Int8).alias("__o"), pl.lit(-1, pl.Int64).alias("__d")
+    )
     s = pl.concat([up, down]).sort(["stream", "ts_ns", "__o", "row"])
     return s.select(
         pl.lit(trace.rank, pl.Int32).alias("rank"),
-        "stream", "ts_ns", "pid", "tid", pl.col("row").cast(pl.UInt32),
+        "stream",
+        "ts_ns",
+        "pid",
+        "tid",
+        pl.col("row").cast(pl.UInt32),
         pl.when(pl.col("__o") == 0).then(pl.lit("launch")).otherwise(pl.lit("start")).alias("event"),
         pl.col("__d").cum_sum().over("stream").alias("queue_length"),
     )
@@ -111,22 +129,47 @@ def queue_summary(series: pl.DataFrame) -> pl.DataFrame:
     tw_rows = []
     for (rank, stream), g in series.group_by("rank", "stream", maintain_order=True):
         mean, std, p50, p95, span = _tw_stats(g["ts_ns"].to_numpy(), g["queue_length"].to_numpy())
-        tw_rows.append({"rank": rank, "stream": stream, "span_us": span / 1e3, "tw_mean": mean, "tw_std": std,
-                        "tw_p50": p50, "tw_p95": p95})
-    tw = pl.DataFrame(tw_rows, schema={"rank": pl.Int32, "stream": pl.Int64, "span_us": pl.Float64, "tw_mean": pl.Float64,
-                                        "tw_std": pl.Float64, "tw_p50": pl.Float64, "tw_p95": pl.Float64})
+        tw_rows.append(
+            {
+                "rank": rank,
+                "stream": stream,
+                "span_us": span / 1e3,
+                "tw_mean": mean,
+                "tw_std": std,
+                "tw_p50": p50,
+                "tw_p95": p95,
+            }
+        )
+    tw = pl.DataFrame(
+        tw_rows,
+        schema={
+            "rank": pl.Int32,
+            "stream": pl.Int64,
+            "span_us": pl.Float64,
+            "tw_mean": pl.Float64,
+            "tw_std": pl.Float64,
+            "tw_p50": pl.Float64,
+            "tw_p95": pl.Float64,
+        },
+    )
     return base.join(tw, on=["rank", "stream"], how="left", maintain_order="left").sort(["rank", "stream"])
 
 
 def trace_duration_ns(trace: Trace) -> int:
     """Last start minus first start over the rank's timed events (HTA's ``get_trace_duration``)."""
-    lo, hi = trace.scan().filter(pl.col("dur_ns").is_not_null()).select(
-        pl.col("ts_ns").min().alias("lo"), pl.col("ts_ns").max().alias("hi")
-    ).collect().row(0)
+    lo, hi = (
+        trace.scan()
+        .filter(pl.col("dur_ns").is_not_null())
+        .select(pl.col("ts_ns").min().alias("lo"), pl.col("ts_ns").max().alias("hi"))
+        .collect()
+        .row(0)
+    )
     return 0 if lo is None else int(hi - lo)
 
 
-def blocked_on_full_queue(series: pl.DataFrame, durations_ns: dict[int, int], max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM) -> pl.DataFrame:
+def blocked_on_full_queue(
+    series: pl.DataFrame, durations_ns: dict[int, int], max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM
+) -> pl.DataFrame:
     """Per (rank, stream) that reaches ``max_queue_length``: time at or above it (µs, from each
     point to the next point of the same stream) and that time over the rank's trace duration."""
     s = series.with_columns((pl.col("ts_ns").shift(-1).over("rank", "stream") - pl.col("ts_ns")).alias("__dt"))
@@ -136,10 +179,17 @@ def blocked_on_full_queue(series: pl.DataFrame, durations_ns: dict[int, int], ma
         .agg((pl.col("__dt").sum() / 1e3).alias("duration_at_max_queue_length_us"))
         .sort(["rank", "stream"])
     )
-    dur = pl.DataFrame({"rank": list(durations_ns), "__span": list(durations_ns.values())}, schema={"rank": pl.Int32, "__span": pl.Int64})
+    dur = pl.DataFrame(
+        {"rank": list(durations_ns), "__span": list(durations_ns.values())},
+        schema={"rank": pl.Int32, "__span": pl.Int64},
+    )
     return out.join(dur, on="rank", how="left").select(
-        "rank", "stream", "duration_at_max_queue_length_us",
-        (pl.col("duration_at_max_queue_length_us") * 1e3 / pl.col("__span")).alias("relative_duration_at_max_queue_length"),
+        "rank",
+        "stream",
+        "duration_at_max_queue_length_us",
+        (pl.col("duration_at_max_queue_length_us") * 1e3 / pl.col("__span")).alias(
+            "relative_duration_at_max_queue_length"
+        ),
     )
 
 

@@ -39,15 +39,24 @@ if TYPE_CHECKING:
 
 __all__ = ["cpu_tree", "kernel_patterns", "sequences"]
 
-_PATTERN_SCHEMA = {"rank": pl.Int32, "pattern": pl.String, "count": pl.Int64, "gpu_dur_us": pl.Float64, "cpu_dur_us": pl.Float64}
+_PATTERN_SCHEMA = {
+    "rank": pl.Int32,
+    "pattern": pl.String,
+    "count": pl.Int64,
+    "gpu_dur_us": pl.Float64,
+    "cpu_dur_us": pl.Float64,
+}
 _OCC_SCHEMA = {"rank": pl.Int32, "pattern": pl.String, "count": pl.Int64, "row": pl.UInt32}
 
 
 def cpu_tree(trace: Trace) -> pl.DataFrame:
     """Every timed CPU-thread event with ``parent_row`` and ``depth`` (HTA's call stack)."""
-    cpu = trace.scan().filter(
-        pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null()
-    ).select("row", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "name").collect()
+    cpu = (
+        trace.scan()
+        .filter(pl.col("kind").is_in([k for k in CPU_KINDS if k != "memory"]) & pl.col("dur_ns").is_not_null())
+        .select("row", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "name")
+        .collect()
+    )
     return cpu.join(nest(cpu), on="row")
 
 
@@ -59,7 +68,9 @@ def kernel_patterns(
         raise UsageError("give an operator name (--op NAME), e.g. aten::linear")
     tree = cpu_tree(trace)
     empty = pl.DataFrame(schema=_PATTERN_SCHEMA), pl.DataFrame(schema=_OCC_SCHEMA)
-    cand = tree.filter(names_matching(tree, lambda s: s.str.contains(op, literal=True))).with_columns(pl.col("name").cast(pl.String))
+    cand = tree.filter(names_matching(tree, lambda s: s.str.contains(op, literal=True))).with_columns(
+        pl.col("name").cast(pl.String)
+    )
     if cand.height == 0:
         return empty
     size = int(trace.scan().select(pl.col("row").max()).collect().item()) + 1
@@ -73,23 +84,33 @@ def kernel_patterns(
     lr = ch["launch_row"].to_numpy().astype(np.int64)
     anc = ancestor_at_depth(lr, depth_of, parent_of, d) if lr.size else np.empty(0, np.int64)
     roots = cand.filter(pl.col("depth") == d).select("row", "name", "dur_ns")
-    kids = ch.select(pl.Series("root", anc), pl.col("row").alias("gpu_row"), pl.col("name").cast(pl.String).alias("kernel"), "ts_ns", "dur_ns").filter(
-        pl.col("root").is_in(roots["row"].cast(pl.Int64).implode())
-    )
+    kids = ch.select(
+        pl.Series("root", anc),
+        pl.col("row").alias("gpu_row"),
+        pl.col("name").cast(pl.String).alias("kernel"),
+        "ts_ns",
+        "dur_ns",
+    ).filter(pl.col("root").is_in(roots["row"].cast(pl.Int64).implode()))
     per_root = (
         kids.sort(["root", "ts_ns", "gpu_row"])
         .group_by("root", maintain_order=True)
         .agg(pl.len().alias("n"), pl.col("kernel"), pl.col("dur_ns").sum().alias("gpu_ns"))
         .filter(pl.col("n") >= min_pattern_len)
-        .join(roots.select(pl.col("row").cast(pl.Int64).alias("root"), "name", pl.col("dur_ns").alias("cpu_ns")), on="root")
+        .join(
+            roots.select(pl.col("row").cast(pl.Int64).alias("root"), "name", pl.col("dur_ns").alias("cpu_ns")),
+            on="root",
+        )
         .with_columns(pl.concat_list(pl.col("name"), pl.col("kernel")).list.join("|").alias("pattern"))
     )
     if per_root.height == 0:
         return empty
     patterns = (
         per_root.group_by("pattern")
-        .agg(pl.len().cast(pl.Int64).alias("count"), (pl.col("gpu_ns").sum() / 1e3).alias("gpu_dur_us"),
-             (pl.col("cpu_ns").sum() / 1e3).alias("cpu_dur_us"))
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            (pl.col("gpu_ns").sum() / 1e3).alias("gpu_dur_us"),
+            (pl.col("cpu_ns").sum() / 1e3).alias("cpu_dur_us"),
+        )
         .sort(["count", "pattern"], descending=[True, False])
         .select(pl.lit(trace.rank, pl.Int32).alias("rank"), "pattern", "count", "gpu_dur_us", "cpu_dur_us")
     )
@@ -100,9 +121,11 @@ def kernel_patterns(
     tanc = ancestor_at_depth(trow, depth_of, parent_of, d)
     cpu_occ = pl.DataFrame({"root": tanc, "row": trow}).join(top_roots, on="root")
     gpu_occ = kids.select("root", pl.col("gpu_row").cast(pl.Int64).alias("row")).join(top_roots, on="root")
-    occ = pl.concat([cpu_occ, gpu_occ]).select(
-        pl.lit(trace.rank, pl.Int32).alias("rank"), "pattern", "count", pl.col("row").cast(pl.UInt32)
-    ).sort("row")
+    occ = (
+        pl.concat([cpu_occ, gpu_occ])
+        .select(pl.lit(trace.rank, pl.Int32).alias("rank"), "pattern", "count", pl.col("row").cast(pl.UInt32))
+        .sort("row")
+    )
     return patterns, occ
 
 

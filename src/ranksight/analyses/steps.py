@@ -25,8 +25,15 @@ if TYPE_CHECKING:
 __all__ = ["step_table", "steps"]
 
 _SCHEMA = {
-    "rank": pl.Int32, "step": pl.Int32, "name": pl.String, "cpu_start_ns": pl.Int64, "cpu_dur_us": pl.Float64,
-    "gpu_start_ns": pl.Int64, "gpu_end_ns": pl.Int64, "gpu_span_us": pl.Float64, "kernels": pl.Int64,
+    "rank": pl.Int32,
+    "step": pl.Int32,
+    "name": pl.String,
+    "cpu_start_ns": pl.Int64,
+    "cpu_dur_us": pl.Float64,
+    "gpu_start_ns": pl.Int64,
+    "gpu_end_ns": pl.Int64,
+    "gpu_span_us": pl.Float64,
+    "kernels": pl.Int64,
     "incomplete": pl.Boolean,
 }
 
@@ -37,12 +44,16 @@ def step_table(trace: Trace) -> pl.DataFrame:
     if st.height == 0:
         return pl.DataFrame(schema=_SCHEMA)
     return st.select(
-        pl.lit(trace.rank, pl.Int32).alias("rank"), "step", "name",
+        pl.lit(trace.rank, pl.Int32).alias("rank"),
+        "step",
+        "name",
         pl.col("start_ns").alias("cpu_start_ns"),
         ((pl.col("end_ns") - pl.col("start_ns")) / 1e3).alias("cpu_dur_us"),
-        "gpu_start_ns", "gpu_end_ns",
+        "gpu_start_ns",
+        "gpu_end_ns",
         ((pl.col("gpu_end_ns") - pl.col("gpu_start_ns")) / 1e3).alias("gpu_span_us"),
-        pl.col("kernel_count").alias("kernels"), "incomplete",
+        pl.col("kernel_count").alias("kernels"),
+        "incomplete",
     ).cast(_SCHEMA)  # type: ignore[arg-type]
 
 

@@ -66,11 +66,17 @@ def _segments_all(sess: Session, cd: CommData) -> pl.DataFrame:
 
 def late_instances(cd: CommData, seg: pl.DataFrame, min_skew_ns: int) -> pl.DataFrame:
     """One row per instance with a late rank: lateness and its split (see module doc)."""
-    p = cd.participants.join(seg.select("rank", "instance", "first_in_step", "cpu_from_ns", "source"), on=["rank", "instance"], how="left")
+    p = cd.participants.join(
+        seg.select("rank", "instance", "first_in_step", "cpu_from_ns", "source"), on=["rank", "instance"], how="left"
+    )
     rel = pl.col("cpu_from_ns") - pl.col("cpu_from_ns").min().over("instance")
     p = p.with_columns((rel - rel.median().over("instance")).round(0).cast(pl.Int64).alias("__from_late"))
     inst = cd.instances.filter((pl.col("ranks_present") >= 2) & (pl.col("skew_ns") >= min_skew_ns))
-    late = p.filter(pl.col("is_last")).join(inst.select("instance", "skew_ns", "total_wait_ns", "transfer_ns", "bytes", "group_size"), on="instance", how="inner")
+    late = p.filter(pl.col("is_last")).join(
+        inst.select("instance", "skew_ns", "total_wait_ns", "transfer_ns", "bytes", "group_size"),
+        on="instance",
+        how="inner",
+    )
     late = _expected_transfer(late, cd.instances)
     L = pl.col("lateness_ns").clip(0)
     H = pl.col("launch_lateness_ns").fill_null(0).clip(0, L)
@@ -84,15 +90,20 @@ def late_instances(cd: CommData, seg: pl.DataFrame, min_skew_ns: int) -> pl.Data
     )
     late = late.join(also, on="instance", how="left")
     carried = pl.col("__from_late").fill_null(0).clip(0, pl.col("late_launch_ns"))
-    late = late.with_columns(carried.alias("carried_ns")).with_columns((pl.col("late_launch_ns") - pl.col("carried_ns")).alias("segment_ns"))
+    late = late.with_columns(carried.alias("carried_ns")).with_columns(
+        (pl.col("late_launch_ns") - pl.col("carried_ns")).alias("segment_ns")
+    )
     gpu = pl.col("source") == "kernel"
     launch_cause = pl.when(gpu).then(pl.lit("host")).otherwise(pl.lit("compute"))
     after_cause = pl.when(gpu).then(pl.lit("compute")).otherwise(pl.lit("host"))
     slow = pl.col("slow_transfer") & ((pl.col("transfer_ns") - pl.col("expected_transfer_ns")) > pl.col("skew_ns"))
     late = late.with_columns(
-        pl.when(slow).then(pl.lit("transfer"))
-        .when(pl.col("late_launch_ns") >= pl.col("after_launch_ns")).then(launch_cause)
-        .otherwise(after_cause).alias("cause")
+        pl.when(slow)
+        .then(pl.lit("transfer"))
+        .when(pl.col("late_launch_ns") >= pl.col("after_launch_ns"))
+        .then(launch_cause)
+        .otherwise(after_cause)
+        .alias("cause")
     )
     return late.sort("instance")
 
@@ -106,17 +117,29 @@ def _expected_transfer(late: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFr
         .drop("__n")
     )
     late = late.join(ref, on=["coll_type", "group_size", "bytes"], how="left", nulls_equal=True)
-    return late.with_columns((pl.col("transfer_ns") > 2 * pl.col("expected_transfer_ns")).fill_null(False).alias("slow_transfer"))
+    return late.with_columns(
+        (pl.col("transfer_ns") > 2 * pl.col("expected_transfer_ns")).fill_null(False).alias("slow_transfer")
+    )
 
 
 def _excess(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
     """Per late instance, side and name: the late rank's time minus the median rank's
     (``excess_ns``; a rank without the name counts 0)."""
-    grid = work.select("instance", "side", "name").unique().join(pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32}), how="cross")
-    full = grid.join(work, on=["instance", "side", "name", "rank"], how="left").with_columns(pl.col("total_ns").fill_null(0))
+    grid = (
+        work.select("instance", "side", "name")
+        .unique()
+        .join(pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32}), how="cross")
+    )
+    full = grid.join(work, on=["instance", "side", "name", "rank"], how="left").with_columns(
+        pl.col("total_ns").fill_null(0)
+    )
     med = full.group_by("instance", "side", "name").agg(pl.col("total_ns").median().alias("__med"))
-    lw = full.join(late.select("instance", pl.col("rank").alias("__late")), on="instance").filter(pl.col("rank") == pl.col("__late"))
-    return lw.join(med, on=["instance", "side", "name"]).with_columns((pl.col("total_ns") - pl.col("__med")).alias("excess_ns"))
+    lw = full.join(late.select("instance", pl.col("rank").alias("__late")), on="instance").filter(
+        pl.col("rank") == pl.col("__late")
+    )
+    return lw.join(med, on=["instance", "side", "name"]).with_columns(
+        (pl.col("total_ns") - pl.col("__med")).alias("excess_ns")
+    )
 
 
 def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int) -> pl.DataFrame:
@@ -128,12 +151,21 @@ def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int
     lw = _excess(work, late, ranks)
     own = pl.col("segment_ns") + pl.col("after_launch_ns")  # lateness that arose in this segment
     lw = lw.join(late.filter(own > 0).select("instance", (0.1 * own).alias("__min")), on="instance")
-    lw = lw.filter((pl.col("excess_ns") >= 1000) & (pl.col("excess_ns") >= pl.col("__min"))).sort(["instance", "excess_ns"], descending=[False, True])
+    lw = lw.filter((pl.col("excess_ns") >= 1000) & (pl.col("excess_ns") >= pl.col("__min"))).sort(
+        ["instance", "excess_ns"], descending=[False, True]
+    )
     lw = lw.group_by("instance", maintain_order=True).head(top)
-    text = pl.concat_str([
-        pl.lit("["), pl.col("side"), pl.lit("] "), pl.col("name").str.slice(0, 60), pl.lit(" +"),
-        (pl.col("excess_ns") / 1e3).round(1).cast(pl.String), pl.lit(" µs"),
-    ])
+    text = pl.concat_str(
+        [
+            pl.lit("["),
+            pl.col("side"),
+            pl.lit("] "),
+            pl.col("name").str.slice(0, 60),
+            pl.lit(" +"),
+            (pl.col("excess_ns") / 1e3).round(1).cast(pl.String),
+            pl.lit(" µs"),
+        ]
+    )
     return lw.group_by("instance", maintain_order=True).agg(text.str.join("; ").alias("evidence"))
 
 
@@ -150,7 +182,11 @@ def _data_cause(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int]) -> pl.
         return late
     ex = _excess(fetch, late, ranks).group_by("instance").agg(pl.col("excess_ns").sum().cast(pl.Int64).alias("__dx"))
     late = late.join(ex, on="instance", how="left")
-    host_late = (pl.col("cause") != "transfer") & (pl.col("late_launch_ns") >= pl.col("after_launch_ns")) & (pl.col("segment_ns") > pl.col("carried_ns"))
+    host_late = (
+        (pl.col("cause") != "transfer")
+        & (pl.col("late_launch_ns") >= pl.col("after_launch_ns"))
+        & (pl.col("segment_ns") > pl.col("carried_ns"))
+    )
     is_data = host_late & (pl.col("__dx").fill_null(0) >= 0.5 * pl.col("segment_ns")) & (pl.col("__dx") > 0)
     return late.with_columns(
         pl.when(is_data).then(pl.lit("data")).otherwise(pl.col("cause")).alias("cause"),
@@ -165,8 +201,10 @@ def _carried_cause(late: pl.DataFrame) -> pl.DataFrame:
     if late.height == 0:
         return late
     carried = (
-        (pl.col("cause") != "transfer") & (pl.col("late_launch_ns") >= pl.col("after_launch_ns"))
-        & (pl.col("carried_ns") >= pl.col("segment_ns")) & ~pl.col("first_in_step").fill_null(False)
+        (pl.col("cause") != "transfer")
+        & (pl.col("late_launch_ns") >= pl.col("after_launch_ns"))
+        & (pl.col("carried_ns") >= pl.col("segment_ns"))
+        & ~pl.col("first_in_step").fill_null(False)
     )
     late = late.sort("instance").with_columns(pl.when(carried).then(None).otherwise(pl.col("cause")).alias("__c"))
     inherited = pl.col("__c").forward_fill().over("rank", "step")
@@ -175,27 +213,74 @@ def _carried_cause(late: pl.DataFrame) -> pl.DataFrame:
 
 def _detail(late: pl.DataFrame) -> pl.Expr:
     us = lambda c: (pl.col(c) / 1e3).round(0).cast(pl.Int64).cast(pl.String)  # noqa: E731
-    carried = pl.when(pl.col("first_in_step").fill_null(False)).then(
-        pl.concat_str([pl.lit("entered step "), pl.col("step").cast(pl.String), pl.lit(" "), us("carried_ns"), pl.lit(" µs after the median rank")])
-    ).otherwise(pl.concat_str([pl.lit("already "), us("carried_ns"), pl.lit(" µs late at its previous collective")]))
+    carried = (
+        pl.when(pl.col("first_in_step").fill_null(False))
+        .then(
+            pl.concat_str(
+                [
+                    pl.lit("entered step "),
+                    pl.col("step").cast(pl.String),
+                    pl.lit(" "),
+                    us("carried_ns"),
+                    pl.lit(" µs after the median rank"),
+                ]
+            )
+        )
+        .otherwise(pl.concat_str([pl.lit("already "), us("carried_ns"), pl.lit(" µs late at its previous collective")]))
+    )
     gpu = pl.col("source") == "kernel"
     issued = pl.when(gpu).then(pl.lit("launched ")).otherwise(pl.lit("enqueued "))
     work = pl.when(gpu).then(pl.lit("host work")).otherwise(pl.lit("CPU work"))
     return (
-        pl.when(pl.col("cause") == "transfer").then(pl.concat_str([pl.lit("transfer "), us("transfer_ns"), pl.lit(" µs vs median "), us("expected_transfer_ns"), pl.lit(" µs")]))
-        .when((pl.col("cause") == "data") & pl.col("data_excess_ns").is_not_null()).then(pl.concat_str([
-            issued, us("late_launch_ns"), pl.lit(" µs late: input pipeline (DataLoader) +"), us("data_excess_ns"),
-            pl.lit(" µs over the median rank since previous collective"),
-        ]))
-        .when(pl.col("late_launch_ns") >= pl.col("after_launch_ns")).then(
-            pl.concat_str([
-                issued, us("late_launch_ns"), pl.lit(" µs late: "),
-                pl.when(pl.col("carried_ns") >= pl.col("segment_ns")).then(carried)
-                .otherwise(pl.concat_str([work, pl.lit(" since previous collective +"), us("segment_ns"), pl.lit(" µs")])),
-            ])
+        pl.when(pl.col("cause") == "transfer")
+        .then(
+            pl.concat_str(
+                [
+                    pl.lit("transfer "),
+                    us("transfer_ns"),
+                    pl.lit(" µs vs median "),
+                    us("expected_transfer_ns"),
+                    pl.lit(" µs"),
+                ]
+            )
         )
-        .otherwise(pl.concat_str([pl.lit("started "), us("after_launch_ns"), pl.lit(" µs after issue: "),
-                                  pl.when(gpu).then(pl.lit("GPU busy with earlier work")).otherwise(pl.lit("gloo thread busy"))]))
+        .when((pl.col("cause") == "data") & pl.col("data_excess_ns").is_not_null())
+        .then(
+            pl.concat_str(
+                [
+                    issued,
+                    us("late_launch_ns"),
+                    pl.lit(" µs late: input pipeline (DataLoader) +"),
+                    us("data_excess_ns"),
+                    pl.lit(" µs over the median rank since previous collective"),
+                ]
+            )
+        )
+        .when(pl.col("late_launch_ns") >= pl.col("after_launch_ns"))
+        .then(
+            pl.concat_str(
+                [
+                    issued,
+                    us("late_launch_ns"),
+                    pl.lit(" µs late: "),
+                    pl.when(pl.col("carried_ns") >= pl.col("segment_ns"))
+                    .then(carried)
+                    .otherwise(
+                        pl.concat_str([work, pl.lit(" since previous collective +"), us("segment_ns"), pl.lit(" µs")])
+                    ),
+                ]
+            )
+        )
+        .otherwise(
+            pl.concat_str(
+                [
+                    pl.lit("started "),
+                    us("after_launch_ns"),
+                    pl.lit(" µs after issue: "),
+                    pl.when(gpu).then(pl.lit("GPU busy with earlier work")).otherwise(pl.lit("gloo thread busy")),
+                ]
+            )
+        )
     )
 
 
@@ -215,12 +300,21 @@ def straggler_ranks(cd: CommData, late: pl.DataFrame) -> pl.DataFrame:
     )
     total = float(late["total_wait_ns"].sum()) / 1e3 if late.height else 0.0
     out = base.join(caused, on="rank", how="left").with_columns(
-        pl.col("times_last").fill_null(0), pl.col("wait_caused_us").fill_null(0.0),
+        pl.col("times_last").fill_null(0),
+        pl.col("wait_caused_us").fill_null(0.0),
     )
     out = out.with_columns((pl.col("wait_caused_us") / total if total else pl.lit(0.0)).alias("wait_share"))
     return out.select(
-        "rank", "instances", "times_last", "wait_caused_us", "wait_share", "own_wait_us", "mean_lateness_us",
-        "late_launch_us", "after_launch_us", "main_cause",
+        "rank",
+        "instances",
+        "times_last",
+        "wait_caused_us",
+        "wait_share",
+        "own_wait_us",
+        "mean_lateness_us",
+        "late_launch_us",
+        "after_launch_us",
+        "main_cause",
     ).sort(["wait_caused_us", "rank"], descending=[True, False])
 
 
@@ -238,20 +332,42 @@ def _by_step(late: pl.DataFrame, cd: CommData) -> pl.DataFrame:
     if late.height == 0:
         return pl.DataFrame()
     per = late.group_by("step", "rank").agg(pl.len().alias("times_last"), pl.col("total_wait_ns").sum().alias("__w"))
-    top = per.sort(["step", "__w", "rank"], descending=[False, True, False]).group_by("step", maintain_order=True).first()
-    tot = cd.instances.filter(pl.col("ranks_present") >= 2).group_by("step").agg(
-        pl.len().alias("instances"), (pl.col("total_wait_ns").sum() / 1e3).alias("total_wait_us"), (pl.col("skew_ns").max() / 1e3).alias("max_skew_us")
+    top = (
+        per.sort(["step", "__w", "rank"], descending=[False, True, False]).group_by("step", maintain_order=True).first()
+    )
+    tot = (
+        cd.instances.filter(pl.col("ranks_present") >= 2)
+        .group_by("step")
+        .agg(
+            pl.len().alias("instances"),
+            (pl.col("total_wait_ns").sum() / 1e3).alias("total_wait_us"),
+            (pl.col("skew_ns").max() / 1e3).alias("max_skew_us"),
+        )
     )
     slow = late.group_by("step").agg(pl.col("slow_transfer").sum().alias("slow_transfers"))
     return (
-        tot.join(top.select("step", pl.col("rank").alias("top_late_rank"), "times_last", (pl.col("__w") / 1e3).alias("wait_caused_us")), on="step", how="left")
+        tot.join(
+            top.select(
+                "step",
+                pl.col("rank").alias("top_late_rank"),
+                "times_last",
+                (pl.col("__w") / 1e3).alias("wait_caused_us"),
+            ),
+            on="step",
+            how="left",
+        )
         .join(slow, on="step", how="left")
         .sort("step")
     )
 
 
 def stragglers(
-    run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = False, min_skew_us: float = 10.0, evidence: int = 3
+    run: Run,
+    *,
+    ranks: Sequence[int] | None = None,
+    no_align: bool = False,
+    min_skew_us: float = 10.0,
+    evidence: int = 3,
 ) -> AnalysisResult:
     """Late ranks per collective, per step and overall, with the cause and the evidence."""
     sess = Session.of(run, ranks)
@@ -261,22 +377,44 @@ def stragglers(
         if len(cd.ranks) >= 2:
             notes.append("no collective matched on two or more ranks: no straggler can be named")
         empty = pl.DataFrame()
-        return AnalysisResult({"ranks": empty, "instances": empty, "steps": empty, "wait_by_step": empty}, notes if len(cd.ranks) >= 2 else [single_rank_note(cd.ranks)])
+        return AnalysisResult(
+            {"ranks": empty, "instances": empty, "steps": empty, "wait_by_step": empty},
+            notes if len(cd.ranks) >= 2 else [single_rank_note(cd.ranks)],
+        )
     seg = _segments_all(sess, cd)
     late = late_instances(cd, seg, int(min_skew_us * 1e3))
     work = _work(sess, cd, seg, late)
     ev = _evidence(work, late, cd.ranks, evidence)
-    late = _carried_cause(_data_cause(work, late, cd.ranks)).join(ev, on="instance", how="left").with_columns(_detail(late).alias("detail"))
+    late = (
+        _carried_cause(_data_cause(work, late, cd.ranks))
+        .join(ev, on="instance", how="left")
+        .with_columns(_detail(late).alias("detail"))
+    )
     per_inst = late.select(
-        "instance", "step", "coll_type", "bytes", pl.col("rank").alias("late_rank"), "late_ranks", (pl.col("lateness_ns") / 1e3).alias("lateness_us"),
-        (pl.col("skew_ns") / 1e3).alias("skew_us"), (pl.col("total_wait_ns") / 1e3).alias("wait_caused_us"), "cause",
-        (pl.col("late_launch_ns") / 1e3).alias("late_launch_us"), (pl.col("carried_ns") / 1e3).alias("carried_us"),
-        (pl.col("segment_ns") / 1e3).alias("segment_us"), (pl.col("after_launch_ns") / 1e3).alias("after_launch_us"),
-        (pl.col("transfer_ns") / 1e3).alias("transfer_us"), "slow_transfer", "detail", "evidence",
+        "instance",
+        "step",
+        "coll_type",
+        "bytes",
+        pl.col("rank").alias("late_rank"),
+        "late_ranks",
+        (pl.col("lateness_ns") / 1e3).alias("lateness_us"),
+        (pl.col("skew_ns") / 1e3).alias("skew_us"),
+        (pl.col("total_wait_ns") / 1e3).alias("wait_caused_us"),
+        "cause",
+        (pl.col("late_launch_ns") / 1e3).alias("late_launch_us"),
+        (pl.col("carried_ns") / 1e3).alias("carried_us"),
+        (pl.col("segment_ns") / 1e3).alias("segment_us"),
+        (pl.col("after_launch_ns") / 1e3).alias("after_launch_us"),
+        (pl.col("transfer_ns") / 1e3).alias("transfer_us"),
+        "slow_transfer",
+        "detail",
+        "evidence",
     )
     rk = straggler_ranks(cd, late)
     notes = _verdict(rk, late, len(cd.ranks)) + notes
-    return AnalysisResult({"ranks": rk, "instances": per_inst, "steps": _by_step(late, cd), "wait_by_step": _wait_by_step(cd)}, notes)
+    return AnalysisResult(
+        {"ranks": rk, "instances": per_inst, "steps": _by_step(late, cd), "wait_by_step": _wait_by_step(cd)}, notes
+    )
 
 
 def rank_segment_work(trace: Trace, seg: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
@@ -314,8 +452,7 @@ def _verdict(rk: pl.DataFrame, late: pl.DataFrame, n: int) -> list[str]:
         lines.append(
             f"straggler: rank {r['rank']} arrived last at {r['times_last']} of {r['instances']} collectives and cost the others "
             f"{r['wait_caused_us']:,.0f} µs of wait ({100 * r['wait_share']:.0f} %); main cause {r['main_cause']}; worst: instance "
-            f"{worst['instance']} ({worst['coll_type']}, step {worst['step']}): {worst['detail']}"
-            + _also_late(worst)
+            f"{worst['instance']} ({worst['coll_type']}, step {worst['step']}): {worst['detail']}" + _also_late(worst)
         )
     if not lines:
         lines.append("no rank caused more than twice its fair share of the wait: lateness is spread across ranks")

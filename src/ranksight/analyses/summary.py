@@ -56,7 +56,11 @@ def top_kernels(trace: Trace, n: int = 5) -> pl.DataFrame:
     k = trace.kind("kernel").filter(pl.col("dur_ns").is_not_null())
     return (
         k.group_by(pl.col("name").cast(pl.String))
-        .agg(pl.len().alias("count"), (pl.col("dur_ns").sum() / 1e3).alias("total_us"), (pl.col("dur_ns").mean() / 1e3).alias("mean_us"))
+        .agg(
+            pl.len().alias("count"),
+            (pl.col("dur_ns").sum() / 1e3).alias("total_us"),
+            (pl.col("dur_ns").mean() / 1e3).alias("mean_us"),
+        )
         .sort(["total_us", "name"], descending=[True, False])
         .head(n)
         .with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
@@ -73,10 +77,18 @@ def summary(run: Run, *, ranks: Sequence[int] | None = None, top: int = 5) -> An
     sess = Session.of(run, ranks)
     rs = sess.ranks
     per = sess.map(_rank_summary, top=top)
-    busy = pl.DataFrame([per[r][0] for r in rs], schema={
-        "rank": pl.Int32, "gpu_events": pl.Int64, "kernels": pl.Int64, "span_us": pl.Float64,
-        "busy_us": pl.Float64, "idle_us": pl.Float64, "busy_pct": pl.Float64,
-    })
+    busy = pl.DataFrame(
+        [per[r][0] for r in rs],
+        schema={
+            "rank": pl.Int32,
+            "gpu_events": pl.Int64,
+            "kernels": pl.Int64,
+            "span_us": pl.Float64,
+            "busy_us": pl.Float64,
+            "idle_us": pl.Float64,
+            "busy_pct": pl.Float64,
+        },
+    )
     tops = pl.concat([per[r][1] for r in rs], how="vertical_relaxed")
     notes = []
     if busy["gpu_events"].sum() == 0:

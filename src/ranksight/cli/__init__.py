@@ -24,7 +24,19 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 
 
 #: Every command module (each defines ``COMMAND``).
-COMMAND_MODULES = ("analyze", "counters", "demo", "diagnose", "diff", "export", "health", "info", "nccl_log", "report", "summary")
+COMMAND_MODULES = (
+    "analyze",
+    "counters",
+    "demo",
+    "diagnose",
+    "diff",
+    "export",
+    "health",
+    "info",
+    "nccl_log",
+    "report",
+    "summary",
+)
 
 
 def _commands() -> list[Command]:

@@ -52,17 +52,44 @@ def add_trace_args(p: argparse.ArgumentParser, *, nargs: str | int = "+") -> Non
     p.add_argument("--rank", type=int, action="append", dest="ranks", metavar="N", help="only this rank (repeatable)")
     p.add_argument("--strict", action="store_true", help="refuse truncated traces instead of salvaging them")
     p.add_argument(
-        "--max-size", type=parse_size, default=None, metavar="SIZE",
+        "--max-size",
+        type=parse_size,
+        default=None,
+        metavar="SIZE",
         help="refuse inputs that decompress to more than SIZE (default 64GB)",
     )
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes for decoding and per-rank work (default: this process, all cores)")
-    p.add_argument("--cache-dir", default=None, metavar="DIR", help="cache of decoded traces (default: $RANKSIGHT_CACHE_DIR or ~/.cache/ranksight)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes for decoding and per-rank work (default: this process, all cores)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="cache of decoded traces (default: $RANKSIGHT_CACHE_DIR or ~/.cache/ranksight)",
+    )
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    p.add_argument("--scheduler", default=None, metavar="ADDR", help="run decoding and per-rank work on a Dask cluster (tcp://host:port)")
-    p.add_argument("--rank-by", choices=("process", "device"), default=None,
-                   help="Nsight Systems .sqlite exports: one rank per process or per GPU (default: per process and GPU)")
-    p.add_argument("--step-range", default=None, metavar="NAME",
-                   help="Nsight Systems .sqlite exports: NVTX ranges named NAME (or NAME N) are the steps")
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDR",
+        help="run decoding and per-rank work on a Dask cluster (tcp://host:port)",
+    )
+    p.add_argument(
+        "--rank-by",
+        choices=("process", "device"),
+        default=None,
+        help="Nsight Systems .sqlite exports: one rank per process or per GPU (default: per process and GPU)",
+    )
+    p.add_argument(
+        "--step-range",
+        default=None,
+        metavar="NAME",
+        help="Nsight Systems .sqlite exports: NVTX ranges named NAME (or NAME N) are the steps",
+    )
 
 
 def add_format_arg(p: argparse.ArgumentParser) -> None:
@@ -94,8 +121,14 @@ class _Progress:
         with self._lock:
             if self.bar is not None or self._timer is None:
                 return
-            self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                                transient=True, console=Console(file=sys.stderr))
+            self.bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                transient=True,
+                console=Console(file=sys.stderr),
+            )
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=self.total, completed=self.done)
 

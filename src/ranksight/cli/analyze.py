@@ -26,7 +26,9 @@ def _add(p: argparse.ArgumentParser) -> None:
             elif o.multiple:
                 sp.add_argument(flag, dest=o.name, type=o.type, action="append", default=None, help=o.help)
             else:
-                sp.add_argument(flag, dest=o.name, type=o.type, default=o.default, help=f"{o.help} (default: {o.default})")
+                sp.add_argument(
+                    flag, dest=o.name, type=o.type, default=o.default, help=f"{o.help} (default: {o.default})"
+                )
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:

@@ -15,8 +15,12 @@ __all__ = ["COMMAND"]
 def _add(p: argparse.ArgumentParser) -> None:
     add_trace_args(p)
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created if missing)")
-    p.add_argument("--counters", default=",".join(KINDS), metavar="LIST",
-                   help="counter families: queue (queue length per stream), bw (memcpy/memset bandwidth per kind)")
+    p.add_argument(
+        "--counters",
+        default=",".join(KINDS),
+        metavar="LIST",
+        help="counter families: queue (queue length per stream), bw (memcpy/memset bandwidth per kind)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing outputs (never an input)")
 
 

@@ -16,8 +16,12 @@ _STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan"}
 
 def _add(p: argparse.ArgumentParser) -> None:
     add_trace_args(p)
-    p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or the versioned JSON document")
-    p.add_argument("--min-severity", choices=("low", "medium", "high"), default="low", help="hide findings below this severity")
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text (default) or the versioned JSON document"
+    )
+    p.add_argument(
+        "--min-severity", choices=("low", "medium", "high"), default="low", help="hide findings below this severity"
+    )
 
 
 def _evidence_lines(ev: dict[str, Any]) -> list[str]:
@@ -45,7 +49,11 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if not found:
         con.print(f"no finding ({len(rules)} rules run on {len(run)} rank(s): {', '.join(rules)})")
     for i, f in enumerate(found, 1):
-        con.print(f"[{_STYLE[f.severity]}]{i}. [{f.severity.upper()}] {f.title}[/] ({f.rule}; ranks {', '.join(map(str, f.ranks))})", markup=True, highlight=False)
+        con.print(
+            f"[{_STYLE[f.severity]}]{i}. [{f.severity.upper()}] {f.title}[/] ({f.rule}; ranks {', '.join(map(str, f.ranks))})",
+            markup=True,
+            highlight=False,
+        )
         con.print(f"   {f.summary}", markup=False)
         for line in _evidence_lines(f.evidence):
             con.print(f"   - {line}", markup=False)

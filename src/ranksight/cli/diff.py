@@ -53,7 +53,12 @@ def _add(p: argparse.ArgumentParser) -> None:
             a.help = "the baseline (BASE), then the run to compare (TEST): each a trace file, a folder of rank files, or a quoted glob"
         elif a.dest == "ranks":
             a.help = "only this rank, on both sides (repeatable)"
-    p.add_argument("--format", choices=("table", "csv", "json", "markdown"), default="table", help="output format (markdown: for PR comments)")
+    p.add_argument(
+        "--format",
+        choices=("table", "csv", "json", "markdown"),
+        default="table",
+        help="output format (markdown: for PR comments)",
+    )
     p.add_argument("--fail-if-slower", type=parse_percent, default=None, metavar="PCT",
                    help="exit 1 when --metric regressed significantly by more than PCT (e.g. 5%%)")  # fmt: skip
     p.add_argument("--metric", default="step_time", metavar="NAME",
@@ -63,7 +68,12 @@ def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-change", type=parse_percent, default=0.02, metavar="PCT",
                    help="smallest relative change reported as a change (default 2%%)")  # fmt: skip
     p.add_argument("--top", type=int, default=5, help="top contributors shown (default 5)")
-    p.add_argument("--rows", type=int, default=20, help="rows of the operator and kernel tables shown in table/markdown output (default 20)")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=20,
+        help="rows of the operator and kernel tables shown in table/markdown output (default 20)",
+    )
     p.add_argument("--keep-templates", action="store_true", help="keep template arguments in kernel names")
     p.add_argument("--shapes", action="store_true", help="also normalise shape suffixes in names (tile sizes, [dims])")
     p.add_argument("--base-label", default=None, help="name of the baseline in the output (default: from its path)")
@@ -122,6 +132,7 @@ COMMAND = Command(
     "compare two runs (per step, with significance); --fail-if-slower makes it a CI gate",
     _add,
     _run,
-    description="Compare TEST with BASE (ranksight diff BASE TEST) per step, with significance. " + (__doc__.split("\n\n", 1)[1] if __doc__ else ""),
+    description="Compare TEST with BASE (ranksight diff BASE TEST) per step, with significance. "
+    + (__doc__.split("\n\n", 1)[1] if __doc__ else ""),
     order=28,
 )

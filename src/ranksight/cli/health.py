@@ -21,8 +21,13 @@ def _add(p: argparse.ArgumentParser) -> None:
     add_trace_args(p)
     add_format_arg(p)
     p.add_argument("--all", action="store_true", help="show every check, not only the ones that are not ok")
-    p.add_argument("--noise-us", type=float, default=5.0, metavar="US",
-                   help="overlaps and crossings below this many µs count as timestamp noise (default 5)")
+    p.add_argument(
+        "--noise-us",
+        type=float,
+        default=5.0,
+        metavar="US",
+        help="overlaps and crossings below this many µs count as timestamp noise (default 5)",
+    )
     p.add_argument("--fail-on-warning", action="store_true", help="exit 1 when any check warns")
 
 

@@ -13,7 +13,19 @@ from ranksight.report.terminal import print_tables
 __all__ = ["COMMAND", "info_tables"]
 
 #: The columns of the ``info`` analysis' ``files`` table that the command prints (``steps`` as text).
-COLUMNS = ("rank", "file", "rank_from", "json_mb", "events", "gpu", "devices", "world_size", "steps", "span_ms", "time_base")
+COLUMNS = (
+    "rank",
+    "file",
+    "rank_from",
+    "json_mb",
+    "events",
+    "gpu",
+    "devices",
+    "world_size",
+    "steps",
+    "span_ms",
+    "time_base",
+)
 
 
 def info_tables(run) -> tuple[dict[str, pl.DataFrame], list[str]]:  # noqa: ANN001
@@ -21,9 +33,11 @@ def info_tables(run) -> tuple[dict[str, pl.DataFrame], list[str]]:  # noqa: ANN0
     and events-by-kind tables, and its notes."""
     res: AnalysisResult = run_analysis("info", run)
     f = res["files"]
-    steps = pl.when(pl.col("steps") > 0).then(
-        pl.format("{} (#{}–#{})", pl.col("steps"), pl.col("first_step"), pl.col("last_step"))
-    ).otherwise(pl.lit("0"))
+    steps = (
+        pl.when(pl.col("steps") > 0)
+        .then(pl.format("{} (#{}–#{})", pl.col("steps"), pl.col("first_step"), pl.col("last_step")))
+        .otherwise(pl.lit("0"))
+    )
     files = f.with_columns(steps.alias("steps")).select(COLUMNS)
     return {"files": files, "events by kind": res["events by kind"]}, list(res.notes)
 

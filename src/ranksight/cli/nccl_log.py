@@ -14,7 +14,13 @@ __all__ = ["COMMAND"]
 
 def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILES", help="NCCL_DEBUG log files (plain or .gz) or folders of them")
-    p.add_argument("--traces", nargs="+", metavar="TRACES", default=None, help="trace files/folders: join log operations to traced collectives")
+    p.add_argument(
+        "--traces",
+        nargs="+",
+        metavar="TRACES",
+        default=None,
+        help="trace files/folders: join log operations to traced collectives",
+    )
     p.add_argument("--operations", action="store_true", help="also list every logical operation")
     p.add_argument("--topology", action="store_true", help="also list every ring, tree and transport connection")
     add_format_arg(p)
@@ -31,4 +37,10 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-COMMAND = Command("nccl-log", "parse NCCL_DEBUG logs (topology, transports, algorithm/protocol per op); join to traces", _add, _run, order=60)
+COMMAND = Command(
+    "nccl-log",
+    "parse NCCL_DEBUG logs (topology, transports, algorithm/protocol per op); join to traces",
+    _add,
+    _run,
+    order=60,
+)

@@ -40,8 +40,16 @@ def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: <input>.report.html)")
     p.add_argument("--title", help="report title (default: from the input)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
-    p.add_argument("--baseline", metavar="BASE", help="add a comparison with this baseline run (trace file or folder; see `ranksight diff`)")
-    p.add_argument("--snapshot", metavar="FILE", help="add a section on a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle)")
+    p.add_argument(
+        "--baseline",
+        metavar="BASE",
+        help="add a comparison with this baseline run (trace file or folder; see `ranksight diff`)",
+    )
+    p.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="add a section on a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle)",
+    )
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -62,7 +70,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     from ranksight.report.html import write_report
 
     doc = write_report(
-        run, out, title=args.title, inputs=[os.path.basename(i) for i in inputs], baseline=baseline, snapshot=snapshot or None
+        run,
+        out,
+        title=args.title,
+        inputs=[os.path.basename(i) for i in inputs],
+        baseline=baseline,
+        snapshot=snapshot or None,
     )
     if not ctx.quiet:
         shown = sum(1 for s in doc["sections"] if s["shown"])

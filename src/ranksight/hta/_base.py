@@ -21,7 +21,13 @@ _STEP_NAME = pl.col("name").cast(pl.String).str.contains(r"^ProfilerStep\s*#\s*\
 def _step_names(run: Run) -> set[str]:
     names: set[str] = set()
     for t in run:
-        s = t.scan().filter(_STEP_NAME & ~pl.col("kind").is_in(["metadata"])).select(pl.col("name").unique()).collect()["name"].cast(pl.String)
+        s = (
+            t.scan()
+            .filter(_STEP_NAME & ~pl.col("kind").is_in(["metadata"]))
+            .select(pl.col("name").unique())
+            .collect()["name"]
+            .cast(pl.String)
+        )
         names.update(s.to_list())
     return names
 
@@ -38,7 +44,12 @@ def _filtered_trace(trace: Trace, include_last_profiler_step: bool) -> Trace:
         keep_cpu = ~is_gpu & (pl.col("ts_ns") <= cpu_steps["end_ns"].max())
     else:
         keep_cpu = ~is_gpu & (pl.col("ts_ns") < cpu_steps["ts_ns"].max())
-    kept_corr = ev.filter(keep_cpu & pl.col("correlation").is_not_null()).select(pl.col("correlation").unique()).collect().to_series()
+    kept_corr = (
+        ev.filter(keep_cpu & pl.col("correlation").is_not_null())
+        .select(pl.col("correlation").unique())
+        .collect()
+        .to_series()
+    )
     keep_gpu = is_gpu & pl.col("correlation").is_in(kept_corr.implode())
     # rows HTA drops while loading anyway (metadata, flows, instants, counters) are kept untouched
     untimed_or_dropped = ~timed | pl.col("kind").is_in(["metadata", "flow", "counter", "memory"])
@@ -81,7 +92,9 @@ class TraceAnalysisBase:
             raise UsageError("give trace_dir or trace_files")
         if trace_files is not None:
             base = os.fspath(trace_dir) if trace_dir is not None else ""
-            files = {int(r): os.path.join(base, p) if base and not os.path.isabs(p) else p for r, p in trace_files.items()}
+            files = {
+                int(r): os.path.join(base, p) if base and not os.path.isabs(p) else p for r, p in trace_files.items()
+            }
             self.run: Run = load(files)
         else:
             self.run = load(trace_dir)  # type: ignore[arg-type]

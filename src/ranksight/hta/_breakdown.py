@@ -92,7 +92,9 @@ class BreakdownMixin:
         sess = self._session()
         if ranks is None:
             ranks = [0] if 0 in sess.ranks else sess.ranks[:1]
-        per = sess.map(idle_gaps_rank, ranks, kernel_wait_us=consecutive_kernel_delay, streams=streams, hta_compat=self.hta_compat)
+        per = sess.map(
+            idle_gaps_rank, ranks, kernel_wait_us=consecutive_kernel_delay, streams=streams, hta_compat=self.hta_compat
+        )
         frames, stat_frames = [], []
         for r in ranks:
             gaps = per[r]
@@ -101,21 +103,41 @@ class BreakdownMixin:
             order = gaps.select("stream").unique(maintain_order=True)  # HTA: streams in order of appearance
             tot = idle_totals(gaps, ["rank", "stream"])
             tot = order.join(tot, on="stream", how="left", maintain_order="left").select(
-                "rank", "stream", "idle_category", pl.col("idle_us").alias("idle_time"), pl.col("idle_ratio").alias("idle_time_ratio")
+                "rank",
+                "stream",
+                "idle_category",
+                pl.col("idle_us").alias("idle_time"),
+                pl.col("idle_ratio").alias("idle_time_ratio"),
             )
             frames.append(_pandas(tot))
             if show_idle_interval_stats:
                 st = order.join(idle_stats(gaps), on="stream", how="left", maintain_order="left")
                 st = st.select(
-                    "idle_category", "rank", "stream",
+                    "idle_category",
+                    "rank",
+                    "stream",
                     pl.col("count").cast(pl.Float64),
-                    pl.col("mean_us").alias("mean"), pl.col("std_us").alias("std"), pl.col("min_us").alias("min"),
-                    pl.col("p25_us").alias("25%"), pl.col("p50_us").alias("50%"), pl.col("p75_us").alias("75%"),
+                    pl.col("mean_us").alias("mean"),
+                    pl.col("std_us").alias("std"),
+                    pl.col("min_us").alias("min"),
+                    pl.col("p25_us").alias("25%"),
+                    pl.col("p50_us").alias("50%"),
+                    pl.col("p75_us").alias("75%"),
                     pl.col("max_us").alias("max"),
                 )
                 stat_frames.append(_pandas(st).set_index("idle_category"))
         if not frames:
-            df = _pandas(pl.DataFrame(schema={"rank": pl.Int64, "stream": pl.Int64, "idle_category": pl.String, "idle_time": pl.Float64, "idle_time_ratio": pl.Float64}))
+            df = _pandas(
+                pl.DataFrame(
+                    schema={
+                        "rank": pl.Int64,
+                        "stream": pl.Int64,
+                        "idle_category": pl.String,
+                        "idle_time": pl.Float64,
+                        "idle_time_ratio": pl.Float64,
+                    }
+                )
+            )
         else:
             df = pd.concat(frames)
         stats = (pd.concat(stat_frames) if stat_frames else None) if show_idle_interval_stats else None
@@ -140,7 +162,9 @@ class BreakdownMixin:
         sorted by ``kernel_type, name, rank``. Statistics are over kernel events, also for named
         kernels and the ``others`` row (HTA puts per-name totals there)."""
         sess = self._session()
-        kt = sess.result("kernel-types", include_memory=include_memory_kernels, hta_compat=self.hta_compat)["kernel_types"]
+        kt = sess.result("kernel-types", include_memory=include_memory_kernels, hta_compat=self.hta_compat)[
+            "kernel_types"
+        ]
         sums = kt["sum_us"].to_numpy()
         integral = bool(np.all(np.mod(sums, 1.0) == 0))
         kt = kt.select(
@@ -151,8 +175,11 @@ class BreakdownMixin:
         per = pl.concat(
             list(
                 sess.map(
-                    kernel_stats_rank, num_kernels=num_kernels, duration_ratio=duration_ratio,
-                    include_memory=include_memory_kernels, hta_compat=self.hta_compat,
+                    kernel_stats_rank,
+                    num_kernels=num_kernels,
+                    duration_ratio=duration_ratio,
+                    include_memory=include_memory_kernels,
+                    hta_compat=self.hta_compat,
                 ).values()
             )
         )
@@ -179,7 +206,9 @@ class BreakdownMixin:
     def get_comm_comp_overlap(self, visualize: bool = True) -> pd.DataFrame:
         """Per rank ``rank, comp_comm_overlap_pctg``: the share of communication time overlapped by
         computation (NaN without communication)."""
-        df = pl.concat(list(self._session().map(overlap_rank, hta_compat=self.hta_compat).values())).select("rank", "comp_comm_overlap_pctg")
+        df = pl.concat(list(self._session().map(overlap_rank, hta_compat=self.hta_compat).values())).select(
+            "rank", "comp_comm_overlap_pctg"
+        )
         out = _pandas(df)
         if visualize:
             from ranksight.report.plots import overlap_figure

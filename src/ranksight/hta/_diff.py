@@ -79,7 +79,14 @@ class LabeledTrace:
     (ranksight extension) rounds ns traces' times to µs as HTA's loader does.
     """
 
-    def __init__(self, label: str | None = None, t: Any = None, trace_dir: str | os.PathLike[str] | None = None, *, hta_compat: bool = False) -> None:
+    def __init__(
+        self,
+        label: str | None = None,
+        t: Any = None,
+        trace_dir: str | os.PathLike[str] | None = None,
+        *,
+        hta_compat: bool = False,
+    ) -> None:
         from ranksight.model.run import Run, load
 
         if t is not None:
@@ -116,9 +123,12 @@ class LabeledTrace:
         if rank in self._events:
             return self._events[rank]
         trace = self.run[rank]
-        ev = trace.scan().filter(
-            (pl.col("ph") == "X") & pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")
-        ).select("row", "name", "cat", "kind", "ts_ns", "dur_ns", "stream", "step").collect()
+        ev = (
+            trace.scan()
+            .filter((pl.col("ph") == "X") & pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace"))
+            .select("row", "name", "cat", "kind", "ts_ns", "dur_ns", "stream", "step")
+            .collect()
+        )
         base = trace.meta.base_time_ns or 0
         if self.hta_compat:
             from ranksight.views.gpu_work import hta_round, needs_hta_rounding
@@ -152,7 +162,9 @@ class LabeledTrace:
             ev = ev.filter(pl.col("_gpu"))
         return ev
 
-    def extract_ops(self, rank: int | None = None, iteration: int | None = None, device_type: DeviceType = DeviceType.ALL) -> pd.DataFrame:
+    def extract_ops(
+        self, rank: int | None = None, iteration: int | None = None, device_type: DeviceType = DeviceType.ALL
+    ) -> pd.DataFrame:
         """The events of one rank and iteration (first of each by default) on a device type:
         ``name, cat, ts, dur, stream, iteration`` (µs)."""
         return self._ops(rank, iteration, device_type).drop("_gpu", "kind").to_pandas()
@@ -189,7 +201,9 @@ class TraceDiff:
     """HTA v0.6's ``TraceDiff``: name-level comparison of two labelled traces (module doc)."""
 
     @staticmethod
-    def _side(trace: LabeledTrace, rank: int | None, iteration: int | None, device_type: DeviceType, use_short_name: bool) -> pl.DataFrame:
+    def _side(
+        trace: LabeledTrace, rank: int | None, iteration: int | None, device_type: DeviceType, use_short_name: bool
+    ) -> pl.DataFrame:
         s = trace._summary(trace._ops(rank, iteration, device_type))
         key = "short_name" if use_short_name else "name"
         return s.group_by(key).agg(pl.col("counts").sum(), pl.col("total_duration").sum()).sort(key)
@@ -219,7 +233,9 @@ class TraceDiff:
         df.index.name = key
         df["diff_counts"] = df[f"{t_label}_counts"] - df[f"{c_label}_counts"]
         df["diff_duration"] = df[f"{t_label}_total_duration"] - df[f"{c_label}_total_duration"]
-        df["counts_change_categories"] = np.select([df["diff_counts"] > 0, df["diff_counts"] < 0], ["+", "-"], default="=")
+        df["counts_change_categories"] = np.select(
+            [df["diff_counts"] > 0, df["diff_counts"] < 0], ["+", "-"], default="="
+        )
         return df
 
     @classmethod
@@ -250,17 +266,23 @@ class TraceDiff:
         }
 
     @classmethod
-    def visualize_counts_diff(cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None) -> None:
+    def visualize_counts_diff(
+        cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None
+    ) -> None:
         """Bars of both sides' counts for the ops whose count changed (plotly; nothing without it)."""
         cls._bars(df, "counts", "diff_counts", "Number of calls", show_image, export_image_path)
 
     @classmethod
-    def visualize_duration_diff(cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None) -> None:
+    def visualize_duration_diff(
+        cls, df: pd.DataFrame, show_image: bool = True, export_image_path: str | None = None
+    ) -> None:
         """Bars of both sides' total durations (µs) for the ops whose duration changed."""
         cls._bars(df, "total_duration", "diff_duration", "Total duration (us)", show_image, export_image_path)
 
     @staticmethod
-    def _bars(df: pd.DataFrame, what: str, diff_col: str, title: str, show_image: bool, export_image_path: str | None) -> None:
+    def _bars(
+        df: pd.DataFrame, what: str, diff_col: str, title: str, show_image: bool, export_image_path: str | None
+    ) -> None:
         try:
             import plotly  # noqa: F401
         except ImportError:

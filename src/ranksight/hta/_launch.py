@@ -82,7 +82,13 @@ def _us(values_ns: pl.Series) -> pl.Series:
 def _first_ts_ns(trace: Trace) -> int | None:
     """Earliest start of a timed event (the profiler's ``Trace`` span excluded), relative to the
     trace's base time."""
-    lo = trace.scan().filter(pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")).select(pl.col("ts_ns").min()).collect().item()
+    lo = (
+        trace.scan()
+        .filter(pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace"))
+        .select(pl.col("ts_ns").min())
+        .collect()
+        .item()
+    )
     return None if lo is None else int(lo) - int(trace.meta.base_time_ns or 0)
 
 
@@ -90,8 +96,10 @@ def _launch_stats(trace: Trace, hta_compat: bool, include_memory: bool) -> pl.Da
     if hta_compat:
         return hta_launch_stats(trace, include_memory=include_memory)
     return launch_table(trace, include_memory=include_memory).select(
-        "correlation", pl.col("cpu_dur_us").alias("cpu_duration"),
-        pl.col("gpu_dur_us").alias("gpu_duration"), pl.col("launch_delay_us").alias("launch_delay"),
+        "correlation",
+        pl.col("cpu_dur_us").alias("cpu_duration"),
+        pl.col("gpu_dur_us").alias("gpu_duration"),
+        pl.col("launch_delay_us").alias("launch_delay"),
     )
 
 
@@ -185,7 +193,9 @@ class LaunchMixin:
             bad = [c for c in sort_by if c not in df.columns]
             if bad:
                 raise UsageError(f"cannot sort by {bad}; columns: {df.columns}")
-            df = df.sort(sort_by + ["aten_op_name", "kernel_sequence"], descending=[True] * len(sort_by) + [False, False])
+            df = df.sort(
+                sort_by + ["aten_op_name", "kernel_sequence"], descending=[True] * len(sort_by) + [False, False]
+            )
             out[r] = df.to_pandas()
             _show(plots.aten_op_table_figure, r, out[r])
         return out
@@ -215,14 +225,27 @@ class LaunchMixin:
         trace = self._session().trace(rank)  # the overlaid file is written from this rank's trace here
         pats, occ = kernel_patterns(trace, operator_name, min_pattern_len=min_pattern_len, top_k=top_k)
         if pats.height == 0:
-            warnings.warn(f"no {operator_name!r} op with at least {min_pattern_len} kernels below it", RanksightWarning, stacklevel=2)
+            warnings.warn(
+                f"no {operator_name!r} op with at least {min_pattern_len} kernels below it",
+                RanksightWarning,
+                stacklevel=2,
+            )
             return pd_.DataFrame()
-        df = pats.select("pattern", "count", pl.col("gpu_dur_us").alias(cols[2]), pl.col("cpu_dur_us").alias(cols[3])).to_pandas()
+        df = pats.select(
+            "pattern", "count", pl.col("gpu_dur_us").alias(cols[2]), pl.col("cpu_dur_us").alias(cols[3])
+        ).to_pandas()
         patches = {int(r): {"Patterns": {p: int(c)}} for r, p, c in occ.select("row", "pattern", "count").iter_rows()}
         sp = trace.spans
         dst = os.path.join(output_dir, "overlaid_" + os.path.basename(trace.path))
-        rewrite_trace(trace.path, dst, offsets=sp["offset"].to_list(), lengths=sp["length"].to_list(), patches=patches,
-                      inputs=[t.path for t in self.run], force=True)
+        rewrite_trace(
+            trace.path,
+            dst,
+            offsets=sp["offset"].to_list(),
+            lengths=sp["length"].to_list(),
+            patches=patches,
+            inputs=[t.path for t in self.run],
+            force=True,
+        )
         if visualize:
             _show(plots.frequent_patterns_figure, df, rank, top_k)
         return df
@@ -240,13 +263,19 @@ class LaunchMixin:
             if s.height == 0:
                 continue
             df = s.select(
-                pl.col("row").cast(pl.Int64).alias("index"), self._rebased(base_ns, s["ts_ns"]).alias("ts"),
-                "pid", "tid", "stream", "queue_length",
+                pl.col("row").cast(pl.Int64).alias("index"),
+                self._rebased(base_ns, s["ts_ns"]).alias("ts"),
+                "pid",
+                "tid",
+                "stream",
+                "queue_length",
             ).to_pandas()
             out[r] = df.set_index("index")
         return out
 
-    def get_queue_length_summary_from_time_series(self, queue_length_dict: dict[int, pd.DataFrame]) -> pd.DataFrame | None:
+    def get_queue_length_summary_from_time_series(
+        self, queue_length_dict: dict[int, pd.DataFrame]
+    ) -> pd.DataFrame | None:
         """HTA's ``describe()`` of ``queue_length`` per (rank, stream) over the change points."""
         pd_ = _pd()
         frames = [df.assign(rank=r)[["rank", "stream", "queue_length"]] for r, df in queue_length_dict.items()]
@@ -277,9 +306,17 @@ class LaunchMixin:
             span_us = spans[r] / 1e3 if r in spans else float("nan")
             agg = hit.groupby("stream", sort=True)["dur"].sum()
             for stream, dur in agg.items():
-                rows.append({"rank": r, "stream": stream, "duration_at_max_queue_length": dur,
-                             "relative_duration_at_max_queue_length": dur / span_us if span_us else float("nan")})
-        return pd_.DataFrame(rows, columns=["rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length"])
+                rows.append(
+                    {
+                        "rank": r,
+                        "stream": stream,
+                        "duration_at_max_queue_length": dur,
+                        "relative_duration_at_max_queue_length": dur / span_us if span_us else float("nan"),
+                    }
+                )
+        return pd_.DataFrame(
+            rows, columns=["rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length"]
+        )
 
     # ---- memory bandwidth ------------------------------------------------------------------
 
@@ -293,7 +330,9 @@ class LaunchMixin:
             if s.height == 0:
                 continue
             out[r] = s.select(
-                self._rebased(base_ns, s["ts_ns"]).alias("ts"), "pid", pl.col("copy_kind").alias("name"),
+                self._rebased(base_ns, s["ts_ns"]).alias("ts"),
+                "pid",
+                pl.col("copy_kind").alias("name"),
                 pl.col("bw_gbps").alias("memory_bw_gbps"),
             ).to_pandas()
         return out
@@ -319,7 +358,11 @@ class LaunchMixin:
         memcpy-bandwidth counter tracks (never over an input; earlier outputs are replaced)."""
         if time_series is None:
             time_series = TimeSeriesTypes.QUEUE_LENGTH | TimeSeriesTypes.MEMCPY_BANDWIDTH
-        kinds = [k for k, f in (("queue", TimeSeriesTypes.QUEUE_LENGTH), ("bw", TimeSeriesTypes.MEMCPY_BANDWIDTH)) if f in time_series]
+        kinds = [
+            k
+            for k, f in (("queue", TimeSeriesTypes.QUEUE_LENGTH), ("bw", TimeSeriesTypes.MEMCPY_BANDWIDTH))
+            if f in time_series
+        ]
         run = self._hta_run()
         sub = Run([run[r] for r in self._ranks(ranks)])
         write_counters(sub, None, kinds=kinds, force=True, suffix=output_suffix or "_with_counters")
@@ -345,14 +388,21 @@ class LaunchMixin:
         NCCL ``ncclKernel_*``/``ncclDevKernel_*`` and RCCL kernels; ``hta_compat``: ``ncclKernel``
         only). Returns ``[]`` with a warning where HTA raises (one rank, no step, no kernel)."""
         if straggler_identification_impl is not None:
-            raise UsageError("straggler_identification_impl takes HTA's DataFrame and symbol table; not supported by ranksight")
+            raise UsageError(
+                "straggler_identification_impl takes HTA's DataFrame and symbol table; not supported by ranksight"
+            )
         available = self.get_profiler_steps()
         steps = available if profiler_steps is None else [s for s in profiler_steps if s in available]
         if not steps:
-            warnings.warn(f"no valid profiler step: profiler_steps={profiler_steps}; available profiler steps={available}",
-                          RanksightWarning, stacklevel=2)
+            warnings.warn(
+                f"no valid profiler step: profiler_steps={profiler_steps}; available profiler steps={available}",
+                RanksightWarning,
+                stacklevel=2,
+            )
             return []
-        res = self._session().result("late-start", steps=steps, candidates=max(1, num_candidates), hta_names=self.hta_compat)
+        res = self._session().result(
+            "late-start", steps=steps, candidates=max(1, num_candidates), hta_names=self.hta_compat
+        )
         out = [int(r) for r in res["stragglers"].filter(pl.col("straggler"))["rank"].to_list()]
         if not out:
             warnings.warn("; ".join(res.notes) or "no straggler found", RanksightWarning, stacklevel=2)
@@ -375,9 +425,12 @@ class LaunchMixin:
                     warnings.warn(f"rank {r}: {why}", RanksightWarning, stacklevel=2)
                 continue
             df = t.with_columns(
-                self._rebased(base_ns, t["ts_ns"]).alias("ts"), _us(t["dur_ns"]).alias("dur"),
-                pl.col("row").cast(pl.Int64).alias("index"), pl.col("launch_row").alias("index_runtime"),
-                pl.lit("cuda_profiler_range").alias("cat"), pl.col("kernel").alias("name"),
+                self._rebased(base_ns, t["ts_ns"]).alias("ts"),
+                _us(t["dur_ns"]).alias("dur"),
+                pl.col("row").cast(pl.Int64).alias("index"),
+                pl.col("launch_row").alias("index_runtime"),
+                pl.lit("cuda_profiler_range").alias("cat"),
+                pl.col("kernel").alias("name"),
             ).drop("ts_ns", "dur_ns", "row", "launch_row", "kernel", "rank")
             first = ["index", "cat", "name", "ts", "dur"]
             out.append(df.select(first + [c for c in df.columns if c not in first]).to_pandas())
@@ -407,16 +460,26 @@ class LaunchMixin:
         if ev.height == 0:
             return None
         allow = [re.compile(p) for p in allowlist_patterns or []]
-        parts = [self._annotation_rank(ev.filter(pl.col("rank") == r), r, duration_ratio, num_kernels, allow) for r in sess.ranks]
+        parts = [
+            self._annotation_rank(ev.filter(pl.col("rank") == r), r, duration_ratio, num_kernels, allow)
+            for r in sess.ranks
+        ]
         df = pl.concat([p for p in parts if p.height], how="vertical_relaxed").sort(["rank", "name"]).to_pandas()
         if visualize:
             _show(plots.user_annotation_figure, df, renderer=image_renderer)
         return df
 
-    def _annotation_rank(self, ev: pl.DataFrame, rank: int, ratio: float, num: int, allow: list[re.Pattern[str]]) -> pl.DataFrame:
+    def _annotation_rank(
+        self, ev: pl.DataFrame, rank: int, ratio: float, num: int, allow: list[re.Pattern[str]]
+    ) -> pl.DataFrame:
         d = pl.col("dur_ns") / 1e3
-        per = ev.group_by("name").agg(d.sum().alias("sum"), d.max().alias("max"), d.min().alias("min"),
-                                      d.mean().alias("mean"), d.std().fill_null(0.0).alias("std"))
+        per = ev.group_by("name").agg(
+            d.sum().alias("sum"),
+            d.max().alias("max"),
+            d.min().alias("min"),
+            d.mean().alias("mean"),
+            d.std().fill_null(0.0).alias("std"),
+        )
         per = per.sort(["sum", "name"], descending=[True, False])
         out_cols = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank"]
         if per.height > num:
@@ -425,17 +488,37 @@ class LaunchMixin:
             cum = np.cumsum(per["sum"].to_numpy())
             q = float(np.quantile(cum, ratio))  # pandas' default linear quantile
             other = ~keep & ((cum > q) | (np.arange(len(names)) >= num))
-            mapping = pl.DataFrame({"name": names, "__new": np.where(other, "others", np.array(names, dtype=object)).astype(str)})
+            mapping = pl.DataFrame(
+                {"name": names, "__new": np.where(other, "others", np.array(names, dtype=object)).astype(str)}
+            )
             if self.hta_compat:
-                per = per.join(mapping, on="name").group_by("__new").agg(
-                    pl.col("sum").sum().alias("sum"), pl.col("sum").max().alias("max"), pl.col("sum").min().alias("min"),
-                    pl.col("sum").mean().alias("mean"), pl.col("sum").std().fill_null(0.0).alias("std"),
-                ).rename({"__new": "name"})
+                per = (
+                    per.join(mapping, on="name")
+                    .group_by("__new")
+                    .agg(
+                        pl.col("sum").sum().alias("sum"),
+                        pl.col("sum").max().alias("max"),
+                        pl.col("sum").min().alias("min"),
+                        pl.col("sum").mean().alias("mean"),
+                        pl.col("sum").std().fill_null(0.0).alias("std"),
+                    )
+                    .rename({"__new": "name"})
+                )
             else:
                 ev = ev.join(mapping, on="name").with_columns(pl.col("__new").alias("name"))
-                per = ev.group_by("name").agg(d.sum().alias("sum"), d.max().alias("max"), d.min().alias("min"),
-                                              d.mean().alias("mean"), d.std().fill_null(0.0).alias("std"))
+                per = ev.group_by("name").agg(
+                    d.sum().alias("sum"),
+                    d.max().alias("max"),
+                    d.min().alias("min"),
+                    d.mean().alias("mean"),
+                    d.std().fill_null(0.0).alias("std"),
+                )
         return per.select(
-            "name", pl.col("sum").alias(out_cols[1]), pl.col("max").alias(out_cols[2]), pl.col("min").alias(out_cols[3]),
-            pl.col("std").alias(out_cols[4]), pl.col("mean").alias(out_cols[5]), pl.lit(rank, pl.Int64).alias("rank"),
+            "name",
+            pl.col("sum").alias(out_cols[1]),
+            pl.col("max").alias(out_cols[2]),
+            pl.col("min").alias(out_cols[3]),
+            pl.col("std").alias(out_cols[4]),
+            pl.col("mean").alias(out_cols[5]),
+            pl.lit(rank, pl.Int64).alias("rank"),
         )

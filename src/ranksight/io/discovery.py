@@ -119,7 +119,9 @@ def _expand(item: str | os.PathLike[str], skipped: list[tuple[str, str]]) -> tup
                 if why != "is a directory":
                     skipped.append((p, why or "not a regular file"))
         if not found:
-            raise TraceNotFoundError("the directory holds no .json or .json.gz file (nor an nsys .sqlite export)", path=s)
+            raise TraceNotFoundError(
+                "the directory holds no .json or .json.gz file (nor an nsys .sqlite export)", path=s
+            )
         return found, True
     why = _why_not_file(s)
     if why is not None:
@@ -193,7 +195,9 @@ def discover(
                     skipped.append((p, "a JSON file that is not a trace (no traceEvents)"))
                     continue
                 keys = ", ".join(sorted(header)[:8]) or "none"
-                raise TraceFormatError(f"not a trace: the JSON has no 'traceEvents' list (top-level keys: {keys})", path=p)
+                raise TraceFormatError(
+                    f"not a trace: the JSON has no 'traceEvents' list (top-level keys: {keys})", path=p
+                )
             r = _header_rank(header)
             if r is not None:
                 files.append(TraceFile(p, r, "distributedInfo", header))
@@ -243,7 +247,9 @@ def discover(
     return out
 
 
-def _nsys_files(p: str, lenient: bool, skipped: list[tuple[str, str]], rank_by: str | None, step_range: str | None) -> list[TraceFile]:
+def _nsys_files(
+    p: str, lenient: bool, skipped: list[tuple[str, str]], rank_by: str | None, step_range: str | None
+) -> list[TraceFile]:
     """One :class:`TraceFile` per rank of an Nsight Systems export (rank −1: numbered later), or
     the rank in the file name when the export holds one rank."""
     try:
@@ -301,10 +307,13 @@ def check_one_run(files: list[tuple[str, int, int | None]]) -> None:
         if ws is not None:
             by_size.setdefault(ws, []).append(path)
     if len(by_size) > 1:
-        parts = [f"world_size {ws}: {os.path.basename(ps[0])}" + (f" (+{len(ps) - 1} more)" if len(ps) > 1 else "")
-                 for ws, ps in sorted(by_size.items())]
+        parts = [
+            f"world_size {ws}: {os.path.basename(ps[0])}" + (f" (+{len(ps) - 1} more)" if len(ps) > 1 else "")
+            for ws, ps in sorted(by_size.items())
+        ]
         raise MixedRunsError(
-            "ranks of different runs mixed: " + "; ".join(parts)
+            "ranks of different runs mixed: "
+            + "; ".join(parts)
             + "; pass the files of one run (or select ranks with --rank)",
             path=by_size[max(by_size)][0],
         )

@@ -22,7 +22,16 @@ from ranksight.errors import (
     UsageError,
 )
 
-__all__ = ["DecodedTrace", "decode", "read_header", "scan_spans", "DEFAULT_MAX_BYTES", "TABLES", "SCHEMA", "polars_schema"]
+__all__ = [
+    "DecodedTrace",
+    "decode",
+    "read_header",
+    "scan_spans",
+    "DEFAULT_MAX_BYTES",
+    "TABLES",
+    "SCHEMA",
+    "polars_schema",
+]
 
 #: Refuse inputs that decompress to more than this many bytes unless told otherwise.
 DEFAULT_MAX_BYTES = 64 << 30
@@ -131,8 +140,10 @@ def _raise(path: str, err: Exception) -> NoReturn:
         raise TraceFormatError("the file is empty", path=path) from None
     if offset == 0 and message.startswith("not a JSON trace") and "0x80" in message:
         # pickle protocol 2+ starts with 0x80: what torch.cuda.memory._dump_snapshot writes
-        message += ("; it looks like a pickle (a PyTorch memory snapshot?): read it with "
-                    "`ranksight analyze memory --snapshot FILE` or `ranksight report TRACES --snapshot FILE`")
+        message += (
+            "; it looks like a pickle (a PyTorch memory snapshot?): read it with "
+            "`ranksight analyze memory --snapshot FILE` or `ranksight report TRACES --snapshot FILE`"
+        )
     raise TraceFormatError(message, path=path, offset=offset, event_index=index) from None
 
 
@@ -155,7 +166,13 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
     if not stats["events_seen"]:
         if "traceEvents" in meta:
             kind = type(meta["traceEvents"]).__name__
-            kind = {"dict": "an object", "str": "a string", "NoneType": "null", "int": "a number", "float": "a number"}.get(kind, kind)
+            kind = {
+                "dict": "an object",
+                "str": "a string",
+                "NoneType": "null",
+                "int": "a number",
+                "float": "a number",
+            }.get(kind, kind)
             raise TraceFormatError(f"not a trace: 'traceEvents' is {kind}, not a list of events", path=p)
         raise TraceFormatError(
             "not a trace: the JSON has no 'traceEvents' list (top-level keys: "
@@ -235,10 +252,12 @@ def scan_spans(path: str | Path) -> pl.DataFrame:
         off, length = _core.scan_spans(p)
     except _core.DecodeError as err:
         _raise(p, err)
-    return pl.DataFrame({
-        "offset": pl.Series(np.frombuffer(off, dtype=np.uint64)),
-        "length": pl.Series(np.frombuffer(length, dtype=np.uint32)),
-    })
+    return pl.DataFrame(
+        {
+            "offset": pl.Series(np.frombuffer(off, dtype=np.uint64)),
+            "length": pl.Series(np.frombuffer(length, dtype=np.uint32)),
+        }
+    )
 
 
 def extract_events(path: str, offsets: list[int], lengths: list[int]) -> list[dict[str, Any]]:

@@ -60,7 +60,9 @@ class SafeUnpickler(pickle.Unpickler):
     """An unpickler that builds plain containers and scalars only: every global is refused."""
 
     def find_class(self, module: str, name: str) -> Any:  # noqa: D401
-        raise RefusedPickle(f"the pickle asks for the Python object {module}.{name}; a memory snapshot holds only plain containers")
+        raise RefusedPickle(
+            f"the pickle asks for the Python object {module}.{name}; a memory snapshot holds only plain containers"
+        )
 
     def persistent_load(self, pid: Any) -> Any:
         raise RefusedPickle("the pickle uses persistent ids; a memory snapshot holds only plain containers")
@@ -111,7 +113,18 @@ def safe_load(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
         return SafeUnpickler(io.BytesIO(data)).load()
     except RefusedPickle as err:
         raise TraceFormatError(f"refused to unpickle: {err}", path=p) from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, MemoryError, RecursionError) as err:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        OverflowError,
+        MemoryError,
+        RecursionError,
+    ) as err:
         raise TraceFormatError(f"not a readable pickle: {type(err).__name__}: {err}", path=p) from None
 
 
@@ -135,16 +148,34 @@ class MemorySnapshot:
     warnings: list[str] = field(default_factory=list)
 
 
-_BLOCK_SCHEMA: dict[str, pl.DataType | DataTypeClass] = {"address": pl.Int64, "size": pl.Int64, "requested_size": pl.Int64, "state": pl.String, "frames": pl.List(FRAME)}
+_BLOCK_SCHEMA: dict[str, pl.DataType | DataTypeClass] = {
+    "address": pl.Int64,
+    "size": pl.Int64,
+    "requested_size": pl.Int64,
+    "state": pl.String,
+    "frames": pl.List(FRAME),
+}
 _HISTORY = pl.List(pl.Struct({"frames": pl.List(FRAME)}))
 _SEGMENT_SCHEMA = {
-    "device": pl.Int64, "address": pl.Int64, "total_size": pl.Int64, "allocated_size": pl.Int64, "active_size": pl.Int64,
-    "requested_size": pl.Int64, "stream": pl.Int64, "segment_type": pl.String, "is_expandable": pl.Boolean,
+    "device": pl.Int64,
+    "address": pl.Int64,
+    "total_size": pl.Int64,
+    "allocated_size": pl.Int64,
+    "active_size": pl.Int64,
+    "requested_size": pl.Int64,
+    "stream": pl.Int64,
+    "segment_type": pl.String,
+    "is_expandable": pl.Boolean,
     "blocks": pl.List(pl.Struct({**_BLOCK_SCHEMA, "history": _HISTORY})),
 }
 _TRACE_SCHEMA: dict[str, pl.DataType | DataTypeClass] = {
-    "action": pl.String, "addr": pl.Int64, "size": pl.Int64, "stream": pl.Int64, "time_us": pl.Int64,
-    "device_free": pl.Int64, "frames": pl.List(FRAME),
+    "action": pl.String,
+    "addr": pl.Int64,
+    "size": pl.Int64,
+    "stream": pl.Int64,
+    "time_us": pl.Int64,
+    "device_free": pl.Int64,
+    "frames": pl.List(FRAME),
 }
 
 
@@ -157,7 +188,9 @@ def _frame(rows: Any, schema: dict[str, Any], path: str, what: str) -> pl.DataFr
         return pl.DataFrame(rows, schema=schema, strict=False)
     except (TypeError, ValueError, pl.exceptions.PolarsError) as err:
         msg = str(err).splitlines()[0][:200]
-        raise TraceFormatError(f"not a memory snapshot: {what} has entries of the wrong type ({msg})", path=path) from None
+        raise TraceFormatError(
+            f"not a memory snapshot: {what} has entries of the wrong type ({msg})", path=path
+        ) from None
 
 
 def read_snapshot(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> MemorySnapshot:
@@ -171,16 +204,22 @@ def read_snapshot(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Me
         raise TraceFormatError(f"not a memory snapshot: no 'segments' (found {keys or 'nothing'})", path=p)
     seg = _frame(obj["segments"], _SEGMENT_SCHEMA, p, "'segments'")
     given = pl.Series([s.get("blocks") is not None for s in obj["segments"]], dtype=pl.Boolean)  # one check per segment
-    bad = (given & seg["blocks"].is_null()) | seg["blocks"].list.eval(pl.element().is_null()).list.any().fill_null(False)
+    bad = (given & seg["blocks"].is_null()) | seg["blocks"].list.eval(pl.element().is_null()).list.any().fill_null(
+        False
+    )
     if seg.height and bad.any():
-        raise TraceFormatError("not a memory snapshot: a segment's 'blocks' has entries of the wrong type (not dicts)", path=p)
+        raise TraceFormatError(
+            "not a memory snapshot: a segment's 'blocks' has entries of the wrong type (not dicts)", path=p
+        )
     blocks = (
         seg.select("device", pl.col("address").alias("segment_address"), "segment_type", "stream", "blocks")
         .explode("blocks")
         .filter(pl.col("blocks").is_not_null())
         .unnest("blocks")
         .with_columns(
-            pl.coalesce(pl.col("frames"), pl.col("history").list.last().struct.field("frames"), pl.lit([], pl.List(FRAME))).alias("frames"),
+            pl.coalesce(
+                pl.col("frames"), pl.col("history").list.last().struct.field("frames"), pl.lit([], pl.List(FRAME))
+            ).alias("frames"),
             pl.col("state").replace({"active_awaiting_free": "active_pending_free"}),
         )
         .drop("history")
@@ -204,7 +243,11 @@ def _trace(device_traces: Any, path: str) -> pl.DataFrame:
     for dev, entries in enumerate(device_traces):  # one loop per device
         df = _frame(entries, _TRACE_SCHEMA, path, "a device trace")
         if df.height:
-            frames.append(df.with_columns(pl.lit(dev, dtype=pl.Int64).alias("device"), pl.int_range(0, df.height, dtype=pl.Int64).alias("idx")))
+            frames.append(
+                df.with_columns(
+                    pl.lit(dev, dtype=pl.Int64).alias("device"), pl.int_range(0, df.height, dtype=pl.Int64).alias("idx")
+                )
+            )
     if not frames:
         return pl.DataFrame(schema={**_TRACE_SCHEMA, "device": pl.Int64, "idx": pl.Int64})
     return pl.concat(frames)

@@ -50,7 +50,9 @@ def read_memory_timeline(path: str | Path) -> pl.DataFrame:
     except ValueError as err:
         raise TraceFormatError(f"not a memory-timeline export: {err}", path=str(p)) from None
     if not isinstance(recs, list) or (recs and not (isinstance(recs[0], list) and len(recs[0]) == 4)):
-        raise TraceFormatError("not a memory-timeline raw export (expected a list of [t, action, bytes, category])", path=str(p))
+        raise TraceFormatError(
+            "not a memory-timeline raw export (expected a list of [t, action, bytes, category])", path=str(p)
+        )
     arr = np.asarray(recs, dtype=np.int64).reshape(-1, 4)
     t = pl.Series("t_ns", arr[:, 0])
     cat = arr[:, 3]

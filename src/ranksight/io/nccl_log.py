@@ -40,8 +40,18 @@ __all__ = ["NcclLog", "parse_nccl_logs", "DATATYPES", "ALGORITHMS", "PROTOCOLS",
 
 #: ncclDataType_t: code → (name, bytes)
 DATATYPES = {
-    0: ("int8", 1), 1: ("uint8", 1), 2: ("int32", 4), 3: ("uint32", 4), 4: ("int64", 8), 5: ("uint64", 8),
-    6: ("float16", 2), 7: ("float32", 4), 8: ("float64", 8), 9: ("bfloat16", 2), 10: ("float8e4m3", 1), 11: ("float8e5m2", 1),
+    0: ("int8", 1),
+    1: ("uint8", 1),
+    2: ("int32", 4),
+    3: ("uint32", 4),
+    4: ("int64", 8),
+    5: ("uint64", 8),
+    6: ("float16", 2),
+    7: ("float32", 4),
+    8: ("float64", 8),
+    9: ("bfloat16", 2),
+    10: ("float8e4m3", 1),
+    11: ("float8e5m2", 1),
 }
 #: NCCL_ALGO_* indices
 ALGORITHMS = {0: "TREE", 1: "RING", 2: "COLLNET_DIRECT", 3: "COLLNET_CHAIN", 4: "NVLS", 5: "NVLS_TREE", 6: "PAT"}
@@ -49,11 +59,21 @@ ALGORITHMS = {0: "TREE", 1: "RING", 2: "COLLNET_DIRECT", 3: "COLLNET_CHAIN", 4: 
 PROTOCOLS = {0: "LL", 1: "LL128", 2: "SIMPLE"}
 #: operation name in the log → canonical collective type
 OP_TYPES = {
-    "AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter", "Broadcast": "broadcast",
-    "Reduce": "reduce", "Send": "send", "Recv": "recv", "AllToAll": "all_to_all", "Gather": "gather", "Scatter": "scatter",
+    "AllReduce": "all_reduce",
+    "AllGather": "all_gather",
+    "ReduceScatter": "reduce_scatter",
+    "Broadcast": "broadcast",
+    "Reduce": "reduce",
+    "Send": "send",
+    "Recv": "recv",
+    "AllToAll": "all_to_all",
+    "Gather": "gather",
+    "Scatter": "scatter",
 }
 
-_PREFIX = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]]*)\](?: [\d.]+ \S+:\d+)? NCCL (?P<level>INFO|WARN|TRACE) (?P<msg>.*)$")
+_PREFIX = re.compile(
+    r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]]*)\](?: [\d.]+ \S+:\d+)? NCCL (?P<level>INFO|WARN|TRACE) (?P<msg>.*)$"
+)
 _VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+[\w.+-]*)")
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ""}
 _INIT = re.compile(
@@ -61,7 +81,9 @@ _INIT = re.compile(
     r"(?: cudaDev (?P<dev>\d+))?(?: nvmlDev (?P<nvml>\d+))?(?: busId (?P<bus>[0-9a-fA-F]+))?(?: commId (?P<cid>0x[0-9a-f]+))?"
     r"(?: localSize \d+)? - Init (?P<phase>START|COMPLETE)"
 )
-_NODES = re.compile(r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nodes>\d+) localRanks (?P<local>\d+)")
+_NODES = re.compile(
+    r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nodes>\d+) localRanks (?P<local>\d+)"
+)
 _RING = re.compile(r"^Channel (?P<c>\d+)/(?P<n>\d+) :\s+(?P<order>[\d\s]+)$")
 _TREES = re.compile(r"^Trees (?P<body>(?:\[\d+\] \S+\s*)+)$")
 _TREE_ITEM = re.compile(r"\[(?P<c>\d+)\] (?P<t>\S+)")
@@ -79,7 +101,9 @@ _OP = re.compile(
     r"^(?P<op>[A-Za-z]+): opCount (?P<oc>[0-9a-fA-F]+) sendbuff (?P<sb>\S+) recvbuff (?P<rb>\S+) count (?P<count>\d+)"
     r" datatype (?P<dt>\d+) op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-f]+) \[nranks=(?P<nranks>\d+)\](?: stream (?P<stream>\S+))?"
 )
-_TUNE = re.compile(r"^\s*(?P<op>[A-Za-z]+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\d+) proto (?P<proto>\d+) time (?P<t>[\d.]+)")
+_TUNE = re.compile(
+    r"^\s*(?P<op>[A-Za-z]+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\d+) proto (?P<proto>\d+) time (?P<t>[\d.]+)"
+)
 
 
 @dataclass
@@ -112,7 +136,9 @@ class _State:
     """Accumulates rows while scanning lines; lines before ``Init COMPLETE`` wait for their comm."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, list[dict[str, Any]]] = {k: [] for k in ("comms", "rings", "trees", "transports", "channels", "networks", "operations")}
+        self.rows: dict[str, list[dict[str, Any]]] = {
+            k: [] for k in ("comms", "rings", "trees", "transports", "channels", "networks", "operations")
+        }
         self.current: dict[tuple[str, int], str] = {}
         self.pending: dict[tuple[str, int], list[tuple[str, dict[str, Any]]]] = {}
         self.last_op: dict[tuple[str, int, int], dict[str, Any]] = {}
@@ -142,8 +168,16 @@ def _handle(st: _State, m: re.Match[str], src: str) -> None:
     if (v := _VERSION.search(msg)) and msg.startswith("NCCL version"):
         st.versions.append(v["v"])
     elif i := _INIT.search(msg):
-        row = {**base, "comm": i["comm"], "comm_id": i["cid"], "rank": int(i["rank"]), "nranks": int(i["nranks"]),
-               "cuda_dev": int(i["dev"]) if i["dev"] else None, "nvml_dev": int(i["nvml"]) if i["nvml"] else None, "bus_id": i["bus"]}
+        row = {
+            **base,
+            "comm": i["comm"],
+            "comm_id": i["cid"],
+            "rank": int(i["rank"]),
+            "nranks": int(i["nranks"]),
+            "cuda_dev": int(i["dev"]) if i["dev"] else None,
+            "nvml_dev": int(i["nvml"]) if i["nvml"] else None,
+            "bus_id": i["bus"],
+        }
         if i["phase"] == "START":
             st.current[key] = i["comm"]
             st.flush(key, i["comm"])
@@ -152,7 +186,11 @@ def _handle(st: _State, m: re.Match[str], src: str) -> None:
             st.current.pop(key, None)
             st.rows["comms"].append(row)
     elif r := _RING.match(msg):
-        st.attach(key, "rings", {**base, "channel": int(r["c"]), "n_channels": int(r["n"]), "order": " ".join(r["order"].split())})
+        st.attach(
+            key,
+            "rings",
+            {**base, "channel": int(r["c"]), "n_channels": int(r["n"]), "order": " ".join(r["order"].split())},
+        )
     elif t := _TREES.match(msg):
         for it in _TREE_ITEM.finditer(t["body"]):
             st.attach(key, "trees", {**base, "channel": int(it["c"]), "tree": it["t"]})
@@ -160,15 +198,35 @@ def _handle(st: _State, m: re.Match[str], src: str) -> None:
         via = t["via"]
         parts = via.split("/")
         kind = parts[1] if parts[0] == "NET" and len(parts) > 1 else parts[0]
-        st.attach(key, "transports", {
-            **base, "channel": int(t["c"]), "src_rank": int(t["src"]), "src_dev": t["sdev"], "dst_rank": int(t["dst"]), "dst_dev": t["ddev"],
-            "direction": t["dir"] or "send", "transport": parts[0], "kind": kind, "via": via,
-        })
+        st.attach(
+            key,
+            "transports",
+            {
+                **base,
+                "channel": int(t["c"]),
+                "src_rank": int(t["src"]),
+                "src_dev": t["sdev"],
+                "dst_rank": int(t["dst"]),
+                "dst_dev": t["ddev"],
+                "direction": t["dir"] or "send",
+                "transport": parts[0],
+                "kind": kind,
+                "via": via,
+            },
+        )
     elif c := _CHANNELS.match(msg):
-        st.attach(key, "channels", {
-            **base, "coll_channels": int(c["coll"]), "collnet_channels": int(c["collnet"]) if c["collnet"] else None,
-            "nvls_channels": int(c["nvls"]) if c["nvls"] else None, "p2p_channels": int(c["p2p"]), "p2p_per_peer": int(c["per"]),
-        })
+        st.attach(
+            key,
+            "channels",
+            {
+                **base,
+                "coll_channels": int(c["coll"]),
+                "collnet_channels": int(c["collnet"]) if c["collnet"] else None,
+                "nvls_channels": int(c["nvls"]) if c["nvls"] else None,
+                "p2p_channels": int(c["p2p"]),
+                "p2p_per_peer": int(c["per"]),
+            },
+        )
     elif n := _NETWORK.match(msg):
         st.rows["networks"].append({**base, "network": n["net"], "devices": None})
     elif n := _NETDEV.match(msg):
@@ -176,36 +234,120 @@ def _handle(st: _State, m: re.Match[str], src: str) -> None:
     elif o := _OP.match(msg):
         dt = int(o["dt"])
         name, size = DATATYPES.get(dt, (f"type{dt}", None))
-        row = {**base, "tid": tid, "cuda_dev": m["dev"], "op": o["op"], "coll_type": OP_TYPES.get(o["op"], "unknown"),
-               "op_count": int(o["oc"], 16), "count": int(o["count"]), "datatype": dt, "dtype": name, "elem_bytes": size,
-               "redop": int(o["redop"]), "root": int(o["root"]), "comm": o["comm"], "nranks": int(o["nranks"]), "stream": o["stream"],
-               "tuned_bytes": None, "algorithm": None, "protocol": None, "model_time_us": None}
+        row = {
+            **base,
+            "tid": tid,
+            "cuda_dev": m["dev"],
+            "op": o["op"],
+            "coll_type": OP_TYPES.get(o["op"], "unknown"),
+            "op_count": int(o["oc"], 16),
+            "count": int(o["count"]),
+            "datatype": dt,
+            "dtype": name,
+            "elem_bytes": size,
+            "redop": int(o["redop"]),
+            "root": int(o["root"]),
+            "comm": o["comm"],
+            "nranks": int(o["nranks"]),
+            "stream": o["stream"],
+            "tuned_bytes": None,
+            "algorithm": None,
+            "protocol": None,
+            "model_time_us": None,
+        }
         st.rows["operations"].append(row)
         st.last_op[(host, pid, tid)] = row
     elif t := _TUNE.match(msg):
         last = st.last_op.get((host, pid, tid))
         if last is not None and last["op"] == t["op"] and last["algorithm"] is None:
-            last.update(tuned_bytes=int(t["bytes"]), algorithm=ALGORITHMS.get(int(t["algo"]), t["algo"]),
-                        protocol=PROTOCOLS.get(int(t["proto"]), t["proto"]), model_time_us=float(t["t"]))
+            last.update(
+                tuned_bytes=int(t["bytes"]),
+                algorithm=ALGORITHMS.get(int(t["algo"]), t["algo"]),
+                protocol=PROTOCOLS.get(int(t["proto"]), t["proto"]),
+                model_time_us=float(t["t"]),
+            )
     elif m2 := _NODES.search(msg):
-        st.rows["comms"].append({**base, "comm": m2["comm"], "rank": int(m2["rank"]), "nranks": int(m2["nranks"]),
-                                 "n_nodes": int(m2["nodes"]), "local_ranks": int(m2["local"]), "_extra": True})
+        st.rows["comms"].append(
+            {
+                **base,
+                "comm": m2["comm"],
+                "rank": int(m2["rank"]),
+                "nranks": int(m2["nranks"]),
+                "n_nodes": int(m2["nodes"]),
+                "local_ranks": int(m2["local"]),
+                "_extra": True,
+            }
+        )
 
 
 _SCHEMAS: dict[str, dict[str, Any]] = {
-    "comms": {"host": pl.String, "pid": pl.Int64, "comm": pl.String, "comm_id": pl.String, "rank": pl.Int64, "nranks": pl.Int64,
-              "cuda_dev": pl.Int64, "nvml_dev": pl.Int64, "bus_id": pl.String},
-    "rings": {"host": pl.String, "pid": pl.Int64, "comm": pl.String, "channel": pl.Int64, "n_channels": pl.Int64, "order": pl.String},
+    "comms": {
+        "host": pl.String,
+        "pid": pl.Int64,
+        "comm": pl.String,
+        "comm_id": pl.String,
+        "rank": pl.Int64,
+        "nranks": pl.Int64,
+        "cuda_dev": pl.Int64,
+        "nvml_dev": pl.Int64,
+        "bus_id": pl.String,
+    },
+    "rings": {
+        "host": pl.String,
+        "pid": pl.Int64,
+        "comm": pl.String,
+        "channel": pl.Int64,
+        "n_channels": pl.Int64,
+        "order": pl.String,
+    },
     "trees": {"host": pl.String, "pid": pl.Int64, "comm": pl.String, "channel": pl.Int64, "tree": pl.String},
-    "transports": {"host": pl.String, "pid": pl.Int64, "comm": pl.String, "channel": pl.Int64, "src_rank": pl.Int64, "src_dev": pl.String,
-                   "dst_rank": pl.Int64, "dst_dev": pl.String, "direction": pl.String, "transport": pl.String, "kind": pl.String, "via": pl.String},
-    "channels": {"host": pl.String, "pid": pl.Int64, "comm": pl.String, "coll_channels": pl.Int64, "collnet_channels": pl.Int64,
-                 "nvls_channels": pl.Int64, "p2p_channels": pl.Int64, "p2p_per_peer": pl.Int64},
+    "transports": {
+        "host": pl.String,
+        "pid": pl.Int64,
+        "comm": pl.String,
+        "channel": pl.Int64,
+        "src_rank": pl.Int64,
+        "src_dev": pl.String,
+        "dst_rank": pl.Int64,
+        "dst_dev": pl.String,
+        "direction": pl.String,
+        "transport": pl.String,
+        "kind": pl.String,
+        "via": pl.String,
+    },
+    "channels": {
+        "host": pl.String,
+        "pid": pl.Int64,
+        "comm": pl.String,
+        "coll_channels": pl.Int64,
+        "collnet_channels": pl.Int64,
+        "nvls_channels": pl.Int64,
+        "p2p_channels": pl.Int64,
+        "p2p_per_peer": pl.Int64,
+    },
     "networks": {"host": pl.String, "pid": pl.Int64, "network": pl.String, "devices": pl.String},
-    "operations": {"host": pl.String, "pid": pl.Int64, "tid": pl.Int64, "cuda_dev": pl.String, "op": pl.String, "coll_type": pl.String,
-                   "op_count": pl.Int64, "count": pl.Int64, "datatype": pl.Int64, "dtype": pl.String, "elem_bytes": pl.Int64, "redop": pl.Int64,
-                   "root": pl.Int64, "comm": pl.String, "nranks": pl.Int64, "stream": pl.String, "tuned_bytes": pl.Int64, "algorithm": pl.String,
-                   "protocol": pl.String, "model_time_us": pl.Float64},
+    "operations": {
+        "host": pl.String,
+        "pid": pl.Int64,
+        "tid": pl.Int64,
+        "cuda_dev": pl.String,
+        "op": pl.String,
+        "coll_type": pl.String,
+        "op_count": pl.Int64,
+        "count": pl.Int64,
+        "datatype": pl.Int64,
+        "dtype": pl.String,
+        "elem_bytes": pl.Int64,
+        "redop": pl.Int64,
+        "root": pl.Int64,
+        "comm": pl.String,
+        "nranks": pl.Int64,
+        "stream": pl.String,
+        "tuned_bytes": pl.Int64,
+        "algorithm": pl.String,
+        "protocol": pl.String,
+        "model_time_us": pl.Float64,
+    },
 }
 
 
@@ -254,15 +396,25 @@ def parse_nccl_logs(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[s
             _handle(st, m, str(f))
     for key, pend in st.pending.items():
         if pend:
-            st.warnings.append(f"{key[0]}:{key[1]}: {len(pend)} topology lines without a communicator (log cut before Init COMPLETE?)")
+            st.warnings.append(
+                f"{key[0]}:{key[1]}: {len(pend)} topology lines without a communicator (log cut before Init COMPLETE?)"
+            )
     comms = _comms(st)
     ops = _frame("operations", st.rows["operations"])
     ops = _with_ranks(ops, comms)
     return NcclLog(
-        files=[str(f) for f in files], lines=lines, nccl_lines=nccl, versions=sorted(set(st.versions)), comms=comms,
-        rings=_frame("rings", st.rows["rings"]), trees=_frame("trees", st.rows["trees"]), transports=_frame("transports", st.rows["transports"]),
-        channels=_frame("channels", st.rows["channels"]), networks=_frame("networks", st.rows["networks"]).unique(maintain_order=True),
-        operations=ops, warnings=st.warnings,
+        files=[str(f) for f in files],
+        lines=lines,
+        nccl_lines=nccl,
+        versions=sorted(set(st.versions)),
+        comms=comms,
+        rings=_frame("rings", st.rows["rings"]),
+        trees=_frame("trees", st.rows["trees"]),
+        transports=_frame("transports", st.rows["transports"]),
+        channels=_frame("channels", st.rows["channels"]),
+        networks=_frame("networks", st.rows["networks"]).unique(maintain_order=True),
+        operations=ops,
+        warnings=st.warnings,
     )
 
 
@@ -272,14 +424,25 @@ def _comms(st: _State) -> pl.DataFrame:
     # the same communicator across processes: by commId, else by (nranks, creation order per process)
     df = df.with_columns(pl.int_range(pl.len()).over(["host", "pid", "nranks"]).alias("__k"))
     df = df.with_columns(
-        pl.coalesce(pl.col("comm_id"), pl.concat_str([pl.lit("n"), pl.col("nranks").cast(pl.String), pl.lit("#"), pl.col("__k").cast(pl.String)])).alias("comm_key")
+        pl.coalesce(
+            pl.col("comm_id"),
+            pl.concat_str([pl.lit("n"), pl.col("nranks").cast(pl.String), pl.lit("#"), pl.col("__k").cast(pl.String)]),
+        ).alias("comm_key")
     ).drop("__k")
     # the global rank of a process: its rank in the largest communicator it belongs to
-    world = df.sort("nranks", descending=True).unique(["host", "pid"], keep="first").select("host", "pid", pl.col("rank").alias("global_rank"))
+    world = (
+        df.sort("nranks", descending=True)
+        .unique(["host", "pid"], keep="first")
+        .select("host", "pid", pl.col("rank").alias("global_rank"))
+    )
     return df.join(world, on=["host", "pid"], how="left")
 
 
 def _with_ranks(ops: pl.DataFrame, comms: pl.DataFrame) -> pl.DataFrame:
-    ops = ops.join(comms.select("host", "pid", "comm", "comm_key", pl.col("rank").alias("comm_rank"), "global_rank"), on=["host", "pid", "comm"], how="left")
+    ops = ops.join(
+        comms.select("host", "pid", "comm", "comm_key", pl.col("rank").alias("comm_rank"), "global_rank"),
+        on=["host", "pid", "comm"],
+        how="left",
+    )
     mult = pl.when(pl.col("op").is_in(["AllGather", "ReduceScatter"])).then(pl.col("nranks")).otherwise(1)
     return ops.with_columns((pl.col("count") * pl.col("elem_bytes") * mult).alias("bytes"))

@@ -67,37 +67,128 @@ _OP_RANGE = r"^[^,]+, (?:seq = -?\d+, )?op_id = \d+(?:,|$)"
 #: CUPTI uses 0xFFFFFFFF for "no id".
 NO_ID = 0xFFFFFFFF
 
-_MEMCPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP"}
-_MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static", 6: "Managed Static", 7: "Unknown"}
+_MEMCPY_KINDS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
+_MEM_KINDS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 _SYNC_KINDS = {0: "Unknown Sync", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
-_SYNC_SUFFIX = {"EVENT_SYNCHRONIZE": "Event Sync", "STREAM_WAIT_EVENT": "Stream Wait Event",
-                "STREAM_SYNCHRONIZE": "Stream Sync", "CONTEXT_SYNCHRONIZE": "Context Sync"}
+_SYNC_SUFFIX = {
+    "EVENT_SYNCHRONIZE": "Event Sync",
+    "STREAM_WAIT_EVENT": "Stream Wait Event",
+    "STREAM_SYNCHRONIZE": "Stream Sync",
+    "CONTEXT_SYNCHRONIZE": "Context Sync",
+}
 _VERSION_SUFFIX = r"_v\d+$"
 
 # Side tables as the Rust decoder types them (a test compares them with a decoded Kineto trace).
 _CAT = pl.Categorical()
 SIDE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
-    "kernel": {"row": pl.UInt32(), "grid_x": pl.Int32(), "grid_y": pl.Int32(), "grid_z": pl.Int32(), "block_x": pl.Int32(),
-               "block_y": pl.Int32(), "block_z": pl.Int32(), "registers_per_thread": pl.Int32(), "shared_memory_bytes": pl.Int64(),
-               "blocks_per_sm": pl.Float64(), "warps_per_sm": pl.Float64(), "est_occupancy_pct": pl.Float64(),
-               "theoretical_occupancy_pct": pl.Float64(), "graph_id": pl.Int64(), "graph_node_id": pl.Int64(), "queued": pl.Int64(),
-               "context": pl.Int64()},
-    "transfer": {"row": pl.UInt32(), "bytes": pl.Int64(), "mem_bw_gbps": pl.Float64(), "size_bytes": pl.Int64(), "copy_kind": _CAT,
-                 "src": _CAT, "dst": _CAT},
-    "op": {"row": pl.UInt32(), "input_dims": _CAT, "input_type": _CAT, "concrete_inputs": _CAT, "kernel_backend": _CAT,
-           "kernel_hash": _CAT, "sequence_number": pl.Int64(), "fwd_thread_id": pl.Int64(), "python_id": pl.Int64(),
-           "python_parent_id": pl.Int64(), "python_module_id": pl.Int64(), "flops": pl.Float64()},
-    "collective": {"row": pl.UInt32(), "collective_name": _CAT, "in_msg_nelems": pl.Int64(), "out_msg_nelems": pl.Int64(), "dtype": _CAT,
-                   "group_size": pl.Int32(), "pg_name": _CAT, "pg_desc": _CAT, "pg_ranks": _CAT, "seq": pl.Int64(),
-                   "process_rank": pl.Int64(), "in_split_size": _CAT, "out_split_size": _CAT, "src_rank": pl.Int64(),
-                   "dst_rank": pl.Int64()},
-    "memory": {"row": pl.UInt32(), "addr": pl.Int64(), "bytes": pl.Int64(), "total_allocated": pl.Int64(), "total_reserved": pl.Int64(),
-               "device_type": pl.Int32(), "device_id": pl.Int32()},
-    "sync": {"row": pl.UInt32(), "sync_kind": _CAT, "wait_on_stream": pl.Int64(), "wait_on_event_correlation": pl.Int64(),
-             "wait_on_event_id": pl.Int64()},
+    "kernel": {
+        "row": pl.UInt32(),
+        "grid_x": pl.Int32(),
+        "grid_y": pl.Int32(),
+        "grid_z": pl.Int32(),
+        "block_x": pl.Int32(),
+        "block_y": pl.Int32(),
+        "block_z": pl.Int32(),
+        "registers_per_thread": pl.Int32(),
+        "shared_memory_bytes": pl.Int64(),
+        "blocks_per_sm": pl.Float64(),
+        "warps_per_sm": pl.Float64(),
+        "est_occupancy_pct": pl.Float64(),
+        "theoretical_occupancy_pct": pl.Float64(),
+        "graph_id": pl.Int64(),
+        "graph_node_id": pl.Int64(),
+        "queued": pl.Int64(),
+        "context": pl.Int64(),
+    },
+    "transfer": {
+        "row": pl.UInt32(),
+        "bytes": pl.Int64(),
+        "mem_bw_gbps": pl.Float64(),
+        "size_bytes": pl.Int64(),
+        "copy_kind": _CAT,
+        "src": _CAT,
+        "dst": _CAT,
+    },
+    "op": {
+        "row": pl.UInt32(),
+        "input_dims": _CAT,
+        "input_type": _CAT,
+        "concrete_inputs": _CAT,
+        "kernel_backend": _CAT,
+        "kernel_hash": _CAT,
+        "sequence_number": pl.Int64(),
+        "fwd_thread_id": pl.Int64(),
+        "python_id": pl.Int64(),
+        "python_parent_id": pl.Int64(),
+        "python_module_id": pl.Int64(),
+        "flops": pl.Float64(),
+    },
+    "collective": {
+        "row": pl.UInt32(),
+        "collective_name": _CAT,
+        "in_msg_nelems": pl.Int64(),
+        "out_msg_nelems": pl.Int64(),
+        "dtype": _CAT,
+        "group_size": pl.Int32(),
+        "pg_name": _CAT,
+        "pg_desc": _CAT,
+        "pg_ranks": _CAT,
+        "seq": pl.Int64(),
+        "process_rank": pl.Int64(),
+        "in_split_size": _CAT,
+        "out_split_size": _CAT,
+        "src_rank": pl.Int64(),
+        "dst_rank": pl.Int64(),
+    },
+    "memory": {
+        "row": pl.UInt32(),
+        "addr": pl.Int64(),
+        "bytes": pl.Int64(),
+        "total_allocated": pl.Int64(),
+        "total_reserved": pl.Int64(),
+        "device_type": pl.Int32(),
+        "device_id": pl.Int32(),
+    },
+    "sync": {
+        "row": pl.UInt32(),
+        "sync_kind": _CAT,
+        "wait_on_stream": pl.Int64(),
+        "wait_on_event_correlation": pl.Int64(),
+        "wait_on_event_id": pl.Int64(),
+    },
     "meta": {"row": pl.UInt32(), "label": _CAT, "labels": _CAT, "sort_index": pl.Int64()},
-    "flow": {"row": pl.UInt32(), "ph": PHASE_DTYPE, "cat": _CAT, "name": _CAT, "pid": pl.Int32(), "tid": pl.Int32(),
-             "ts_ns": pl.Int64(), "flow_id": pl.Int64(), "flow_bp": _CAT},
+    "flow": {
+        "row": pl.UInt32(),
+        "ph": PHASE_DTYPE,
+        "cat": _CAT,
+        "name": _CAT,
+        "pid": pl.Int32(),
+        "tid": pl.Int32(),
+        "ts_ns": pl.Int64(),
+        "flow_id": pl.Int64(),
+        "flow_bp": _CAT,
+    },
 }
 
 _I64 = pl.Int64()
@@ -137,7 +228,8 @@ def os_pid(global_pid: int) -> int:
 def _check_export(have: set[str], path: str) -> None:
     if not any(t.startswith(("CUPTI_ACTIVITY_KIND_", "NVTX_")) for t in have):
         raise TraceFormatError(
-            "an SQLite database but not an Nsight Systems export (no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table)", path=path
+            "an SQLite database but not an Nsight Systems export (no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table)",
+            path=path,
         )
 
 
@@ -164,7 +256,10 @@ def rank_units(path: str | Path, *, rank_by: str | None = None, step_range: str 
     for g, d in sorted(pairs):
         devs_of.setdefault(g, []).append(d)
     if rank_by == "process":
-        return [NsysUnit((g,), None, f"pid {os_pid(g)} GPU {','.join(map(str, ds))}", step_range) for g, ds in devs_of.items()]
+        return [
+            NsysUnit((g,), None, f"pid {os_pid(g)} GPU {','.join(map(str, ds))}", step_range)
+            for g, ds in devs_of.items()
+        ]
     if rank_by == "device":
         out = []
         for d in sorted({d for _, d in pairs}):
@@ -180,7 +275,10 @@ def _cpu_processes(con: sqlite3.Connection, have: set[str]) -> set[int]:
     out: set[int] = set()
     for t in (RUNTIME, DRIVER, NVTX):
         if t in have and "globalTid" in (columns(con, t) or []):
-            out |= {int(r[0]) << 24 for r in con.execute(f'SELECT DISTINCT globalTid >> 24 FROM "{t}" WHERE globalTid IS NOT NULL')}
+            out |= {
+                int(r[0]) << 24
+                for r in con.execute(f'SELECT DISTINCT globalTid >> 24 FROM "{t}" WHERE globalTid IS NOT NULL')
+            }
     return out
 
 
@@ -230,7 +328,9 @@ def _decode(con: sqlite3.Connection, path: str, unit: NsysUnit, size: int) -> De
         warnings.append("tables absent from the export (data not collected): " + ", ".join(absent))
     session = _session_start(con, have)
     if session is None:
-        warnings.append("no TARGET_INFO_SESSION_START_TIME: times are relative to the capture start and cannot be aligned with other exports")
+        warnings.append(
+            "no TARGET_INFO_SESSION_START_TIME: times are relative to the capture start and cannot be aligned with other exports"
+        )
     ctx = _Ctx(con, have, unit, _strings(con, have), session or 0, warnings)
     props = _device_properties(con, have, unit)
     if props and not any("numSms" in d for d in props):
@@ -251,12 +351,25 @@ def _decode(con: sqlite3.Connection, path: str, unit: NsysUnit, size: int) -> De
         )
     meta = _meta(con, have, unit, props, session)
     stats = {
-        "events": events.height, "strings": ctx.strings.height, "gzip": 0, "file_bytes": size, "json_bytes": size,
-        "events_seen": 1, "document_complete": 1, "lost_bytes": 0, "truncated_gzip": 0, "skipped_non_objects": 0,
-        "repaired_events": 0, "bad_numbers": 0, "base_time_ns": session or 0, "has_base_time": int(session is not None),
+        "events": events.height,
+        "strings": ctx.strings.height,
+        "gzip": 0,
+        "file_bytes": size,
+        "json_bytes": size,
+        "events_seen": 1,
+        "document_complete": 1,
+        "lost_bytes": 0,
+        "truncated_gzip": 0,
+        "skipped_non_objects": 0,
+        "repaired_events": 0,
+        "bad_numbers": 0,
+        "base_time_ns": session or 0,
+        "has_base_time": int(session is not None),
     }
     events = events.select(pl.int_range(0, events.height, dtype=pl.UInt32).alias("row"), pl.all())
-    return DecodedTrace(path=path, events=events, spans=spans, tables=side, meta=meta, id_names={}, stats=stats, warnings=warnings)
+    return DecodedTrace(
+        path=path, events=events, spans=spans, tables=side, meta=meta, id_names={}, stats=stats, warnings=warnings
+    )
 
 
 def _strings(con: sqlite3.Connection, have: set[str]) -> pl.DataFrame:
@@ -316,14 +429,21 @@ def _sync_kind_names(ctx: _Ctx) -> dict[int, str]:
 
 
 def _map(col: str, mapping: dict[int, str]) -> pl.Expr:
-    return pl.col(col).replace_strict(list(mapping), list(mapping.values()), default=pl.lit("Unknown"), return_dtype=_STR)
+    return pl.col(col).replace_strict(
+        list(mapping), list(mapping.values()), default=pl.lit("Unknown"), return_dtype=_STR
+    )
 
 
 # ---- per-table frames ------------------------------------------------------------------------
 
 _GPU_COMMON = {
-    "start": ("start", _I64), "end": ("end", _I64), "device": ("deviceId", _I64), "context": ("contextId", _I64),
-    "stream": ("streamId", _I64), "correlation": ("correlationId", _I64), "gpid": ("globalPid", _I64),
+    "start": ("start", _I64),
+    "end": ("end", _I64),
+    "device": ("deviceId", _I64),
+    "context": ("contextId", _I64),
+    "stream": ("streamId", _I64),
+    "correlation": ("correlationId", _I64),
+    "gpid": ("globalPid", _I64),
 }
 
 
@@ -337,7 +457,13 @@ def _context_devices(ctx: _Ctx) -> pl.DataFrame:
         if w is None or not {"contextId", "deviceId", "globalPid"} <= set(cols):
             continue
         sql = f'SELECT DISTINCT globalPid, contextId, deviceId FROM "{t}"' + (f" WHERE {w[0]}" if w[0] else "")
-        frames.append(pl.DataFrame(ctx.con.execute(sql, w[1]).fetchall(), schema={"gpid": _I64, "context": _I64, "__dev": _I64}, orient="row"))
+        frames.append(
+            pl.DataFrame(
+                ctx.con.execute(sql, w[1]).fetchall(),
+                schema={"gpid": _I64, "context": _I64, "__dev": _I64},
+                orient="row",
+            )
+        )
     if not frames:
         return pl.DataFrame(schema={"gpid": _I64, "context": _I64, "__dev": _I64})
     return pl.concat(frames).unique(["gpid", "context"], keep="first", maintain_order=True)
@@ -389,16 +515,32 @@ def _kernels(ctx: _Ctx, sms: dict[int, int]) -> pl.DataFrame | None:
     if w is None:
         return None
     spec = {
-        **_GPU_COMMON, "demangled": ("demangledName", _I64), "short": ("shortName", _I64), "mangled": ("mangledName", _I64),
-        "grid_x": ("gridX", _I64), "grid_y": ("gridY", _I64), "grid_z": ("gridZ", _I64),
-        "block_x": ("blockX", _I64), "block_y": ("blockY", _I64), "block_z": ("blockZ", _I64),
-        "registers_per_thread": ("registersPerThread", _I64), "smem_static": ("staticSharedMemory", _I64),
-        "smem_dynamic": ("dynamicSharedMemory", _I64), "graph_id": ("graphId", _I64), "graph_node_id": ("graphNodeId", _I64),
+        **_GPU_COMMON,
+        "demangled": ("demangledName", _I64),
+        "short": ("shortName", _I64),
+        "mangled": ("mangledName", _I64),
+        "grid_x": ("gridX", _I64),
+        "grid_y": ("gridY", _I64),
+        "grid_z": ("gridZ", _I64),
+        "block_x": ("blockX", _I64),
+        "block_y": ("blockY", _I64),
+        "block_z": ("blockZ", _I64),
+        "registers_per_thread": ("registersPerThread", _I64),
+        "smem_static": ("staticSharedMemory", _I64),
+        "smem_dynamic": ("dynamicSharedMemory", _I64),
+        "graph_id": ("graphId", _I64),
+        "graph_node_id": ("graphNodeId", _I64),
     }
     df = read_table(ctx.con, KERNEL, spec, where=w[0], params=w[1])
-    name = pl.coalesce(_lookup(ctx, "demangled"), _lookup(ctx, "short"), _lookup(ctx, "mangled"), pl.lit("<unknown kernel>"))
+    name = pl.coalesce(
+        _lookup(ctx, "demangled"), _lookup(ctx, "short"), _lookup(ctx, "mangled"), pl.lit("<unknown kernel>")
+    )
     blocks = pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")
-    n_sm = pl.col("device").replace_strict(list(sms), list(sms.values()), default=None, return_dtype=_F64) if sms else pl.lit(None, _F64)
+    n_sm = (
+        pl.col("device").replace_strict(list(sms), list(sms.values()), default=None, return_dtype=_F64)
+        if sms
+        else pl.lit(None, _F64)
+    )
     bps = blocks / n_sm
     return _gpu_frame(ctx, df, KERNEL, "kernel", name).with_columns(
         (pl.col("smem_static").fill_null(0) + pl.col("smem_dynamic").fill_null(0)).alias("shared_memory_bytes"),
@@ -419,7 +561,13 @@ def _memcpy(ctx: _Ctx) -> pl.DataFrame | None:
     w = _gpu_where(ctx, MEMCPY)
     if w is None:
         return None
-    spec = {**_GPU_COMMON, "bytes": ("bytes", _I64), "copy": ("copyKind", _I64), "srck": ("srcKind", _I64), "dstk": ("dstKind", _I64)}
+    spec = {
+        **_GPU_COMMON,
+        "bytes": ("bytes", _I64),
+        "copy": ("copyKind", _I64),
+        "srck": ("srcKind", _I64),
+        "dstk": ("dstKind", _I64),
+    }
     df = read_table(ctx.con, MEMCPY, spec, where=w[0], params=w[1])
     mk = _mem_kind_names(ctx)
     name = pl.format("Memcpy {} ({} -> {})", _map("copy", _memcpy_kind_names(ctx)), _map("srck", mk), _map("dstk", mk))
@@ -443,13 +591,20 @@ def _syncs(ctx: _Ctx) -> pl.DataFrame | None:
     w = _gpu_where(ctx, SYNC, all_devices=True)
     if w is None:
         return None
-    spec = {**_GPU_COMMON, "sync_type": ("syncType", _I64), "event_id": ("eventId", _I64), "event_sync_id": ("eventSyncId", _I64)}
+    spec = {
+        **_GPU_COMMON,
+        "sync_type": ("syncType", _I64),
+        "event_id": ("eventId", _I64),
+        "event_sync_id": ("eventSyncId", _I64),
+    }
     df = read_table(ctx.con, SYNC, spec, where=w[0], params=w[1])
     ctx_dev = _context_devices(ctx)
     if ctx_dev.height:
-        df = df.join(ctx_dev, on=["gpid", "context"], how="left", maintain_order="left").with_columns(
-            pl.coalesce("__dev", "device").alias("device")
-        ).drop("__dev")
+        df = (
+            df.join(ctx_dev, on=["gpid", "context"], how="left", maintain_order="left")
+            .with_columns(pl.coalesce("__dev", "device").alias("device"))
+            .drop("__dev")
+        )
     if u.devices is not None:
         df = df.filter(pl.col("device").is_in(list(u.devices)) | pl.col("device").is_null())
     df = _join_event_records(ctx, df)
@@ -464,15 +619,26 @@ def _join_event_records(ctx: _Ctx, df: pl.DataFrame) -> pl.DataFrame:
     """``wait_on_stream`` / ``wait_on_event_correlation``: the stream and correlation of the CUDA
     event record a sync waits on, joined on ``eventSyncId`` when ``CUPTI_ACTIVITY_KIND_CUDA_EVENT``
     was collected (null otherwise)."""
-    empty = df.with_columns(pl.lit(None, _I64).alias("wait_on_stream"), pl.lit(None, _I64).alias("wait_on_event_correlation"))
+    empty = df.with_columns(
+        pl.lit(None, _I64).alias("wait_on_stream"), pl.lit(None, _I64).alias("wait_on_event_correlation")
+    )
     cols = columns(ctx.con, CUDA_EVENT) or []
     if df.height == 0 or not {"eventSyncId", "streamId"} <= set(cols):
         return empty
-    rec = read_table(
-        ctx.con, CUDA_EVENT,
-        {"event_sync_id": ("eventSyncId", _I64), "wait_on_stream": ("streamId", _I64), "wait_on_event_correlation": ("correlationId", _I64)},
-        rowid=False,
-    ).filter(pl.col("event_sync_id").is_not_null() & (pl.col("event_sync_id") != NO_ID)).unique("event_sync_id", keep="last")
+    rec = (
+        read_table(
+            ctx.con,
+            CUDA_EVENT,
+            {
+                "event_sync_id": ("eventSyncId", _I64),
+                "wait_on_stream": ("streamId", _I64),
+                "wait_on_event_correlation": ("correlationId", _I64),
+            },
+            rowid=False,
+        )
+        .filter(pl.col("event_sync_id").is_not_null() & (pl.col("event_sync_id") != NO_ID))
+        .unique("event_sync_id", keep="last")
+    )
     return df.join(rec, on="event_sync_id", how="left", maintain_order="left")
 
 
@@ -502,8 +668,13 @@ def _runtime(ctx: _Ctx, table: str, cat: str) -> pl.DataFrame | None:
     if cols is None:
         return None
     where, params = _process_where(ctx, cols)
-    spec = {"start": ("start", _I64), "end": ("end", _I64), "gtid": ("globalTid", _I64), "correlation": ("correlationId", _I64),
-            "name_id": ("nameId", _I64)}
+    spec = {
+        "start": ("start", _I64),
+        "end": ("end", _I64),
+        "gtid": ("globalTid", _I64),
+        "correlation": ("correlationId", _I64),
+        "name_id": ("nameId", _I64),
+    }
     df = read_table(ctx.con, table, spec, where=where, params=params)
     foreign = _foreign_correlations(ctx)
     if foreign is not None and foreign.height:
@@ -514,7 +685,9 @@ def _runtime(ctx: _Ctx, table: str, cat: str) -> pl.DataFrame | None:
         )
     name = _lookup(ctx, "name_id").str.replace(_VERSION_SUFFIX, "")
     out = _cpu_frame(ctx, df, table, cat, name.fill_null("<unknown API>"))
-    return out.with_columns((pl.col("correlation") + _corr_offset(ctx, pl.col("gtid").fill_null(0) // (1 << 24))).alias("correlation"))
+    return out.with_columns(
+        (pl.col("correlation") + _corr_offset(ctx, pl.col("gtid").fill_null(0) // (1 << 24))).alias("correlation")
+    )
 
 
 def _foreign_correlations(ctx: _Ctx) -> pl.DataFrame | None:
@@ -528,8 +701,10 @@ def _foreign_correlations(ctx: _Ctx) -> pl.DataFrame | None:
         cols = columns(ctx.con, t) or []
         if not {"globalPid", "deviceId", "correlationId"} <= set(cols):
             continue
-        sql = (f'SELECT DISTINCT globalPid >> 24, correlationId FROM "{t}" WHERE globalPid IN ({placeholders(len(u.global_pids))}) '
-               f"AND deviceId NOT IN ({placeholders(len(u.devices))}) AND correlationId IS NOT NULL")
+        sql = (
+            f'SELECT DISTINCT globalPid >> 24, correlationId FROM "{t}" WHERE globalPid IN ({placeholders(len(u.global_pids))}) '
+            f"AND deviceId NOT IN ({placeholders(len(u.devices))}) AND correlationId IS NOT NULL"
+        )
         rows = ctx.con.execute(sql, (*u.global_pids, *u.devices)).fetchall()
         frames.append(pl.DataFrame(rows, schema={"k": _I64, "c": _I64}, orient="row"))
     return pl.concat(frames).unique() if frames else None
@@ -542,7 +717,13 @@ def _nvtx(ctx: _Ctx) -> pl.DataFrame | None:
     where, params = _process_where(ctx, cols)
     types = f"eventType IN ({placeholders(len(NVTX_RANGE_TYPES))})"
     where = f"{types} AND {where}" if where else types
-    spec = {"start": ("start", _I64), "end": ("end", _I64), "gtid": ("globalTid", _I64), "text": ("text", _STR), "text_id": ("textId", _I64)}
+    spec = {
+        "start": ("start", _I64),
+        "end": ("end", _I64),
+        "gtid": ("globalTid", _I64),
+        "text": ("text", _STR),
+        "text_id": ("textId", _I64),
+    }
     df = read_table(ctx.con, NVTX, spec, where=where, params=[*NVTX_RANGE_TYPES, *params])
     open_ranges = df.filter(pl.col("end").is_null()).height
     if open_ranges:
@@ -555,7 +736,9 @@ def _nvtx(ctx: _Ctx) -> pl.DataFrame | None:
     return out.with_columns(
         pl.when(is_op).then(pl.lit("cpu_op")).otherwise(pl.col("cat")).alias("cat"),
         pl.when(is_op).then(pl.col("__text").str.extract(r"^([^,]*)", 1)).otherwise(pl.col("__text")).alias("name"),
-        pl.when(is_op).then(pl.col("__text").str.extract(r", sizes = (\[.*?\])(?:, input_op_ids = |$)", 1)).alias("input_dims"),
+        pl.when(is_op)
+        .then(pl.col("__text").str.extract(r", sizes = (\[.*?\])(?:, input_op_ids = |$)", 1))
+        .alias("input_dims"),
         pl.when(is_op).then(pl.col("__text").str.extract(r", seq = (-?\d+)", 1).cast(_I64)).alias("sequence_number"),
     ).drop("__text")
 
@@ -572,7 +755,9 @@ def _step_ranges(ctx: _Ctx, nvtx: pl.DataFrame | None) -> pl.DataFrame | None:
     if got is None or got.height == 0:
         ctx.warnings.append(f"no NVTX range named {name!r}: no steps from --step-range")
         return None
-    got = got.sort("ts_ns", maintain_order=True).with_columns(pl.col("name").str.extract(pat, 1).cast(_I64).alias("__n"))
+    got = got.sort("ts_ns", maintain_order=True).with_columns(
+        pl.col("name").str.extract(pat, 1).cast(_I64).alias("__n")
+    )
     nums = got["__n"]
     if nums.null_count() or nums.n_unique() != got.height:
         nums = pl.Series("__n", range(got.height), dtype=_I64)
@@ -582,10 +767,24 @@ def _step_ranges(ctx: _Ctx, nvtx: pl.DataFrame | None) -> pl.DataFrame | None:
 # ---- assembly --------------------------------------------------------------------------------
 
 _EVENT_COLS = {
-    "ph": PHASE_DTYPE, "cat": pl.Categorical(), "name": pl.Categorical(), "pid": pl.Int32(), "tid": pl.Int32(),
-    "ts_ns": _I64, "dur_ns": _I64, "correlation": _I64, "external_id": _I64, "stream": _I64, "device": pl.Int32(),
+    "ph": PHASE_DTYPE,
+    "cat": pl.Categorical(),
+    "name": pl.Categorical(),
+    "pid": pl.Int32(),
+    "tid": pl.Int32(),
+    "ts_ns": _I64,
+    "dur_ns": _I64,
+    "correlation": _I64,
+    "external_id": _I64,
+    "stream": _I64,
+    "device": pl.Int32(),
 }
-_SIDE_CATS = {"kernel": ("kernel",), "transfer": ("gpu_memcpy", "gpu_memset"), "sync": ("cuda_sync",), "op": ("cpu_op",)}
+_SIDE_CATS = {
+    "kernel": ("kernel",),
+    "transfer": ("gpu_memcpy", "gpu_memset"),
+    "sync": ("cuda_sync",),
+    "op": ("cpu_op",),
+}
 
 
 def _assemble(parts: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, pl.DataFrame]]:
@@ -601,17 +800,17 @@ def _assemble(parts: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, di
     else:
         allf = pl.DataFrame(schema={"__src": _STR, "__rowid": _I64, "ts_ns": _I64})
     allf = allf.with_columns(pl.int_range(0, allf.height, dtype=pl.UInt32).alias("row"))
-    events = allf.select([
-        (pl.col(c) if c in allf.columns else pl.lit(None)).cast(dt).alias(c) for c, dt in _EVENT_COLS.items()
-    ])
+    events = allf.select(
+        [(pl.col(c) if c in allf.columns else pl.lit(None)).cast(dt).alias(c) for c, dt in _EVENT_COLS.items()]
+    )
     spans = allf.select(pl.col("__src").alias("source_table"), pl.col("__rowid").alias("source_rowid"))
     side: dict[str, pl.DataFrame] = {}
     for name, schema in SIDE_SCHEMAS.items():
         cats = _SIDE_CATS.get(name)
         sub = allf.filter(pl.col("cat").is_in(list(cats))) if cats and "cat" in allf.columns else allf.clear()
-        side[name] = sub.select([
-            (pl.col(c) if c in sub.columns else pl.lit(None)).cast(dt).alias(c) for c, dt in schema.items()
-        ])
+        side[name] = sub.select(
+            [(pl.col(c) if c in sub.columns else pl.lit(None)).cast(dt).alias(c) for c, dt in schema.items()]
+        )
     return events, spans, side
 
 
@@ -652,11 +851,24 @@ def _device_properties(con: sqlite3.Connection, have: set[str], unit: NsysUnit) 
 
 
 _GPU_KEYS = {
-    "name": "name", "totalMemory": "totalGlobalMem", "computeMajor": "computeMajor", "computeMinor": "computeMinor",
-    "maxThreadsPerBlock": "maxThreadsPerBlock", "maxRegistersPerBlock": "regsPerBlock", "maxRegistersPerSm": "regsPerMultiprocessor",
-    "threadsPerWarp": "warpSize", "maxShmemPerBlock": "sharedMemPerBlock", "maxShmemPerSm": "sharedMemPerMultiprocessor",
-    "smCount": "numSms", "maxShmemPerBlockOptin": "sharedMemPerBlockOptin", "memoryBandwidth": "memoryBandwidthBytesPerSec",
-    "clockRate": "clockRateHz", "l2CacheSize": "l2CacheSize", "uuid": "uuid", "busLocation": "busLocation", "chipName": "chipName",
+    "name": "name",
+    "totalMemory": "totalGlobalMem",
+    "computeMajor": "computeMajor",
+    "computeMinor": "computeMinor",
+    "maxThreadsPerBlock": "maxThreadsPerBlock",
+    "maxRegistersPerBlock": "regsPerBlock",
+    "maxRegistersPerSm": "regsPerMultiprocessor",
+    "threadsPerWarp": "warpSize",
+    "maxShmemPerBlock": "sharedMemPerBlock",
+    "maxShmemPerSm": "sharedMemPerMultiprocessor",
+    "smCount": "numSms",
+    "maxShmemPerBlockOptin": "sharedMemPerBlockOptin",
+    "memoryBandwidth": "memoryBandwidthBytesPerSec",
+    "clockRate": "clockRateHz",
+    "l2CacheSize": "l2CacheSize",
+    "uuid": "uuid",
+    "busLocation": "busLocation",
+    "chipName": "chipName",
 }
 
 
@@ -678,7 +890,9 @@ def _system_env(con: sqlite3.Connection, have: set[str], unit: NsysUnit) -> dict
     if t not in have or not {"name", "value"} <= set(columns(con, t) or []):
         return {}
     wanted = ("Hostname", "NvDriverVersion", "CudaDriverVersion", "OsDescription")
-    rows = con.execute(f'SELECT globalVid, name, value FROM "{t}" WHERE name IN ({placeholders(len(wanted))})', wanted).fetchall()
+    rows = con.execute(
+        f'SELECT globalVid, name, value FROM "{t}" WHERE name IN ({placeholders(len(wanted))})', wanted
+    ).fetchall()
     vids = {(g >> 48) << 48 for g in unit.global_pids}
     mine = [(n, v) for vid, n, v in rows if vid is None or vid in vids] or [(n, v) for _vid, n, v in rows]
     return {n: v for n, v in mine}
@@ -688,7 +902,9 @@ def _export_info(con: sqlite3.Connection, have: set[str]) -> dict[str, str]:
     if "META_DATA_EXPORT" not in have:
         return {}
     wanted = ("EXPORT_SCHEMA_VERSION", "EXPORT_PRODUCT_VERSION", "EXPORT_PRODUCT_NAME")
-    rows = con.execute(f'SELECT name, value FROM "META_DATA_EXPORT" WHERE name IN ({placeholders(len(wanted))})', wanted).fetchall()
+    rows = con.execute(
+        f'SELECT name, value FROM "META_DATA_EXPORT" WHERE name IN ({placeholders(len(wanted))})', wanted
+    ).fetchall()
     return {str(n): str(v) for n, v in rows}
 
 
@@ -696,12 +912,15 @@ def _process_names(con: sqlite3.Connection, have: set[str], unit: NsysUnit) -> d
     if "PROCESSES" not in have or not {"globalPid", "name"} <= set(columns(con, "PROCESSES") or []):
         return {}
     rows = con.execute(
-        f'SELECT globalPid, name FROM "PROCESSES" WHERE globalPid IN ({placeholders(len(unit.global_pids))})', unit.global_pids
+        f'SELECT globalPid, name FROM "PROCESSES" WHERE globalPid IN ({placeholders(len(unit.global_pids))})',
+        unit.global_pids,
     ).fetchall()
     return {os_pid(g): str(n) for g, n in rows if n is not None}
 
 
-def _meta(con: sqlite3.Connection, have: set[str], unit: NsysUnit, props: list[dict[str, Any]], session: int | None) -> dict[str, Any]:
+def _meta(
+    con: sqlite3.Connection, have: set[str], unit: NsysUnit, props: list[dict[str, Any]], session: int | None
+) -> dict[str, Any]:
     """Top-level metadata in Kineto's key names where one exists, the rest under ``nsys``."""
     env = _system_env(con, have, unit)
     export = _export_info(con, have)
@@ -712,7 +931,8 @@ def _meta(con: sqlite3.Connection, have: set[str], unit: NsysUnit, props: list[d
         raw["cuda_driver_version"] = env["CudaDriverVersion"]
     raw["nsys"] = {
         "unit": unit.label,
-        "processes": {str(k): v for k, v in _process_names(con, have, unit).items()} or [os_pid(g) for g in unit.global_pids],
+        "processes": {str(k): v for k, v in _process_names(con, have, unit).items()}
+        or [os_pid(g) for g in unit.global_pids],
         "devices": list(unit.devices) if unit.devices is not None else None,
         "step_range": unit.step_range,
         "session_start_utc_ns": session,
@@ -741,7 +961,9 @@ def extract_rows(path: str, spans: pl.DataFrame) -> list[dict[str, Any]]:
             ids = [int(i) for i in g["source_rowid"].unique().to_list()]
             for k in range(0, len(ids), 900):
                 chunk = ids[k : k + 900]
-                cur = con.execute(f'SELECT rowid AS __rowid, * FROM "{t}" WHERE rowid IN ({placeholders(len(chunk))})', chunk)
+                cur = con.execute(
+                    f'SELECT rowid AS __rowid, * FROM "{t}" WHERE rowid IN ({placeholders(len(chunk))})', chunk
+                )
                 names = [d[0] for d in cur.description]
                 for r in cur.fetchall():
                     d = dict(zip(names, r, strict=True))
@@ -752,4 +974,3 @@ def extract_rows(path: str, spans: pl.DataFrame) -> list[dict[str, Any]]:
     for t, rid in spans.select("source_table", "source_rowid").iter_rows():
         out.append({"source_table": t, "source_rowid": rid, "args": found.get((str(t), int(rid)), {})})
     return out
-

@@ -17,7 +17,9 @@ from ranksight.errors import UsageError
 __all__ = ["check_output", "atomic_path"]
 
 
-def check_output(path: str, *, inputs: Iterable[str] = (), force: bool = False, folder_must_exist: bool = False) -> None:
+def check_output(
+    path: str, *, inputs: Iterable[str] = (), force: bool = False, folder_must_exist: bool = False
+) -> None:
     """Refuse to write ``path`` when it is a folder, one of ``inputs``, exists (without ``force``),
     or (with ``folder_must_exist``) lies in a folder that does not exist."""
     if os.path.isdir(path):

@@ -83,7 +83,11 @@ def rewrite_trace(
             insert_at, sep = m.end(), b"\n"
         if insert_at < pos:
             raise TraceFormatError(f"{src}: event spans out of order")
-        extra = sep + ",\n".join(extra_events).encode() + (b"" if len(offsets) else b",\n" if _has_more(data, insert_at) else b"")
+        extra = (
+            sep
+            + ",\n".join(extra_events).encode()
+            + (b"" if len(offsets) else b",\n" if _has_more(data, insert_at) else b"")
+        )
         chunks += [data[pos:insert_at], extra]
         pos = insert_at
     chunks.append(data[pos:])

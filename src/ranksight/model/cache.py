@@ -34,8 +34,17 @@ from ranksight.model import trace as _trace
 from ranksight.model.trace import LazyTables, Trace
 
 __all__ = [
-    "FORMAT_VERSION", "CacheConfig", "default_cache_dir", "fingerprint", "entry_dir", "write_entry", "read_entry", "table_loader",
-    "spans_loader", "store", "is_valid",
+    "FORMAT_VERSION",
+    "CacheConfig",
+    "default_cache_dir",
+    "fingerprint",
+    "entry_dir",
+    "write_entry",
+    "read_entry",
+    "table_loader",
+    "spans_loader",
+    "store",
+    "is_valid",
 ]
 
 #: Bump when the decoded or derived tables change shape or meaning.
@@ -211,7 +220,9 @@ def spans_loader(entry: Path, path: str) -> Callable[[], pl.DataFrame]:
     return load
 
 
-def table_loader(entry: Path, name: str, fallback: Callable[[], Mapping[str, pl.DataFrame]]) -> Callable[[], pl.DataFrame]:
+def table_loader(
+    entry: Path, name: str, fallback: Callable[[], Mapping[str, pl.DataFrame]]
+) -> Callable[[], pl.DataFrame]:
     """Reads side table ``name`` back from an entry when called, instead of holding it (the flow
     table is not read again after the links are derived; the kernel and op tables only by the
     analyses that need their args). ``fallback()`` rebuilds the tables from the trace file if the
@@ -227,7 +238,12 @@ def table_loader(entry: Path, name: str, fallback: Callable[[], Mapping[str, pl.
 
 
 def read_entry(
-    cfg: CacheConfig, path: str, key: str, *, rank: int, rank_source: str,
+    cfg: CacheConfig,
+    path: str,
+    key: str,
+    *,
+    rank: int,
+    rank_source: str,
     rebuild_events: Callable[[], pl.DataFrame] | None = None,
 ) -> Trace | None:
     """The cached trace, or None when there is no valid entry (it is then rebuilt). With

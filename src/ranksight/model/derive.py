@@ -75,10 +75,14 @@ def derive(events: pl.DataFrame | list[pl.DataFrame], tables: dict[str, pl.DataF
             return pl.lit(k, dtype=KIND_DTYPE)
 
         kind = ev.select(
-            pl.when(ph == "M").then(lit("metadata"))
-            .when(ph == "C").then(lit("counter"))
-            .when((ph == "s") | (ph == "t") | (ph == "f")).then(lit("flow"))
-            .when(pl.col("name") == "[memory]").then(lit("memory"))
+            pl.when(ph == "M")
+            .then(lit("metadata"))
+            .when(ph == "C")
+            .then(lit("counter"))
+            .when((ph == "s") | (ph == "t") | (ph == "f"))
+            .then(lit("flow"))
+            .when(pl.col("name") == "[memory]")
+            .then(lit("memory"))
             .otherwise(base)
         ).to_series()
     else:
@@ -87,10 +91,14 @@ def derive(events: pl.DataFrame | list[pl.DataFrame], tables: dict[str, pl.DataF
     is_gpu_side = pl.col("kind").is_in(list(GPU_KINDS) + ["sync", "gpu_user_annotation"])
     # one column at a time (each one's temporaries are freed before the next), and only when needed
     if ev.select((is_gpu_side & pl.col("stream").is_null()).any()).item():
-        ev = ev.with_columns(pl.when(is_gpu_side).then(pl.coalesce("stream", "tid")).otherwise(pl.col("stream")).alias("stream"))
+        ev = ev.with_columns(
+            pl.when(is_gpu_side).then(pl.coalesce("stream", "tid")).otherwise(pl.col("stream")).alias("stream")
+        )
     fill_device = is_gpu_side & pl.col("device").is_null() & (pl.col("pid") >= 0) & (pl.col("pid") < 1 << 20)
     if ev.select(fill_device.any()).item():
-        ev = ev.with_columns(pl.when(fill_device).then(pl.col("pid").cast(pl.Int32)).otherwise(pl.col("device")).alias("device"))
+        ev = ev.with_columns(
+            pl.when(fill_device).then(pl.col("pid").cast(pl.Int32)).otherwise(pl.col("device")).alias("device")
+        )
     ev = ev.with_columns(pl.coalesce(pl.col("ts_ns") + pl.col("dur_ns"), pl.col("ts_ns")).alias("end_ns"))
     # kernel class, per distinct (kind, name) among GPU rows
     gpu_mask = ev["kind"].is_in(list(GPU_KINDS))
@@ -127,11 +135,16 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
     # ac2g fallback: only for GPU or runtime rows without a correlation arg
     if flow is not None and flow.height and ((gpu | launch_kind) & corr.is_null()).any():
         fl = flow.filter(
-            pl.col("cat").cast(pl.String).str.to_lowercase().is_in(["ac2g", "async", "async_cpu_to_gpu"]) & pl.col("flow_id").is_not_null()
+            pl.col("cat").cast(pl.String).str.to_lowercase().is_in(["ac2g", "async", "async_cpu_to_gpu"])
+            & pl.col("flow_id").is_not_null()
         )
         fill = []
         for phase, mask in (("f", gpu), ("s", launch_kind)):
-            ends = fl.filter(pl.col("ph") == phase).select("pid", "tid", "ts_ns", pl.col("flow_id").alias("__fid")).unique(["pid", "tid", "ts_ns"])
+            ends = (
+                fl.filter(pl.col("ph") == phase)
+                .select("pid", "tid", "ts_ns", pl.col("flow_id").alias("__fid"))
+                .unique(["pid", "tid", "ts_ns"])
+            )
             cand = ev.select("row", "pid", "tid", "ts_ns", "correlation").filter(mask & pl.col("correlation").is_null())
             fill.append(cand.join(ends, on=["pid", "tid", "ts_ns"], how="inner").select("row", "__fid"))
         f = pl.concat(fill)
@@ -186,7 +199,11 @@ def _step_rows(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     cols = ["row", "name", "tid", "ts_ns", "dur_ns", "end_ns"]
     if not nums:
         return lf.select(cols).limit(0).collect().with_columns(pl.lit(None, dtype=pl.Int64).alias("__step"))
-    cand = lf.filter(pl.col("name").is_in(list(nums)) & pl.col("kind").is_in(["cpu_op", "user_annotation"])).select(cols).collect()
+    cand = (
+        lf.filter(pl.col("name").is_in(list(nums)) & pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+        .select(cols)
+        .collect()
+    )
     return cand.with_columns(pl.col("name").cast(pl.String).replace_strict(nums, return_dtype=pl.Int64).alias("__step"))
 
 

@@ -49,7 +49,11 @@ class TraceSource:
         rebuilt = _Once(self._decode)
         if self.cache is not None and self.key is not None:
             t = _cache.read_entry(
-                self.cache, self.path, self.key, rank=self.rank, rank_source=self.rank_source,
+                self.cache,
+                self.path,
+                self.key,
+                rank=self.rank,
+                rank_source=self.rank_source,
                 rebuild_events=lambda: rebuilt().events,
             )
             if t is not None and _honours_guards(t, self.strict, self.max_bytes):
@@ -80,7 +84,11 @@ class TraceSource:
     def is_cached(self) -> bool:
         from ranksight.model import cache as _cache
 
-        return self.cache is not None and self.key is not None and _cache.is_valid(_cache.entry_dir(self.cache, self.path, self.key), self.key)
+        return (
+            self.cache is not None
+            and self.key is not None
+            and _cache.is_valid(_cache.entry_dir(self.cache, self.path, self.key), self.key)
+        )
 
 
 class _Once:

@@ -216,7 +216,9 @@ def load(
     engine = _engine(jobs, client, scheduler)
     run_warnings: list[str] = []
     resident: list[Trace] = []
-    remote = [s for s in sources if s.key is not None and not s.is_cached()] if not isinstance(engine, LocalEngine) else []
+    remote = (
+        [s for s in sources if s.key is not None and not s.is_cached()] if not isinstance(engine, LocalEngine) else []
+    )
     if isinstance(engine, DaskEngine):
         # decode on the cluster (workers write their cache); nothing is held here
         remote = list(sources)

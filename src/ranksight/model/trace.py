@@ -119,9 +119,18 @@ class Trace:
         """A trace from already-derived parts (used by the cache)."""
         self = cls.__new__(cls)
         self._init(
-            path=path, rank=rank, rank_source=rank_source, events=events, tables=tables, spans=spans,
-            raw_meta=raw_meta, id_names=id_names, stats=stats, warnings=warnings,
-            devices_used=devices_used, runtime_names=runtime_names,
+            path=path,
+            rank=rank,
+            rank_source=rank_source,
+            events=events,
+            tables=tables,
+            spans=spans,
+            raw_meta=raw_meta,
+            id_names=id_names,
+            stats=stats,
+            warnings=warnings,
+            devices_used=devices_used,
+            runtime_names=runtime_names,
         )
         return self
 
@@ -157,8 +166,12 @@ class Trace:
             devices_used = sorted(int(d) for d in gpu["device"].drop_nulls().unique().to_list())
         if runtime_names is None:
             runtime_names = set(
-                events.lazy().filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).select(pl.col("name").unique()).collect()["name"]
-                .cast(pl.String).to_list()
+                events.lazy()
+                .filter(pl.col("kind").is_in(list(LAUNCH_KINDS)))
+                .select(pl.col("name").unique())
+                .collect()["name"]
+                .cast(pl.String)
+                .to_list()
             )
         self._runtime_names = runtime_names
         self.meta: TraceMeta = build_meta(
@@ -264,7 +277,9 @@ class Trace:
         then filter with ``pl.col("name").is_in(...)``: no string per event)."""
         names = self.memo(
             "distinct_names",
-            lambda: self.scan().select(pl.col("name").unique().drop_nulls()).collect().to_series().cast(pl.String).to_list(),
+            lambda: (
+                self.scan().select(pl.col("name").unique().drop_nulls()).collect().to_series().cast(pl.String).to_list()
+            ),
         )
         return list(names)
 
@@ -308,7 +323,8 @@ class Trace:
         ``incomplete`` (fewer than 80 % of the previous step's kernels)."""
         st = build_steps(self.scan())
         g = (
-            self.scan().filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("step").is_not_null())
+            self.scan()
+            .filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("step").is_not_null())
             .group_by("step")
             .agg(
                 pl.col("ts_ns").min().alias("gpu_start_ns"),
@@ -319,9 +335,7 @@ class Trace:
         )
         st = st.join(g, on="step", how="left", maintain_order="left").with_columns(pl.col("kernel_count").fill_null(0))
         prev = pl.col("kernel_count").shift(1)
-        return st.with_columns(
-            (prev.is_not_null() & (pl.col("kernel_count") < 0.8 * prev)).alias("incomplete")
-        )
+        return st.with_columns((prev.is_not_null() & (pl.col("kernel_count") < 0.8 * prev)).alias("incomplete"))
 
     @property
     def spans(self) -> pl.DataFrame:
@@ -347,7 +361,10 @@ class Trace:
     def span_ns(self) -> tuple[int, int] | None:
         """First start and last end over timed events (metadata excluded)."""
         r = (
-            self.scan().filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))
-            .select(pl.len().alias("n"), pl.col("ts_ns").min().alias("lo"), pl.col("end_ns").max().alias("hi")).collect().row(0)
+            self.scan()
+            .filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))
+            .select(pl.len().alias("n"), pl.col("ts_ns").min().alias("lo"), pl.col("end_ns").max().alias("hi"))
+            .collect()
+            .row(0)
         )  # aggregated lazily: no copy of the events
         return None if r[0] == 0 else (int(r[1]), int(r[2]))

@@ -57,13 +57,25 @@ def _events(df: pl.DataFrame, base_ns: int) -> list[str]:
     df = df.join(names, on=["name", "arg"], how="left", maintain_order="left")
     is_int = df.schema["value"].is_integer()
     val = pl.col("value").cast(pl.String) if is_int else pl.col("value").cast(pl.Float64).round(6).cast(pl.String)
-    return df.select(
-        pl.concat_str(
-            pl.lit('{"ph":"C","name":'), pl.col("__name"), pl.lit(',"pid":'), pl.col("pid").cast(pl.String),
-            pl.lit(',"ts":'), _ts_text(pl.col("ts_ns"), base_ns), pl.lit(',"args":{'), pl.col("__arg"), pl.lit(":"),
-            val, pl.lit("}}"),
+    return (
+        df.select(
+            pl.concat_str(
+                pl.lit('{"ph":"C","name":'),
+                pl.col("__name"),
+                pl.lit(',"pid":'),
+                pl.col("pid").cast(pl.String),
+                pl.lit(',"ts":'),
+                _ts_text(pl.col("ts_ns"), base_ns),
+                pl.lit(',"args":{'),
+                pl.col("__arg"),
+                pl.lit(":"),
+                val,
+                pl.lit("}}"),
+            )
         )
-    ).to_series().to_list()
+        .to_series()
+        .to_list()
+    )
 
 
 def counter_events(trace: Trace, kinds: Sequence[str] = KINDS) -> dict[str, list[str]]:
@@ -72,16 +84,30 @@ def counter_events(trace: Trace, kinds: Sequence[str] = KINDS) -> dict[str, list
     out: dict[str, list[str]] = {}
     if "queue" in kinds:
         q = queue_series(trace)
-        out["queue"] = _events(q.select(
-            pl.concat_str(pl.lit("Queue Length (stream "), pl.col("stream").cast(pl.String), pl.lit(")")).alias("name"), "pid", "ts_ns",
-            pl.lit("Queue Length").alias("arg"), pl.col("queue_length").alias("value"),
-        ), base)
+        out["queue"] = _events(
+            q.select(
+                pl.concat_str(pl.lit("Queue Length (stream "), pl.col("stream").cast(pl.String), pl.lit(")")).alias(
+                    "name"
+                ),
+                "pid",
+                "ts_ns",
+                pl.lit("Queue Length").alias("arg"),
+                pl.col("queue_length").alias("value"),
+            ),
+            base,
+        )
     if "bw" in kinds:
         s = bw_series(copies(trace))
-        out["bw"] = _events(s.select(
-            (pl.col("copy_kind") + pl.lit(" bandwidth (GB/s)")).alias("name"), "pid", "ts_ns",
-            pl.lit("GB/s").alias("arg"), pl.col("bw_gbps").clip(lower_bound=0.0).alias("value"),
-        ), base)
+        out["bw"] = _events(
+            s.select(
+                (pl.col("copy_kind") + pl.lit(" bandwidth (GB/s)")).alias("name"),
+                "pid",
+                "ts_ns",
+                pl.lit("GB/s").alias("arg"),
+                pl.col("bw_gbps").clip(lower_bound=0.0).alias("value"),
+            ),
+            base,
+        )
     return out
 
 
@@ -115,7 +141,9 @@ def write_counters(
     plan = []
     for t in run:
         if "offset" not in t.spans.columns:  # an Nsight Systems export (docs/nsys.md): no JSON to rewrite
-            raise UsageError(f"{os.path.basename(t.path)} is not a Kineto JSON trace: counter tracks are written into Kineto traces only")
+            raise UsageError(
+                f"{os.path.basename(t.path)} is not a Kineto JSON trace: counter tracks are written into Kineto traces only"
+            )
         d = out_dir if out_dir is not None else os.path.dirname(t.path)
         plan.append((t, os.path.join(d, output_name(t.path, suffix))))
     dsts = [p for _, p in plan]
@@ -128,8 +156,13 @@ def write_counters(
         ev = counter_events(t, kinds)
         sp = t.spans
         rewrite_trace(
-            t.path, dst, offsets=sp["offset"].to_list(), lengths=sp["length"].to_list(),
-            extra_events=[e for k in kinds for e in ev.get(k, [])], inputs=inputs, force=force,
+            t.path,
+            dst,
+            offsets=sp["offset"].to_list(),
+            lengths=sp["length"].to_list(),
+            extra_events=[e for k in kinds for e in ev.get(k, [])],
+            inputs=inputs,
+            force=force,
         )
         done.append((t.rank, dst, {k: len(v) for k, v in ev.items()}))
     return done

@@ -76,7 +76,9 @@ def diff_sections(result: DiffResult, *, rows: int | None = 20) -> list[dict[str
             "id": f"diff-{name}", "title": _TITLES[name], "text": text, "table": _display(name, df),
             "rows": None if name in ("summary", "contributors") else rows,
         })  # fmt: skip
-    out.append({"id": "diff-method", "title": "Method and notes", "text": "\n".join(result.notes), "table": None, "rows": None})
+    out.append(
+        {"id": "diff-method", "title": "Method and notes", "text": "\n".join(result.notes), "table": None, "rows": None}
+    )
     return out
 
 
@@ -111,6 +113,10 @@ def print_diff(result: DiffResult, *, file: IO[str] | None = None, rows: int | N
         if sec["id"] == "diff-summary" and sec["text"]:
             con.print(safe_text(sec["text"]))
         if sec["table"] is not None and (sec["table"].height or sec["id"] == "diff-contributors"):
-            con.print(_rich_table(sec["title"], sec["table"], sec["rows"] if sec["rows"] is not None else max(sec["table"].height, 1)))
+            con.print(
+                _rich_table(
+                    sec["title"], sec["table"], sec["rows"] if sec["rows"] is not None else max(sec["table"].height, 1)
+                )
+            )
         if sec["id"] == "diff-contributors" and sec["table"].height == 0:
             con.print(safe_text(sec["text"]))

@@ -118,7 +118,9 @@ HEADLINES: list[Headline] = [
             "wait_caused_ms": "wait this rank caused the others by arriving last",
         },
         lambda res: res.tables["ranks"].select(
-            pl.col("rank").cast(pl.Int64), pl.col("times_last"), (pl.col("wait_caused_us") / 1e3).alias("wait_caused_ms")
+            pl.col("rank").cast(pl.Int64),
+            pl.col("times_last"),
+            (pl.col("wait_caused_us") / 1e3).alias("wait_caused_ms"),
         ),
     ),
 ]
@@ -145,7 +147,8 @@ class SummaryDoc:
             "ranks": self.ranks,
             "columns": self.columns,
             "tables": {
-                n: [{k: _jsonable(v) for k, v in r.items()} for r in df.iter_rows(named=True)] for n, df in self.tables.items()
+                n: [{k: _jsonable(v) for k, v in r.items()} for r in df.iter_rows(named=True)]
+                for n, df in self.tables.items()
             },
             "notes": self.notes,
         }

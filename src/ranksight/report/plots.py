@@ -9,9 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["temporal_breakdown_figure", "idle_time_figure", "kernel_type_figure", "kernels_figure", "overlap_figure", "launch_stats_figures", "aten_op_table_figure",
-           "frequent_patterns_figure", "stragglers_figure", "user_annotation_figure",
-           "diff_bars_figure", "memory_curve_figure", "memcpy_bandwidth_figure", "wait_heatmap_figure"]
+__all__ = [
+    "temporal_breakdown_figure",
+    "idle_time_figure",
+    "kernel_type_figure",
+    "kernels_figure",
+    "overlap_figure",
+    "launch_stats_figures",
+    "aten_op_table_figure",
+    "frequent_patterns_figure",
+    "stragglers_figure",
+    "user_annotation_figure",
+    "diff_bars_figure",
+    "memory_curve_figure",
+    "memcpy_bandwidth_figure",
+    "wait_heatmap_figure",
+]
 
 
 def _records(df: Any) -> list[dict[str, Any]]:
@@ -28,7 +41,11 @@ def temporal_breakdown_figure(df: Any) -> Any:
     rows = _records(df)
     ranks = [str(r["rank"]) for r in rows]
     fig = go.Figure()
-    for col, label in (("idle_time_pctg", "idle"), ("compute_time_pctg", "compute"), ("non_compute_time_pctg", "non-compute")):
+    for col, label in (
+        ("idle_time_pctg", "idle"),
+        ("compute_time_pctg", "compute"),
+        ("non_compute_time_pctg", "non-compute"),
+    ):
         fig.add_bar(name=label, x=ranks, y=[r[col] for r in rows])
     fig.update_layout(barmode="stack", title="Temporal breakdown", xaxis_title="rank", yaxis_title="% of kernel time")
     return fig
@@ -54,7 +71,9 @@ def kernel_type_figure(df: Any) -> Any:
     import plotly.graph_objects as go
 
     rows = _records(df)
-    return go.Figure(go.Pie(labels=[r["kernel_type"] for r in rows], values=[r["sum"] for r in rows], title="Kernel type breakdown"))
+    return go.Figure(
+        go.Pie(labels=[r["kernel_type"] for r in rows], values=[r["sum"] for r in rows], title="Kernel type breakdown")
+    )
 
 
 def kernels_figure(df: Any) -> Any:
@@ -88,9 +107,13 @@ def launch_stats_figures(rank: int, df: Any, runtime_cutoff: float = 50, launch_
     import plotly.graph_objects as go
 
     rows = _records(df)
-    short = [r["cpu_duration"] for r in rows if r["cpu_duration"] <= runtime_cutoff and r["gpu_duration"] < r["cpu_duration"]]
+    short = [
+        r["cpu_duration"] for r in rows if r["cpu_duration"] <= runtime_cutoff and r["gpu_duration"] < r["cpu_duration"]
+    ]
     slow = [r["cpu_duration"] for r in rows if r["cpu_duration"] > runtime_cutoff]
-    late = [r["launch_delay"] for r in rows if r["launch_delay"] is not None and r["launch_delay"] > launch_delay_cutoff]
+    late = [
+        r["launch_delay"] for r in rows if r["launch_delay"] is not None and r["launch_delay"] > launch_delay_cutoff
+    ]
     figs = []
     for values, title, axis in (
         (short, f"Short GPU kernels (gpu duration < cpu duration) on rank {rank}", "launch call duration (us)"),
@@ -109,10 +132,20 @@ def aten_op_table_figure(rank: int, df: Any) -> Any:
 
     rows = _records(df)
     cols = ["aten_op_name", "kernel_sequence", "occurrence_count", "avg_aten_op_launch_delay", "avg_runtime_delay"]
-    fig = go.Figure(go.Table(
-        header={"values": ["ATen op", "Kernel sequence", "Occurrences", "Avg ATen op launch delay (us)", "Avg runtime delay (us)"]},
-        cells={"values": [[r[c] for r in rows] for c in cols], "align": "left"},
-    ))
+    fig = go.Figure(
+        go.Table(
+            header={
+                "values": [
+                    "ATen op",
+                    "Kernel sequence",
+                    "Occurrences",
+                    "Avg ATen op launch delay (us)",
+                    "Avg runtime delay (us)",
+                ]
+            },
+            cells={"values": [[r[c] for r in rows] for c in cols], "align": "left"},
+        )
+    )
     fig.update_layout(title=f"ATen ops, their kernels, ATen and runtime delays on rank {rank}")
     return fig
 
@@ -122,9 +155,16 @@ def frequent_patterns_figure(df: Any, rank: int = 0, top_k: int = 5) -> Any:
     import plotly.graph_objects as go
 
     rows = _records(df)[:top_k]
-    fig = go.Figure(go.Bar(x=[str(i) for i in range(len(rows))], y=[r["count"] for r in rows],
-                           hovertext=[r["pattern"].replace("|", "<br>") for r in rows]))
-    fig.update_layout(title=f"Top {len(rows)} frequent patterns on rank {rank}", xaxis_title="pattern", yaxis_title="count")
+    fig = go.Figure(
+        go.Bar(
+            x=[str(i) for i in range(len(rows))],
+            y=[r["count"] for r in rows],
+            hovertext=[r["pattern"].replace("|", "<br>") for r in rows],
+        )
+    )
+    fig.update_layout(
+        title=f"Top {len(rows)} frequent patterns on rank {rank}", xaxis_title="pattern", yaxis_title="count"
+    )
     return fig
 
 
@@ -137,8 +177,11 @@ def stragglers_figure(metric: Any) -> Any:
     for step in sorted({r["step"] for r in rows}):
         pts = [r for r in rows if r["step"] == step]
         fig.add_bar(name=f"step {step}", x=[str(p["rank"]) for p in pts], y=[p["normalized_start"] for p in pts])
-    fig.update_layout(title="Start of the dominant communication kernel (later = potential straggler)",
-                      xaxis_title="rank", yaxis_title="start / mean step time")
+    fig.update_layout(
+        title="Start of the dominant communication kernel (later = potential straggler)",
+        xaxis_title="rank",
+        yaxis_title="start / mean step time",
+    )
     return fig
 
 
@@ -166,7 +209,10 @@ def diff_bars_figure(df: Any, what: str, diff_col: str, title: str) -> Any:
     if changed.empty:
         return None
     fig = go.Figure(
-        [go.Bar(name=c[: -len(what) - 1], y=[str(i) for i in changed.index], x=changed[c], orientation="h") for c in cols]
+        [
+            go.Bar(name=c[: -len(what) - 1], y=[str(i) for i in changed.index], x=changed[c], orientation="h")
+            for c in cols
+        ]
     )
     fig.update_layout(barmode="group", title=title, height=max(400, 18 * len(changed)), yaxis={"automargin": True})
     return fig
@@ -182,10 +228,20 @@ def memory_curve_figure(curve: Any) -> Any:
     for key in sorted({(r["rank"], str(r["device"])) for r in rows}):
         pts = sorted((r for r in rows if (r["rank"], str(r["device"])) == key), key=lambda r: r["time_ms"])
         x = [p["time_ms"] for p in pts]
-        fig.add_scatter(x=x, y=[p["allocated_bytes"] / 2**20 for p in pts], line_shape="hv", name=f"rank {key[0]} {key[1]} allocated")
+        fig.add_scatter(
+            x=x,
+            y=[p["allocated_bytes"] / 2**20 for p in pts],
+            line_shape="hv",
+            name=f"rank {key[0]} {key[1]} allocated",
+        )
         if any(p.get("reserved_bytes") is not None for p in pts):
-            fig.add_scatter(x=x, y=[(p["reserved_bytes"] or 0) / 2**20 for p in pts], line_shape="hv", line={"dash": "dot"},
-                            name=f"rank {key[0]} {key[1]} reserved")
+            fig.add_scatter(
+                x=x,
+                y=[(p["reserved_bytes"] or 0) / 2**20 for p in pts],
+                line_shape="hv",
+                line={"dash": "dot"},
+                name=f"rank {key[0]} {key[1]} reserved",
+            )
     fig.update_layout(title="Device memory", xaxis_title="time (ms)", yaxis_title="MiB")
     return fig
 
@@ -200,8 +256,12 @@ def memcpy_bandwidth_figure(copies: Any) -> Any:
     fig = go.Figure()
     for key in sorted({(r["rank"], str(r["copy_kind"])) for r in rows}):
         pts = [r for r in rows if (r["rank"], str(r["copy_kind"])) == key]
-        fig.add_scatter(x=[(p["ts_ns"] - t0) / 1e6 for p in pts], y=[p["bw_gbps"] for p in pts], mode="markers",
-                        name=f"rank {key[0]} {key[1]}")
+        fig.add_scatter(
+            x=[(p["ts_ns"] - t0) / 1e6 for p in pts],
+            y=[p["bw_gbps"] for p in pts],
+            mode="markers",
+            name=f"rank {key[0]} {key[1]}",
+        )
     fig.update_layout(title="Memory copy bandwidth", xaxis_title="time (ms)", yaxis_title="GB/s")
     return fig
 
@@ -214,7 +274,14 @@ def wait_heatmap_figure(wait_by_step: Any) -> Any:
     rows = sorted(_records(wait_by_step), key=lambda r: r["rank"])
     steps = [c for c in (rows[0] if rows else {}) if c != "rank"]
     z = [[(r[c] / 1e3 if r[c] is not None else None) for c in steps] for r in rows]
-    fig = go.Figure(go.Heatmap(z=z, x=[c.replace("step_", "step ") for c in steps], y=[f"rank {r['rank']}" for r in rows],
-                               colorscale="YlOrRd", colorbar={"title": "ms"}))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[c.replace("step_", "step ") for c in steps],
+            y=[f"rank {r['rank']}" for r in rows],
+            colorscale="YlOrRd",
+            colorbar={"title": "ms"},
+        )
+    )
     fig.update_layout(title="Wait in collectives, rank × step", xaxis_title="step", yaxis_title="rank")
     return fig

@@ -72,9 +72,13 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-def tables_to_json(tables: Mapping[str, pl.DataFrame], notes: Sequence[str] = (), extra: Mapping[str, Any] | None = None) -> str:
+def tables_to_json(
+    tables: Mapping[str, pl.DataFrame], notes: Sequence[str] = (), extra: Mapping[str, Any] | None = None
+) -> str:
     doc: dict[str, Any] = dict(extra or {})
-    doc["tables"] = {n: [{k: _jsonable(v) for k, v in r.items()} for r in df.iter_rows(named=True)] for n, df in tables.items()}
+    doc["tables"] = {
+        n: [{k: _jsonable(v) for k, v in r.items()} for r in df.iter_rows(named=True)] for n, df in tables.items()
+    }
     doc["notes"] = list(notes)
     return json.dumps(doc, indent=1, default=str)
 
@@ -114,5 +118,10 @@ def _csv(df: pl.DataFrame) -> str:
     )
     nested = [c for c, dt in flat.schema.items() if isinstance(dt, (pl.List, pl.Struct, pl.Array))]
     if nested:
-        flat = flat.with_columns(pl.col(c).map_elements(lambda v: json.dumps(v.to_list() if hasattr(v, "to_list") else v), return_dtype=pl.String) for c in nested)
+        flat = flat.with_columns(
+            pl.col(c).map_elements(
+                lambda v: json.dumps(v.to_list() if hasattr(v, "to_list") else v), return_dtype=pl.String
+            )
+            for c in nested
+        )
     return flat.write_csv()

@@ -141,7 +141,11 @@ def _comm_ops(trace: Trace) -> pl.DataFrame:
     """CPU-side comm ops (record_param_comms, nccl:*, c10d::*, gloo:*) with their args."""
     names = trace_values_matching(trace, _COMM_OP_RE.pattern)
     q = trace.scan().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").is_in(names))
-    ops = trace.with_args(q.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step").collect(), "collective", "op")
+    ops = trace.with_args(
+        q.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step").collect(),
+        "collective",
+        "op",
+    )
     return ops.with_columns(pl.col("name").cast(pl.String))
 
 
@@ -159,41 +163,79 @@ def _enclosing(launches: pl.DataFrame, ops: pl.DataFrame, prefix: str, cols: lis
     """For each launch, the latest-starting op of ``ops`` on the same thread that contains it."""
     if ops.height == 0 or launches.height == 0:
         return launches.with_columns(
-            [pl.lit(None, dtype=ops.schema.get(c, pl.String)).alias(f"{prefix}{c}") for c in cols] + [pl.lit(None, dtype=pl.Int64).alias(f"{prefix}row")]
+            [pl.lit(None, dtype=ops.schema.get(c, pl.String)).alias(f"{prefix}{c}") for c in cols]
+            + [pl.lit(None, dtype=pl.Int64).alias(f"{prefix}row")]
         )
     right = ops.select(
-        pl.col("tid").alias("launch_tid"), pl.col("ts_ns").alias("__ts"), pl.col("end_ns").alias("__end"),
-        pl.col("row").cast(pl.Int64).alias(f"{prefix}row"), *[pl.col(c).alias(f"{prefix}{c}") for c in cols],
+        pl.col("tid").alias("launch_tid"),
+        pl.col("ts_ns").alias("__ts"),
+        pl.col("end_ns").alias("__end"),
+        pl.col("row").cast(pl.Int64).alias(f"{prefix}row"),
+        *[pl.col(c).alias(f"{prefix}{c}") for c in cols],
     ).sort("__ts")
-    j = launches.sort("launch_ns").join_asof(right, left_on="launch_ns", right_on="__ts", by="launch_tid", strategy="backward", check_sortedness=False)
+    j = launches.sort("launch_ns").join_asof(
+        right, left_on="launch_ns", right_on="__ts", by="launch_tid", strategy="backward", check_sortedness=False
+    )
     inside = pl.col("__end") >= pl.col("launch_ns")
     return j.with_columns(
         [pl.when(inside).then(pl.col(f"{prefix}{c}")).otherwise(None).alias(f"{prefix}{c}") for c in cols + ["row"]]
     ).drop("__ts", "__end")
 
 
-_ARG_COLS = ["collective_name", "in_msg_nelems", "out_msg_nelems", "dtype", "group_size", "pg_name", "pg_desc",
-             "pg_ranks", "seq", "in_split_size", "out_split_size", "src_rank", "dst_rank"]
+_ARG_COLS = [
+    "collective_name",
+    "in_msg_nelems",
+    "out_msg_nelems",
+    "dtype",
+    "group_size",
+    "pg_name",
+    "pg_desc",
+    "pg_ranks",
+    "seq",
+    "in_split_size",
+    "out_split_size",
+    "src_rank",
+    "dst_rank",
+]
 
 
 def _gpu_collectives(trace: Trace) -> tuple[pl.DataFrame, set[int]]:
     ev = trace.scan()
-    k = ev.filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMMUNICATION") & pl.col("dur_ns").is_not_null()).select(
-        "row", pl.col("name").cast(pl.String), "ts_ns", "end_ns", "dur_ns", "stream", "step", "launch_row"
-    ).collect()
+    k = (
+        ev.filter(
+            (pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMMUNICATION") & pl.col("dur_ns").is_not_null()
+        )
+        .select("row", pl.col("name").cast(pl.String), "ts_ns", "end_ns", "dur_ns", "stream", "step", "launch_row")
+        .collect()
+    )
     if k.height == 0:
         return _empty_raw(), set()
-    k = trace.with_args(k, "collective").with_columns(pl.col(c).cast(pl.String) for c in ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks", "in_split_size", "out_split_size"))
-    launch = ev.filter(pl.col("row").is_in(k["launch_row"].drop_nulls().unique().implode())).select(
-        pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("launch_ns"), pl.col("tid").cast(pl.Int64).alias("launch_tid")
-    ).collect()
+    k = trace.with_args(k, "collective").with_columns(
+        pl.col(c).cast(pl.String)
+        for c in ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks", "in_split_size", "out_split_size")
+    )
+    launch = (
+        ev.filter(pl.col("row").is_in(k["launch_row"].drop_nulls().unique().implode()))
+        .select(
+            pl.col("row").alias("launch_row"),
+            pl.col("ts_ns").alias("launch_ns"),
+            pl.col("tid").cast(pl.Int64).alias("launch_tid"),
+        )
+        .collect()
+    )
     k = k.join(launch, on="launch_row", how="left", maintain_order="left")
     ops = _dims_cols(_comm_ops(trace))
-    ops = ops.with_columns(pl.col(c).cast(pl.String) for c in ops.columns if isinstance(ops.schema[c], (pl.Categorical, pl.Enum)))
+    ops = ops.with_columns(
+        pl.col(c).cast(pl.String) for c in ops.columns if isinstance(ops.schema[c], (pl.Categorical, pl.Enum))
+    )
     rpc = ops.filter((pl.col("name") == "record_param_comms") & pl.col("collective_name").is_not_null())
     ann = ops.filter(pl.col("name").str.starts_with("nccl:"))
     c10 = ops.filter(pl.col("name").str.starts_with("c10d::"))
-    cus = ops.filter(pl.col("name").str.starts_with(_CUSTOM_PREFIXES[0]) | pl.col("name").str.starts_with(_CUSTOM_PREFIXES[1]) | pl.col("name").str.starts_with(_CUSTOM_PREFIXES[2]))
+    cus = ops.filter(
+        pl.col("name").str.starts_with(_CUSTOM_PREFIXES[0])
+        | pl.col("name").str.starts_with(_CUSTOM_PREFIXES[1])
+        | pl.col("name").str.starts_with(_CUSTOM_PREFIXES[2])
+    )
     cus = cus.filter(_ctype("name").is_in(["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]))
     linked = k.filter(pl.col("launch_ns").is_not_null())
     linked = _enclosing(linked, rpc, "rpc_", _ARG_COLS)
@@ -208,9 +250,30 @@ def _gpu_collectives(trace: Trace) -> tuple[pl.DataFrame, set[int]]:
 
 def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
     """Apply the precedence rules to the candidate metadata columns."""
-    ints = {"rpc_in_msg_nelems", "rpc_out_msg_nelems", "rpc_group_size", "rpc_seq", "rpc_src_rank", "rpc_dst_rank", "ann_arg0_nelems",
-            "c10_arg0_nelems", "c10_arg1_nelems", "cus_arg0_nelems"}
-    extra = ["ann_name", "ann_arg0_nelems", "ann_arg_dtype", "c10_name", "c10_arg0_nelems", "c10_arg1_nelems", "c10_arg_dtype", "cus_name", "cus_arg0_nelems", "cus_arg_dtype"]
+    ints = {
+        "rpc_in_msg_nelems",
+        "rpc_out_msg_nelems",
+        "rpc_group_size",
+        "rpc_seq",
+        "rpc_src_rank",
+        "rpc_dst_rank",
+        "ann_arg0_nelems",
+        "c10_arg0_nelems",
+        "c10_arg1_nelems",
+        "cus_arg0_nelems",
+    }
+    extra = [
+        "ann_name",
+        "ann_arg0_nelems",
+        "ann_arg_dtype",
+        "c10_name",
+        "c10_arg0_nelems",
+        "c10_arg1_nelems",
+        "c10_arg_dtype",
+        "cus_name",
+        "cus_arg0_nelems",
+        "cus_arg_dtype",
+    ]
     for c in ["rpc_" + a for a in _ARG_COLS] + extra:
         want = pl.Int64 if c in ints else pl.String
         if c not in k.columns:
@@ -225,11 +288,19 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
         _ctype("cus_name").alias("__t_cus"),
         _ctype("name").alias("__t_name"),
     )
-    type_rules = [("__t_kernel", "kernel_args"), ("__t_rpc", "record_param_comms"), ("__t_ann", "nccl_annotation"), ("__t_c10", "c10d_op"),
-                  ("__t_cus", "custom_op"), ("__t_name", "kernel_name")]
+    type_rules = [
+        ("__t_kernel", "kernel_args"),
+        ("__t_rpc", "record_param_comms"),
+        ("__t_ann", "nccl_annotation"),
+        ("__t_c10", "c10d_op"),
+        ("__t_cus", "custom_op"),
+        ("__t_name", "kernel_name"),
+    ]
     k = k.with_columns(
         pl.coalesce([pl.col(c) for c, _ in type_rules]).fill_null("unknown").alias("coll_type"),
-        pl.coalesce([pl.when(pl.col(c).is_not_null()).then(pl.lit(r)) for c, r in type_rules]).fill_null("kernel_name").alias("type_rule"),
+        pl.coalesce([pl.when(pl.col(c).is_not_null()).then(pl.lit(r)) for c, r in type_rules])
+        .fill_null("kernel_name")
+        .alias("type_rule"),
     )
     # c10d ops: gather/scatter/all_to_all take (output, input); others (tensors)
     c10_out_first = pl.col("c10_name").str.contains("gather|scatter|alltoall")
@@ -244,9 +315,15 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
     ]
     has = [(i.is_not_null() | o.is_not_null()) for i, o, _ in size_rules]
     k = k.with_columns(
-        pl.coalesce([pl.when(h).then(i) for h, (i, _, _) in zip(has, size_rules, strict=True)]).cast(pl.Int64).alias("in_nelems"),
-        pl.coalesce([pl.when(h).then(o) for h, (_, o, _) in zip(has, size_rules, strict=True)]).cast(pl.Int64).alias("out_nelems"),
-        pl.coalesce([pl.when(h).then(pl.lit(r)) for h, (_, _, r) in zip(has, size_rules, strict=True)]).alias("size_rule"),
+        pl.coalesce([pl.when(h).then(i) for h, (i, _, _) in zip(has, size_rules, strict=True)])
+        .cast(pl.Int64)
+        .alias("in_nelems"),
+        pl.coalesce([pl.when(h).then(o) for h, (_, o, _) in zip(has, size_rules, strict=True)])
+        .cast(pl.Int64)
+        .alias("out_nelems"),
+        pl.coalesce([pl.when(h).then(pl.lit(r)) for h, (_, _, r) in zip(has, size_rules, strict=True)]).alias(
+            "size_rule"
+        ),
     )
     algo = _map_distinct(k["name"], lambda n: kernel_name_details(n)[0], pl.String)
     proto = _map_distinct(k["name"], lambda n: kernel_name_details(n)[1], pl.String)
@@ -256,23 +333,45 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
     return k.select(
         pl.lit("kernel").alias("source"),
         pl.col("row").cast(pl.Int64),
-        "name", "coll_type", "type_rule",
+        "name",
+        "coll_type",
+        "type_rule",
         pl.coalesce("pg_name", "rpc_pg_name").alias("pg_name"),
         pl.coalesce("pg_desc", "rpc_pg_desc").alias("pg_desc"),
         pl.coalesce("group_size", "rpc_group_size").cast(pl.Int64).alias("group_size"),
-        pl.when(pl.col("group_size").is_not_null()).then(pl.lit("kernel_args"))
-        .when(pl.col("rpc_group_size").is_not_null()).then(pl.lit("record_param_comms")).otherwise(None).alias("group_rule"),
+        pl.when(pl.col("group_size").is_not_null())
+        .then(pl.lit("kernel_args"))
+        .when(pl.col("rpc_group_size").is_not_null())
+        .then(pl.lit("record_param_comms"))
+        .otherwise(None)
+        .alias("group_rule"),
         pl.coalesce("pg_ranks", "rpc_pg_ranks").alias("group_ranks"),
         pl.coalesce("seq", "rpc_seq").cast(pl.Int64).alias("seq"),
-        "in_nelems", "out_nelems",
+        "in_nelems",
+        "out_nelems",
         pl.coalesce("dtype", "rpc_dtype", "c10_arg_dtype", "ann_arg_dtype", "cus_arg_dtype", "__kdt").alias("dtype"),
-        "size_rule", "algorithm", "protocol",
-        pl.coalesce("src_rank", "rpc_src_rank", pl.col("__peers").str.split(",").list.get(0, null_on_oob=True).cast(pl.Int64)).cast(pl.Int64).alias("src_rank"),
-        pl.coalesce("dst_rank", "rpc_dst_rank", pl.col("__peers").str.split(",").list.get(1, null_on_oob=True).cast(pl.Int64)).cast(pl.Int64).alias("dst_rank"),
+        "size_rule",
+        "algorithm",
+        "protocol",
+        pl.coalesce(
+            "src_rank", "rpc_src_rank", pl.col("__peers").str.split(",").list.get(0, null_on_oob=True).cast(pl.Int64)
+        )
+        .cast(pl.Int64)
+        .alias("src_rank"),
+        pl.coalesce(
+            "dst_rank", "rpc_dst_rank", pl.col("__peers").str.split(",").list.get(1, null_on_oob=True).cast(pl.Int64)
+        )
+        .cast(pl.Int64)
+        .alias("dst_rank"),
         pl.coalesce("in_split_size", "rpc_in_split_size").alias("in_split"),
         pl.coalesce("out_split_size", "rpc_out_split_size").alias("out_split"),
-        pl.col("ts_ns").alias("start_ns"), "end_ns", "dur_ns", "launch_ns", "launch_tid",
-        pl.col("stream").cast(pl.Int64), pl.col("step").cast(pl.Int32),
+        pl.col("ts_ns").alias("start_ns"),
+        "end_ns",
+        "dur_ns",
+        "launch_ns",
+        "launch_tid",
+        pl.col("stream").cast(pl.Int64),
+        pl.col("step").cast(pl.Int32),
     )
 
 
@@ -298,33 +397,63 @@ def _gloo_collectives(trace: Trace, used_c10d: set[int]) -> pl.DataFrame:
     if not names:
         return _empty_raw()
     ops = _dims_cols(_comm_ops(trace))
-    gl = ops.filter(pl.col("name").str.starts_with("gloo:")).with_columns(_ctype("name").fill_null("unknown").alias("coll_type"))
+    gl = ops.filter(pl.col("name").str.starts_with("gloo:")).with_columns(
+        _ctype("name").fill_null("unknown").alias("coll_type")
+    )
     c10 = ops.filter(pl.col("name").str.starts_with("c10d::") & ~pl.col("row").cast(pl.Int64).is_in(list(used_c10d)))
     c10 = c10.with_columns(_ctype("name").fill_null("unknown").alias("coll_type"))
     gl = gl.sort("ts_ns").with_columns(pl.int_range(pl.len()).over("coll_type").alias("__k"))
-    c10 = c10.sort("ts_ns").with_columns(pl.int_range(pl.len()).over("coll_type").alias("__k")).select(
-        "coll_type", "__k", pl.col("ts_ns").alias("launch_ns"), pl.col("tid").alias("launch_tid"),
-        pl.col("name").alias("c10_name"), pl.col("arg0_nelems").alias("c10_a0"), pl.col("arg1_nelems").alias("c10_a1"),
+    c10 = (
+        c10.sort("ts_ns")
+        .with_columns(pl.int_range(pl.len()).over("coll_type").alias("__k"))
+        .select(
+            "coll_type",
+            "__k",
+            pl.col("ts_ns").alias("launch_ns"),
+            pl.col("tid").alias("launch_tid"),
+            pl.col("name").alias("c10_name"),
+            pl.col("arg0_nelems").alias("c10_a0"),
+            pl.col("arg1_nelems").alias("c10_a1"),
+        )
     )
     gl = gl.join(c10, on=["coll_type", "__k"], how="left", maintain_order="left")
     out_first = pl.col("c10_name").str.contains("gather|scatter|alltoall").fill_null(False)
     return gl.select(
         pl.lit("cpu").alias("source"),
         pl.col("row").cast(pl.Int64),
-        "name", "coll_type", pl.lit("gloo_annotation").alias("type_rule"),
-        pl.lit(None, dtype=pl.String).alias("pg_name"), pl.lit(None, dtype=pl.String).alias("pg_desc"),
-        pl.lit(None, dtype=pl.Int64).alias("group_size"), pl.lit(None, dtype=pl.String).alias("group_rule"),
-        pl.lit(None, dtype=pl.String).alias("group_ranks"), pl.lit(None, dtype=pl.Int64).alias("seq"),
-        pl.coalesce(pl.col("arg0_nelems"), pl.when(out_first).then(pl.col("c10_a1")).otherwise(pl.col("c10_a0"))).alias("in_nelems"),
+        "name",
+        "coll_type",
+        pl.lit("gloo_annotation").alias("type_rule"),
+        pl.lit(None, dtype=pl.String).alias("pg_name"),
+        pl.lit(None, dtype=pl.String).alias("pg_desc"),
+        pl.lit(None, dtype=pl.Int64).alias("group_size"),
+        pl.lit(None, dtype=pl.String).alias("group_rule"),
+        pl.lit(None, dtype=pl.String).alias("group_ranks"),
+        pl.lit(None, dtype=pl.Int64).alias("seq"),
+        pl.coalesce(pl.col("arg0_nelems"), pl.when(out_first).then(pl.col("c10_a1")).otherwise(pl.col("c10_a0"))).alias(
+            "in_nelems"
+        ),
         pl.when(out_first).then(pl.col("c10_a0")).otherwise(None).cast(pl.Int64).alias("out_nelems"),
         pl.col("arg_dtype").alias("dtype"),
-        pl.when(pl.col("arg0_nelems").is_not_null()).then(pl.lit("gloo_annotation")).when(pl.col("c10_a0").is_not_null()).then(pl.lit("c10d_op")).otherwise(None).alias("size_rule"),
-        pl.lit(None, dtype=pl.String).alias("algorithm"), pl.lit(None, dtype=pl.String).alias("protocol"),
-        pl.lit(None, dtype=pl.Int64).alias("src_rank"), pl.lit(None, dtype=pl.Int64).alias("dst_rank"),
-        pl.lit(None, dtype=pl.String).alias("in_split"), pl.lit(None, dtype=pl.String).alias("out_split"),
-        pl.col("ts_ns").alias("start_ns"), "end_ns", (pl.col("end_ns") - pl.col("ts_ns")).alias("dur_ns"),
-        pl.coalesce("launch_ns", "ts_ns").alias("launch_ns"), pl.coalesce("launch_tid", "tid").alias("launch_tid"),
-        pl.lit(None, dtype=pl.Int64).alias("stream"), pl.col("step").cast(pl.Int32),
+        pl.when(pl.col("arg0_nelems").is_not_null())
+        .then(pl.lit("gloo_annotation"))
+        .when(pl.col("c10_a0").is_not_null())
+        .then(pl.lit("c10d_op"))
+        .otherwise(None)
+        .alias("size_rule"),
+        pl.lit(None, dtype=pl.String).alias("algorithm"),
+        pl.lit(None, dtype=pl.String).alias("protocol"),
+        pl.lit(None, dtype=pl.Int64).alias("src_rank"),
+        pl.lit(None, dtype=pl.Int64).alias("dst_rank"),
+        pl.lit(None, dtype=pl.String).alias("in_split"),
+        pl.lit(None, dtype=pl.String).alias("out_split"),
+        pl.col("ts_ns").alias("start_ns"),
+        "end_ns",
+        (pl.col("end_ns") - pl.col("ts_ns")).alias("dur_ns"),
+        pl.coalesce("launch_ns", "ts_ns").alias("launch_ns"),
+        pl.coalesce("launch_tid", "tid").alias("launch_tid"),
+        pl.lit(None, dtype=pl.Int64).alias("stream"),
+        pl.col("step").cast(pl.Int32),
     )
 
 
@@ -348,8 +477,16 @@ def _finish(trace: Trace, df: pl.DataFrame) -> pl.DataFrame:
         pl.col("pg_name").fill_null(pg_name),
         pl.when(assumed).then(pl.lit(pg_desc)).otherwise(pl.col("pg_desc")).alias("pg_desc"),
     )
-    cfg_size = pl.col("pg_name").replace_strict(sizes, default=None, return_dtype=pl.Int64) if sizes else pl.lit(None, dtype=pl.Int64)
-    cfg_ranks = pl.col("pg_name").replace_strict(ranks, default=None, return_dtype=pl.String) if ranks else pl.lit(None, dtype=pl.String)
+    cfg_size = (
+        pl.col("pg_name").replace_strict(sizes, default=None, return_dtype=pl.Int64)
+        if sizes
+        else pl.lit(None, dtype=pl.Int64)
+    )
+    cfg_ranks = (
+        pl.col("pg_name").replace_strict(ranks, default=None, return_dtype=pl.String)
+        if ranks
+        else pl.lit(None, dtype=pl.String)
+    )
     ratio = _size_ratio()
     world = pl.lit(trace.meta.world_size if pg_desc.endswith("(assumed)") else pg_size, dtype=pl.Int64)
     df = df.with_columns(
@@ -360,7 +497,9 @@ def _finish(trace: Trace, df: pl.DataFrame) -> pl.DataFrame:
             pl.when(ratio.is_not_null()).then(pl.lit("out/in ratio")),
             pl.when(world.is_not_null()).then(pl.lit("world_size")),
         ).alias("group_rule"),
-        pl.coalesce("group_ranks", cfg_ranks, pl.lit(pg_ranks, dtype=pl.String) if pg_ranks else pl.lit(None, dtype=pl.String)).alias("group_ranks"),
+        pl.coalesce(
+            "group_ranks", cfg_ranks, pl.lit(pg_ranks, dtype=pl.String) if pg_ranks else pl.lit(None, dtype=pl.String)
+        ).alias("group_ranks"),
     )
     eb = _map_distinct(df["dtype"], dtype_bytes, pl.Int64).alias("elem_bytes")
     df = df.with_columns(eb)
@@ -380,9 +519,12 @@ def _size_ratio() -> pl.Expr:
     exact_ag = (pl.col("in_nelems") > 0) & (pl.col("out_nelems") % pl.col("in_nelems").clip(1) == 0) & (ag > 1)
     exact_rs = (pl.col("out_nelems") > 0) & (pl.col("in_nelems") % pl.col("out_nelems").clip(1) == 0) & (rs > 1)
     return (
-        pl.when((pl.col("coll_type") == "all_gather") & exact_ag).then(ag)
-        .when((pl.col("coll_type") == "reduce_scatter") & exact_rs).then(rs)
-        .otherwise(None).cast(pl.Int64)
+        pl.when((pl.col("coll_type") == "all_gather") & exact_ag)
+        .then(ag)
+        .when((pl.col("coll_type") == "reduce_scatter") & exact_rs)
+        .then(rs)
+        .otherwise(None)
+        .cast(pl.Int64)
     )
 
 
@@ -395,8 +537,10 @@ def _bytes_expr() -> pl.Expr:
     n = pl.col("group_size")
     t = pl.col("coll_type")
     return (
-        pl.when(t.is_in(["all_gather", "gather"])).then(pl.coalesce(outb, inb * n))
-        .when(t.is_in(["reduce_scatter", "scatter"])).then(pl.coalesce(inb, outb * n))
+        pl.when(t.is_in(["all_gather", "gather"]))
+        .then(pl.coalesce(outb, inb * n))
+        .when(t.is_in(["reduce_scatter", "scatter"]))
+        .then(pl.coalesce(inb, outb * n))
         .otherwise(pl.coalesce(inb, outb))
         .cast(pl.Int64)
     )

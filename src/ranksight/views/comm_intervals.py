@@ -35,17 +35,33 @@ def compute_intervals(trace: Trace, coll: pl.DataFrame) -> tuple[np.ndarray, np.
     otherwise ``cpu_op`` intervals of threads that run no collective, collective ops excluded."""
     ev = trace.scan()
     if ev.select((pl.col("kind") == "kernel").any()).collect().item():
-        k = ev.filter((pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMPUTE") & pl.col("dur_ns").is_not_null()).select("ts_ns", "end_ns").collect()
+        k = (
+            ev.filter(
+                (pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMPUTE") & pl.col("dur_ns").is_not_null()
+            )
+            .select("ts_ns", "end_ns")
+            .collect()
+        )
         return k["ts_ns"].to_numpy(), k["end_ns"].to_numpy(), "gpu kernels"
     coll_threads = (
-        ev.filter(pl.col("row").is_in(coll["row"].cast(pl.UInt32).implode())).select(pl.col("tid").unique()).collect()["tid"].to_list()
-        if coll.height else []
+        ev.filter(pl.col("row").is_in(coll["row"].cast(pl.UInt32).implode()))
+        .select(pl.col("tid").unique())
+        .collect()["tid"]
+        .to_list()
+        if coll.height
+        else []
     )
     comm_names = [n for n in trace.distinct_names() if n.startswith(_COMM_OP_PREFIXES)]
-    ops = ev.filter(
-        (pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null() & ~pl.col("tid").is_in(coll_threads)
-        & ~pl.col("name").is_in(comm_names)
-    ).select("ts_ns", "end_ns").collect()
+    ops = (
+        ev.filter(
+            (pl.col("kind") == "cpu_op")
+            & pl.col("dur_ns").is_not_null()
+            & ~pl.col("tid").is_in(coll_threads)
+            & ~pl.col("name").is_in(comm_names)
+        )
+        .select("ts_ns", "end_ns")
+        .collect()
+    )
     return ops["ts_ns"].to_numpy(), ops["end_ns"].to_numpy(), "cpu ops"
 
 

@@ -46,26 +46,51 @@ def match_instances(per_rank: pl.DataFrame) -> pl.DataFrame:
 
     ``instance`` numbers matched instances 0.. in order of their earliest start."""
     if per_rank.height == 0:
-        return per_rank.with_columns(pl.lit(None, dtype=pl.String).alias("key"), pl.lit(None, dtype=pl.Int64).alias("instance"))
+        return per_rank.with_columns(
+            pl.lit(None, dtype=pl.String).alias("key"), pl.lit(None, dtype=pl.Int64).alias("instance")
+        )
     df = per_rank.sort(["rank", "start_ns", "idx"])
     t = pl.col("coll_type")
     is_p2p = t.is_in(list(P2P_TYPES))
-    src = pl.when(t == "send").then(pl.coalesce(pl.col("src_rank"), pl.col("rank").cast(pl.Int64))).otherwise(pl.col("src_rank"))
-    dst = pl.when(t == "recv").then(pl.coalesce(pl.col("dst_rank"), pl.col("rank").cast(pl.Int64))).otherwise(pl.col("dst_rank"))
+    src = (
+        pl.when(t == "send")
+        .then(pl.coalesce(pl.col("src_rank"), pl.col("rank").cast(pl.Int64)))
+        .otherwise(pl.col("src_rank"))
+    )
+    dst = (
+        pl.when(t == "recv")
+        .then(pl.coalesce(pl.col("dst_rank"), pl.col("rank").cast(pl.Int64)))
+        .otherwise(pl.col("dst_rank"))
+    )
     df = df.with_columns(src.alias("__src"), dst.alias("__dst"))
     p2p_known = is_p2p & pl.col("__src").is_not_null() & pl.col("__dst").is_not_null()
-    size_key = pl.when(t.is_in(list(SIZE_CONSISTENT_TYPES))).then(pl.col("bytes").cast(pl.String).fill_null("?")).otherwise(pl.lit("*"))
+    size_key = (
+        pl.when(t.is_in(list(SIZE_CONSISTENT_TYPES)))
+        .then(pl.col("bytes").cast(pl.String).fill_null("?"))
+        .otherwise(pl.lit("*"))
+    )
     step_key = pl.col("step").cast(pl.String).fill_null("-")
     df = df.with_columns(
-        pl.when(pl.col("seq").is_not_null()).then(pl.concat_str([pl.col("pg_name"), pl.lit("seq"), pl.col("seq").cast(pl.String)], separator="|"))
-        .when(p2p_known).then(pl.concat_str([pl.col("pg_name"), pl.lit("p2p"), pl.col("__src").cast(pl.String), pl.col("__dst").cast(pl.String)], separator="|"))
-        .when(is_p2p).then(pl.lit(None, dtype=pl.String))
-        .otherwise(pl.concat_str([pl.col("pg_name"), step_key, t, size_key, pl.col("dtype").fill_null("?")], separator="|"))
+        pl.when(pl.col("seq").is_not_null())
+        .then(pl.concat_str([pl.col("pg_name"), pl.lit("seq"), pl.col("seq").cast(pl.String)], separator="|"))
+        .when(p2p_known)
+        .then(
+            pl.concat_str(
+                [pl.col("pg_name"), pl.lit("p2p"), pl.col("__src").cast(pl.String), pl.col("__dst").cast(pl.String)],
+                separator="|",
+            )
+        )
+        .when(is_p2p)
+        .then(pl.lit(None, dtype=pl.String))
+        .otherwise(
+            pl.concat_str([pl.col("pg_name"), step_key, t, size_key, pl.col("dtype").fill_null("?")], separator="|")
+        )
         .alias("__base")
     )
     k = pl.int_range(pl.len()).over(["rank", "__base"])
     df = df.with_columns(
-        pl.when(pl.col("seq").is_not_null()).then(pl.col("__base"))
+        pl.when(pl.col("seq").is_not_null())
+        .then(pl.col("__base"))
         .otherwise(pl.concat_str([pl.col("__base"), k.cast(pl.String)], separator="|"))
         .alias("key")
     )
@@ -89,19 +114,27 @@ def _median_abs(col: str, over: str) -> pl.Expr:
 
 
 def _clock(rank: pl.Expr, host: pl.Expr) -> pl.Expr:
-    return pl.when(host.is_not_null()).then(pl.concat_str([pl.lit("host "), host])).otherwise(pl.concat_str([pl.lit("rank "), rank.cast(pl.String)]))
+    return (
+        pl.when(host.is_not_null())
+        .then(pl.concat_str([pl.lit("host "), host]))
+        .otherwise(pl.concat_str([pl.lit("rank "), rank.cast(pl.String)]))
+    )
 
 
 def estimate_offsets(matched: pl.DataFrame, ranks: list[int], hosts: dict[int, str | None]) -> pl.DataFrame:
     """Per-rank clock offsets (ns) from matched end times (see module doc)."""
-    base = pl.DataFrame({"rank": ranks, "host": [hosts.get(r) for r in ranks]}, schema={"rank": pl.Int32, "host": pl.String})
+    base = pl.DataFrame(
+        {"rank": ranks, "host": [hosts.get(r) for r in ranks]}, schema={"rank": pl.Int32, "host": pl.String}
+    )
     base = base.with_columns(_clock(pl.col("rank"), pl.col("host")).alias("clock"))
     m = matched.filter(pl.col("instance").is_not_null())
     m = m.with_columns(pl.len().over("instance").alias("__n")).filter(pl.col("__n") >= 2)
     if m.height == 0:
         return base.with_columns(
-            pl.lit(0, dtype=pl.Int64).alias("offset_ns"), pl.lit(0, dtype=pl.Int64).alias("estimated_ns"),
-            pl.lit(0, dtype=pl.Int64).alias("instances_used"), pl.lit(None, dtype=pl.Int64).alias("residual_ns"),
+            pl.lit(0, dtype=pl.Int64).alias("offset_ns"),
+            pl.lit(0, dtype=pl.Int64).alias("estimated_ns"),
+            pl.lit(0, dtype=pl.Int64).alias("instances_used"),
+            pl.lit(None, dtype=pl.Int64).alias("residual_ns"),
         ).select(list(OFFSET_SCHEMA))
     m = m.with_columns(
         _dev("end_ns", "instance").alias("__d"),
@@ -114,17 +147,27 @@ def estimate_offsets(matched: pl.DataFrame, ranks: list[int], hosts: dict[int, s
         (pl.col("__d") - pl.col("offset_ns")).abs().median().round(0).cast(pl.Int64).alias("residual_ns"),
     )
     out = base.join(per_clock, on="clock", how="left").join(per_rank, on="rank", how="left")
-    out = out.with_columns(pl.col("offset_ns").fill_null(0).alias("estimated_ns"), pl.col("instances_used").fill_null(0))
+    out = out.with_columns(
+        pl.col("offset_ns").fill_null(0).alias("estimated_ns"), pl.col("instances_used").fill_null(0)
+    )
     noise = out["residual_ns"].drop_nulls().median()
     floor = 2 * float(noise) if noise is not None else 0.0  # type: ignore[arg-type]
-    out = out.with_columns(pl.when(pl.col("estimated_ns").abs() > floor).then(pl.col("estimated_ns")).otherwise(0).alias("offset_ns"))
+    out = out.with_columns(
+        pl.when(pl.col("estimated_ns").abs() > floor).then(pl.col("estimated_ns")).otherwise(0).alias("offset_ns")
+    )
     return out.select(list(OFFSET_SCHEMA)).sort("rank")
 
 
-def apply_offsets(df: pl.DataFrame, offsets: pl.DataFrame, cols: tuple[str, ...] = ("start_ns", "end_ns", "launch_ns")) -> pl.DataFrame:
+def apply_offsets(
+    df: pl.DataFrame, offsets: pl.DataFrame, cols: tuple[str, ...] = ("start_ns", "end_ns", "launch_ns")
+) -> pl.DataFrame:
     """Subtract each rank's offset from the time columns ``cols``."""
-    j = df.join(offsets.select("rank", pl.col("offset_ns").alias("__off")), on="rank", how="left", maintain_order="left")
-    return j.with_columns([(pl.col(c) - pl.col("__off").fill_null(0)).alias(c) for c in cols if c in df.columns]).drop("__off")
+    j = df.join(
+        offsets.select("rank", pl.col("offset_ns").alias("__off")), on="rank", how="left", maintain_order="left"
+    )
+    return j.with_columns([(pl.col(c) - pl.col("__off").fill_null(0)).alias(c) for c in cols if c in df.columns]).drop(
+        "__off"
+    )
 
 
 def instance_metrics(matched: pl.DataFrame, loaded: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -151,10 +194,12 @@ def instance_metrics(matched: pl.DataFrame, loaded: list[int]) -> tuple[pl.DataF
         pl.when(multi).then(_dev("launch_ns", "instance")).alias("launch_lateness_ns"),
         (pl.col("start_ns") == last).alias("__is_last"),
     )
-    late = (
-        p.filter(pl.col("__is_last")).group_by("instance").agg(pl.col("rank").min().alias("late_rank"))
+    late = p.filter(pl.col("__is_last")).group_by("instance").agg(pl.col("rank").min().alias("late_rank"))
+    p = (
+        p.join(late, on="instance", how="left")
+        .with_columns(((pl.col("rank") == pl.col("late_rank")) & (pl.col("ranks_present") >= 2)).alias("is_last"))
+        .drop("__is_last", "late_rank")
     )
-    p = p.join(late, on="instance", how="left").with_columns(((pl.col("rank") == pl.col("late_rank")) & (pl.col("ranks_present") >= 2)).alias("is_last")).drop("__is_last", "late_rank")
     inst = p.group_by("instance").agg(
         pl.col("key").first(),
         pl.col("pg_name").first(),
@@ -199,7 +244,8 @@ def _missing(inst: pl.DataFrame, loaded: list[int]) -> pl.DataFrame:
     groups = {t: [r for r in loaded if r in set(parse_int_list(t) or loaded)] for t in texts}
     exp = (
         pl.col("group_ranks").replace_strict(groups, default=None, return_dtype=pl.List(pl.Int32))
-        if groups else pl.lit(None, dtype=pl.List(pl.Int32))
+        if groups
+        else pl.lit(None, dtype=pl.List(pl.Int32))
     )
     inst = inst.with_columns(pl.coalesce(exp, pl.lit(loaded, dtype=pl.List(pl.Int32))).alias("__exp"))
     return inst.with_columns(
@@ -214,21 +260,41 @@ def _bandwidth(inst: pl.DataFrame) -> pl.DataFrame:
     ring = ["all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"]
     one = ["broadcast", "reduce", "send", "recv", "send_recv"]
     factor = (
-        pl.when(n.is_null() | (n < 1)).then(None)
-        .when(t == "all_reduce").then(2.0 * (n - 1) / n)
-        .when(t.is_in(ring)).then((n - 1) / n)
-        .when(t.is_in(one)).then(pl.lit(1.0))
+        pl.when(n.is_null() | (n < 1))
+        .then(None)
+        .when(t == "all_reduce")
+        .then(2.0 * (n - 1) / n)
+        .when(t.is_in(ring))
+        .then((n - 1) / n)
+        .when(t.is_in(one))
+        .then(pl.lit(1.0))
         .otherwise(None)
     )
-    formula = pl.when(t == "all_reduce").then(pl.lit("2(n-1)/n")).when(t.is_in(ring)).then(pl.lit("(n-1)/n")).when(t.is_in(one)).then(pl.lit("1")).otherwise(None)
+    formula = (
+        pl.when(t == "all_reduce")
+        .then(pl.lit("2(n-1)/n"))
+        .when(t.is_in(ring))
+        .then(pl.lit("(n-1)/n"))
+        .when(t.is_in(one))
+        .then(pl.lit("1"))
+        .otherwise(None)
+    )
     b = pl.col("bytes")
     bucket = pl.lit("unknown")
     for limit, label in reversed(SIZE_BUCKETS):
         bucket = pl.when(b < limit).then(pl.lit(label)).otherwise(bucket)
-    bucket = pl.when(b.is_null()).then(pl.lit("unknown")).when(b >= SIZE_BUCKETS[-1][0]).then(pl.lit(">=256MiB")).otherwise(bucket)
+    bucket = (
+        pl.when(b.is_null())
+        .then(pl.lit("unknown"))
+        .when(b >= SIZE_BUCKETS[-1][0])
+        .then(pl.lit(">=256MiB"))
+        .otherwise(bucket)
+    )
     inst = inst.with_columns(factor.alias("busbw_factor"), formula.alias("factor_formula"), bucket.alias("size_bucket"))
     algbw = pl.when((pl.col("transfer_ns") > 0) & b.is_not_null()).then(b / pl.col("transfer_ns"))
-    return inst.with_columns(algbw.alias("algbw_gbps")).with_columns((pl.col("algbw_gbps") * pl.col("busbw_factor")).alias("busbw_gbps"))
+    return inst.with_columns(algbw.alias("algbw_gbps")).with_columns(
+        (pl.col("algbw_gbps") * pl.col("busbw_factor")).alias("busbw_gbps")
+    )
 
 
 @dataclass

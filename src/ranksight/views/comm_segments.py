@@ -23,7 +23,14 @@ if TYPE_CHECKING:
 
 __all__ = ["segments", "segment_work", "WORK_SCHEMA", "DATA_FETCH_RE"]
 
-WORK_SCHEMA = {"rank": pl.Int32, "instance": pl.Int64, "side": pl.String, "name": pl.String, "total_ns": pl.Int64, "count": pl.Int64}
+WORK_SCHEMA = {
+    "rank": pl.Int32,
+    "instance": pl.Int64,
+    "side": pl.String,
+    "name": pl.String,
+    "total_ns": pl.Int64,
+    "count": pl.Int64,
+}
 
 
 def segments(coll: pl.DataFrame, steps: pl.DataFrame, span_start_ns: int | None) -> pl.DataFrame:
@@ -39,20 +46,32 @@ def segments(coll: pl.DataFrame, steps: pl.DataFrame, span_start_ns: int | None)
     prev_end = pl.col("end_ns").shift(1).over("step")
     fallback = pl.coalesce(pl.col("__step_start"), pl.lit(span_start_ns, dtype=pl.Int64))
     return c.select(
-        "rank", "instance", "step",
+        "rank",
+        "instance",
+        "step",
         prev_launch.is_null().alias("first_in_step"),
         pl.coalesce(prev_launch, fallback).alias("cpu_from_ns"),
         pl.col("launch_ns").alias("cpu_to_ns"),
         pl.coalesce(prev_end, fallback).alias("gpu_from_ns"),
         pl.col("start_ns").alias("gpu_to_ns"),
-        "launch_tid", "source",
+        "launch_tid",
+        "source",
     )
 
 
 def _in_segments(items: pl.DataFrame, seg: pl.DataFrame, lo: str, hi: str, by: str | None) -> pl.DataFrame:
     """``items`` (``ts_ns``, ``name``, ``dur_ns`` [+ ``by``]) assigned to the segment that contains
     their start (segments of one rank are disjoint per ``by``)."""
-    right = seg.select("instance", pl.col(lo).alias("__lo"), pl.col(hi).alias("__hi"), *([pl.col("launch_tid").alias(by)] if by else [])).drop_nulls(["__lo", "__hi"]).sort("__lo")
+    right = (
+        seg.select(
+            "instance",
+            pl.col(lo).alias("__lo"),
+            pl.col(hi).alias("__hi"),
+            *([pl.col("launch_tid").alias(by)] if by else []),
+        )
+        .drop_nulls(["__lo", "__hi"])
+        .sort("__lo")
+    )
     left = items.sort("ts_ns")
     j = left.join_asof(right, left_on="ts_ns", right_on="__lo", by=by, strategy="backward", check_sortedness=False)
     return j.filter(pl.col("instance").is_not_null() & (pl.col("ts_ns") < pl.col("__hi")))
@@ -66,10 +85,17 @@ def _top_level_ops(trace: Trace, tids: list[int]) -> pl.DataFrame:
     """cpu_ops (and DataLoader / DataPipe fetches, which are user annotations in recent traces) on
     the given threads that no earlier op of the same thread contains."""
     n = pl.col("name").cast(pl.String)
-    ops = trace.scan().filter(
-        ((pl.col("kind") == "cpu_op") | ((pl.col("kind") == "user_annotation") & n.str.contains(DATA_FETCH_RE)))
-        & pl.col("tid").is_in(tids) & pl.col("dur_ns").is_not_null() & ~n.str.starts_with("ProfilerStep")
-    ).select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String)).collect()
+    ops = (
+        trace.scan()
+        .filter(
+            ((pl.col("kind") == "cpu_op") | ((pl.col("kind") == "user_annotation") & n.str.contains(DATA_FETCH_RE)))
+            & pl.col("tid").is_in(tids)
+            & pl.col("dur_ns").is_not_null()
+            & ~n.str.starts_with("ProfilerStep")
+        )
+        .select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String))
+        .collect()
+    )
     return with_outermost(ops, "tid").filter("outer").drop("outer")
 
 
@@ -86,18 +112,38 @@ def segment_work(trace: Trace, seg: pl.DataFrame) -> pl.DataFrame:
         cpu = [_in_segments(ops, seg, "cpu_from_ns", "cpu_to_ns", "launch_tid").select("instance", "name", "dur_ns")]
         # the training loop's thread (ProfilerSteps) when collectives are issued from another one
         # (DDP enqueues from the autograd thread): a late input fetch there delays everything after it
-        loop = sorted({int(t) for t in trace.steps["tid"].drop_nulls().to_list()} - set(tids)) if trace.steps.height else []
+        loop = (
+            sorted({int(t) for t in trace.steps["tid"].drop_nulls().to_list()} - set(tids))
+            if trace.steps.height
+            else []
+        )
         if loop:
             lops = _top_level_ops(trace, loop).drop("tid")
             cpu.append(_in_segments(lops, seg, "cpu_from_ns", "cpu_to_ns", None).select("instance", "name", "dur_ns"))
-        out.append(pl.concat(cpu).group_by("instance", "name").agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count")).with_columns(pl.lit("cpu").alias("side")))
+        out.append(
+            pl.concat(cpu)
+            .group_by("instance", "name")
+            .agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count"))
+            .with_columns(pl.lit("cpu").alias("side"))
+        )
     gseg = seg.filter(pl.col("source") == "kernel")
     if gseg.height:
-        g = trace.scan().filter(
-            pl.col("kind").is_in(list(GPU_KINDS)) & (pl.col("kernel_class") != "COMMUNICATION") & pl.col("dur_ns").is_not_null()
-        ).select("ts_ns", "dur_ns", pl.col("name").cast(pl.String)).collect()
+        g = (
+            trace.scan()
+            .filter(
+                pl.col("kind").is_in(list(GPU_KINDS))
+                & (pl.col("kernel_class") != "COMMUNICATION")
+                & pl.col("dur_ns").is_not_null()
+            )
+            .select("ts_ns", "dur_ns", pl.col("name").cast(pl.String))
+            .collect()
+        )
         gpu = _in_segments(g, gseg, "gpu_from_ns", "gpu_to_ns", None)
-        out.append(gpu.group_by("instance", "name").agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count")).with_columns(pl.lit("gpu").alias("side")))
+        out.append(
+            gpu.group_by("instance", "name")
+            .agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count"))
+            .with_columns(pl.lit("gpu").alias("side"))
+        )
     if not out:
         return pl.DataFrame(schema=WORK_SCHEMA)
     df = pl.concat(out, how="vertical_relaxed").with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))

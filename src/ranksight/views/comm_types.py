@@ -28,8 +28,19 @@ __all__ = [
 ]
 
 TYPES = (
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
-    "gather", "scatter", "send", "recv", "send_recv", "barrier", "unknown",
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+    "gather",
+    "scatter",
+    "send",
+    "recv",
+    "send_recv",
+    "barrier",
+    "unknown",
 )
 #: point-to-point operations: matched across ranks only when the peer is known
 P2P_TYPES = ("send", "recv")
@@ -82,13 +93,46 @@ def canonical_type(name: str | None) -> str:
 
 
 _DTYPE_BYTES = {
-    "float": 4, "float32": 4, "single": 4, "int": 4, "int32": 4, "uint32": 4, "unsignedint": 4,
-    "double": 8, "float64": 8, "long": 8, "longint": 8, "int64": 8, "uint64": 8, "longlong": 8,
-    "unsignedlong": 8, "complexfloat": 8, "complex64": 8, "complexdouble": 16, "complex128": 16,
-    "half": 2, "float16": 2, "bfloat16": 2, "bf16": 2, "fp16": 2, "short": 2, "shortint": 2,
-    "int16": 2, "uint16": 2, "complexhalf": 4,
-    "char": 1, "signedchar": 1, "unsignedchar": 1, "byte": 1, "int8": 1, "int8t": 1, "uint8": 1,
-    "uint8t": 1, "bool": 1, "qint8": 1, "quint8": 1,
+    "float": 4,
+    "float32": 4,
+    "single": 4,
+    "int": 4,
+    "int32": 4,
+    "uint32": 4,
+    "unsignedint": 4,
+    "double": 8,
+    "float64": 8,
+    "long": 8,
+    "longint": 8,
+    "int64": 8,
+    "uint64": 8,
+    "longlong": 8,
+    "unsignedlong": 8,
+    "complexfloat": 8,
+    "complex64": 8,
+    "complexdouble": 16,
+    "complex128": 16,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "fp16": 2,
+    "short": 2,
+    "shortint": 2,
+    "int16": 2,
+    "uint16": 2,
+    "complexhalf": 4,
+    "char": 1,
+    "signedchar": 1,
+    "unsignedchar": 1,
+    "byte": 1,
+    "int8": 1,
+    "int8t": 1,
+    "uint8": 1,
+    "uint8t": 1,
+    "bool": 1,
+    "qint8": 1,
+    "quint8": 1,
 }
 
 
@@ -193,7 +237,13 @@ def ring_coefficients(coll_type: str, n: int) -> tuple[float, float] | None:
     return None
 
 
-SIZE_BUCKETS = ((4 << 10, "<4KiB"), (64 << 10, "4KiB-64KiB"), (1 << 20, "64KiB-1MiB"), (16 << 20, "1MiB-16MiB"), (256 << 20, "16MiB-256MiB"))
+SIZE_BUCKETS = (
+    (4 << 10, "<4KiB"),
+    (64 << 10, "4KiB-64KiB"),
+    (1 << 20, "64KiB-1MiB"),
+    (16 << 20, "1MiB-16MiB"),
+    (256 << 20, "16MiB-256MiB"),
+)
 
 
 def size_bucket(nbytes: int | None) -> str:

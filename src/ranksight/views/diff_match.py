@@ -50,10 +50,18 @@ def kernel_key_table(per_step: pl.DataFrame, sigs: pl.DataFrame) -> pl.DataFrame
         .select(*KEY, "dims", pl.col("pos").alias("pos_dims"))
     )
     p = s.group_by([*KEY, "pos"]).agg(pl.col("count").sum())
-    best_pos = p.sort([*KEY, "count", "pos"], descending=[False, False, False, True, False], nulls_last=True).group_by(KEY, maintain_order=True).first()
-    out = keys.join(best, on=KEY, how="left", nulls_equal=True).join(best_pos.select(*KEY, "pos"), on=KEY, how="left", nulls_equal=True)
+    best_pos = (
+        p.sort([*KEY, "count", "pos"], descending=[False, False, False, True, False], nulls_last=True)
+        .group_by(KEY, maintain_order=True)
+        .first()
+    )
+    out = keys.join(best, on=KEY, how="left", nulls_equal=True).join(
+        best_pos.select(*KEY, "pos"), on=KEY, how="left", nulls_equal=True
+    )
     # shapes only count together with the position they were seen at
-    return out.with_columns(pl.when(pl.col("dims").is_not_null()).then(pl.col("pos_dims")).otherwise(None).alias("pos_dims"))
+    return out.with_columns(
+        pl.when(pl.col("dims").is_not_null()).then(pl.col("pos_dims")).otherwise(None).alias("pos_dims")
+    )
 
 
 def _phase_cols(cols: Sequence[str]) -> list[pl.Expr]:
@@ -81,14 +89,24 @@ def match_keys(base: pl.DataFrame, test: pl.DataFrame) -> tuple[pl.DataFrame, pl
         gt = gt.join(common, on="gid").select(*KEY, "gid")
         b = _assign(b, gb, label)
         t = _assign(t, gt, label)
-    b = b.with_columns(pl.coalesce("row_id", pl.concat_str([pl.lit("base"), *[pl.col(c).fill_null("∅") for c in KEY]], separator="\x1f")).alias("row_id"))
-    t = t.with_columns(pl.coalesce("row_id", pl.concat_str([pl.lit("test"), *[pl.col(c).fill_null("∅") for c in KEY]], separator="\x1f")).alias("row_id"))
+    b = b.with_columns(
+        pl.coalesce(
+            "row_id", pl.concat_str([pl.lit("base"), *[pl.col(c).fill_null("∅") for c in KEY]], separator="\x1f")
+        ).alias("row_id")
+    )
+    t = t.with_columns(
+        pl.coalesce(
+            "row_id", pl.concat_str([pl.lit("test"), *[pl.col(c).fill_null("∅") for c in KEY]], separator="\x1f")
+        ).alias("row_id")
+    )
     return b, t
 
 
 def _groups(df: pl.DataFrame, label: str, cols: Sequence[str]) -> pl.DataFrame:
     """Unmatched keys with their group id for one phase (keys lacking a needed column dropped)."""
-    g = df.filter(pl.col("row_id").is_null()).select(*KEY, *[e.alias(f"g_{c}") for e, c in zip(_phase_cols(cols), cols, strict=True)])
+    g = df.filter(pl.col("row_id").is_null()).select(
+        *KEY, *[e.alias(f"g_{c}") for e, c in zip(_phase_cols(cols), cols, strict=True)]
+    )
     through_op = "pos" in cols  # phases 3-4 match through the launching op: it must be known
     for c in cols:
         if c in ("dims", "pos") or (c == "op" and through_op):
@@ -101,5 +119,8 @@ def _assign(df: pl.DataFrame, hits: pl.DataFrame, label: str) -> pl.DataFrame:
     j = df.join(hits, on=KEY, how="left", nulls_equal=True, maintain_order="left")
     return j.with_columns(
         pl.coalesce("row_id", "gid").alias("row_id"),
-        pl.when(pl.col("match").is_null() & pl.col("gid").is_not_null()).then(pl.lit(label)).otherwise(pl.col("match")).alias("match"),
+        pl.when(pl.col("match").is_null() & pl.col("gid").is_not_null())
+        .then(pl.lit(label))
+        .otherwise(pl.col("match"))
+        .alias("match"),
     ).drop("gid")

@@ -72,14 +72,19 @@ def _with_step(trace: Trace, df: pl.DataFrame) -> pl.DataFrame:
 def _ops(trace: Trace, norm: Callable[[str], str]) -> pl.DataFrame:
     ev = _with_step(trace, trace.kind(*CPU_RANGE_KINDS).filter(pl.col("dur_ns").is_not_null()))
     ev = ev.with_columns(normalize_series(ev["name"], norm).alias("name"), pl.col("kind").cast(pl.String))
-    return ev.group_by("step", "kind", "name").agg(pl.len().cast(pl.Int64).alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
+    return ev.group_by("step", "kind", "name").agg(
+        pl.len().cast(pl.Int64).alias("count"), pl.col("dur_ns").sum().alias("total_ns")
+    )
 
 
 def _launch_ops(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
     """``op_row`` (row of the launching op) for each GPU row of ``g``; null when none."""
-    launches = trace.scan().filter(pl.col("row").is_in(g["launch_row"].drop_nulls().unique().implode())).select(
-        pl.col("row").alias("launch_row"), pl.col("tid").alias("ltid"), pl.col("ts_ns").alias("lts")
-    ).collect()
+    launches = (
+        trace.scan()
+        .filter(pl.col("row").is_in(g["launch_row"].drop_nulls().unique().implode()))
+        .select(pl.col("row").alias("launch_row"), pl.col("tid").alias("ltid"), pl.col("ts_ns").alias("lts"))
+        .collect()
+    )
     g = g.join(launches, on="launch_row", how="left", maintain_order="left")
     spans = trace.kind(*LAUNCHER_KINDS).filter(pl.col("dur_ns").is_not_null()).select("row", "tid", "ts_ns", "end_ns")
     have = g.filter(pl.col("ltid").is_not_null())
@@ -92,19 +97,30 @@ def _launch_ops(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
     return g.join(have.select("row", "op_row"), on="row", how="left", maintain_order="left")
 
 
-def _kernels(trace: Trace, knorm: Callable[[str], str], onorm: Callable[[str], str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    g = trace.gpu_events.filter(pl.col("dur_ns").is_not_null()).select("row", "kind", "name", "ts_ns", "dur_ns", "step", "launch_row")
+def _kernels(
+    trace: Trace, knorm: Callable[[str], str], onorm: Callable[[str], str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    g = trace.gpu_events.filter(pl.col("dur_ns").is_not_null()).select(
+        "row", "kind", "name", "ts_ns", "dur_ns", "step", "launch_row"
+    )
     g = _launch_ops(trace, g)
-    names = trace.scan().filter(pl.col("row").is_in(g["op_row"].drop_nulls().unique().implode())).select(
-        pl.col("row").alias("op_row"), pl.col("name").alias("op_raw")
-    ).collect()
+    names = (
+        trace.scan()
+        .filter(pl.col("row").is_in(g["op_row"].drop_nulls().unique().implode()))
+        .select(pl.col("row").alias("op_row"), pl.col("name").alias("op_raw"))
+        .collect()
+    )
     dims = trace.table("op").select(pl.col("row").alias("op_row"), pl.col("input_dims").cast(pl.String).alias("dims"))
     g = (
         g.join(names, on="op_row", how="left", maintain_order="left")
         .join(dims, on="op_row", how="left", maintain_order="left")
         .sort("lts", "ts_ns", "row", nulls_last=True)
         .with_columns(
-            pl.when(pl.col("op_row").is_not_null()).then(pl.int_range(pl.len()).over("op_row")).otherwise(None).cast(pl.Int32).alias("pos"),
+            pl.when(pl.col("op_row").is_not_null())
+            .then(pl.int_range(pl.len()).over("op_row"))
+            .otherwise(None)
+            .cast(pl.Int32)
+            .alias("pos"),
         )
     )
     g = g.with_columns(
@@ -114,7 +130,9 @@ def _kernels(trace: Trace, knorm: Callable[[str], str], onorm: Callable[[str], s
     )
     sigs = g.group_by("kind", "name", "op", "dims", "pos").agg(pl.len().cast(pl.Int64).alias("count"))
     g = _with_step(trace, g)
-    per_step = g.group_by("step", "kind", "name", "op").agg(pl.len().cast(pl.Int64).alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
+    per_step = g.group_by("step", "kind", "name", "op").agg(
+        pl.len().cast(pl.Int64).alias("count"), pl.col("dur_ns").sum().alias("total_ns")
+    )
     return per_step, sigs
 
 
@@ -144,17 +162,28 @@ def _exposed(trace: Trace, norm: Callable[[str], str]) -> pl.DataFrame:
         dl_rows = dl["row"].gather(dl_owner.fill_null(0))
         own_rows = spans["row"].gather(owner.fill_null(0))
         row = pl.select(
-            pl.when(dl_owner.is_not_null()).then(dl_rows).when(owner.is_not_null()).then(own_rows).otherwise(None).alias("row")
+            pl.when(dl_owner.is_not_null())
+            .then(dl_rows)
+            .when(owner.is_not_null())
+            .then(own_rows)
+            .otherwise(None)
+            .alias("row")
         )["row"]
     else:
-        row = pl.select(pl.when(owner.is_not_null()).then(spans["row"].gather(owner.fill_null(0))).otherwise(None).alias("row"))["row"]
+        row = pl.select(
+            pl.when(owner.is_not_null()).then(spans["row"].gather(owner.fill_null(0))).otherwise(None).alias("row")
+        )["row"]
     seg = seg.with_columns(row.alias("row")).filter(pl.col("row").is_not_null())
     g = trace.gpu_events.filter(pl.col("dur_ns").is_not_null())
     gs, ge = union(g["ts_ns"].to_numpy(), g["end_ns"].to_numpy())
     a = seg["a"].to_numpy()
     b = seg["b"].to_numpy()
     seg = seg.with_columns(pl.Series("exposed_ns", (b - a) - covered_length(gs, ge, a, b)))
-    per = seg.group_by("row").agg(pl.col("exposed_ns").sum()).join(spans.select("row", "kind", "name", "step"), on="row", how="left")
+    per = (
+        seg.group_by("row")
+        .agg(pl.col("exposed_ns").sum())
+        .join(spans.select("row", "kind", "name", "step"), on="row", how="left")
+    )
     per = _with_step(trace, per)
     per = per.with_columns(normalize_series(per["name"], norm).alias("name"), pl.col("kind").cast(pl.String))
     return per.group_by("step", "kind", "name").agg(pl.col("exposed_ns").sum()).filter(pl.col("exposed_ns") > 0)
@@ -166,7 +195,11 @@ def _memory(trace: Trace) -> pl.DataFrame:
 
     rec = memory_records(trace)
     rec = _with_step(trace, rec.filter(pl.col("device_type") != 0))
-    return rec.group_by("step").agg(pl.col("allocated_bytes").max().alias("peak_bytes")).filter(pl.col("peak_bytes").is_not_null())
+    return (
+        rec.group_by("step")
+        .agg(pl.col("allocated_bytes").max().alias("peak_bytes"))
+        .filter(pl.col("peak_bytes").is_not_null())
+    )
 
 
 def rank_profile(trace: Trace, *, kernel_templates: bool = True, shapes: bool = False) -> dict[str, pl.DataFrame]:
@@ -196,8 +229,13 @@ def step_windows(trace: Trace) -> pl.DataFrame:
     if trace.steps.height == 0:
         span = trace.span_ns
         total = (span[1] - span[0]) if span else 0
-        return pl.DataFrame({"rank": [trace.rank], "step": [0], "total_ns": [total]}, schema={"rank": pl.Int32, "step": pl.Int32, "total_ns": pl.Int64})
+        return pl.DataFrame(
+            {"rank": [trace.rank], "step": [0], "total_ns": [total]},
+            schema={"rank": pl.Int32, "step": pl.Int32, "total_ns": pl.Int64},
+        )
     w = plugin_windows(trace).join(trace.steps.select("step", "incomplete"), on="step", how="left")
     return w.filter(~pl.col("incomplete").fill_null(False)).select(
-        pl.lit(trace.rank, dtype=pl.Int32).alias("rank"), pl.col("step").cast(pl.Int32), (pl.col("end_ns") - pl.col("start_ns")).alias("total_ns")
+        pl.lit(trace.rank, dtype=pl.Int32).alias("rank"),
+        pl.col("step").cast(pl.Int32),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("total_ns"),
     )

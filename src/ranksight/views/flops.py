@@ -115,13 +115,17 @@ def _ints(text: str | None) -> list[int] | None:
     return None
 
 
-def _conv_out(x: list[int], w: list[int], stride: list[int] | None, pad: Any, dil: list[int] | None) -> tuple[list[int], bool]:
+def _conv_out(
+    x: list[int], w: list[int], stride: list[int] | None, pad: Any, dil: list[int] | None
+) -> tuple[list[int], bool]:
     n = len(x) - 2
     k = w[2:]
     if stride is None or pad is None:
         return list(x[2:]), True
     if isinstance(pad, str):
-        return (list(x[2:]) if pad == "same" else [x[2 + i] - (dil[i] if dil else 1) * (k[i] - 1) for i in range(n)]), False
+        return (
+            list(x[2:]) if pad == "same" else [x[2 + i] - (dil[i] if dil else 1) * (k[i] - 1) for i in range(n)]
+        ), False
     s = stride * n if len(stride) == 1 else stride
     p = pad * n if len(pad) == 1 else pad
     dl = (dil or [1]) * n if not dil or len(dil) == 1 else dil
@@ -140,7 +144,11 @@ def _conv(stride_i: int, pad_i: int, dil_i: int, transposed: bool | int) -> Call
         x, w = d[0], d[1]
         if len(x) < 3 or len(w) < 3:
             return None, 0, False
-        tr = (c[transposed] == "True") if isinstance(transposed, int) and not isinstance(transposed, bool) and len(c) > transposed else bool(transposed)
+        tr = (
+            (c[transposed] == "True")
+            if isinstance(transposed, int) and not isinstance(transposed, bool) and len(c) > transposed
+            else bool(transposed)
+        )
         if tr:
             return _conv_flops(x, w, x[2:]), 0, False
 
@@ -289,7 +297,9 @@ def _loads(text: str | None) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
-def op_flops(name: str, input_dims: str | None, input_type: str | None, concrete: str | None) -> tuple[float | None, str | None, bool]:
+def op_flops(
+    name: str, input_dims: str | None, input_type: str | None, concrete: str | None
+) -> tuple[float | None, str | None, bool]:
     """FLOPs, input type (Kineto string) and ``estimated`` for one op; FLOPs None if not countable."""
     f = FORMULAS.get(name)
     dims = _loads(input_dims)

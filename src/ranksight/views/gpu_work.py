@@ -88,7 +88,11 @@ def hta_kernel_type(name: str) -> str:
 def needs_hta_rounding(trace: Trace) -> bool:
     """True when HTA's loader would round this trace to µs (any event has a fractional µs ``ts``)."""
     base = trace.meta.base_time_ns or 0
-    return bool(trace.memo("hta_rounding", lambda: trace.scan().select(((pl.col("ts_ns") - base) % 1000 != 0).any()).collect().item()))
+    return bool(
+        trace.memo(
+            "hta_rounding", lambda: trace.scan().select(((pl.col("ts_ns") - base) % 1000 != 0).any()).collect().item()
+        )
+    )
 
 
 def hta_round(ts_ns: np.ndarray, dur_ns: np.ndarray, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -114,22 +118,29 @@ def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
     cond = pl.col("kind").is_in(kinds) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
     if hta_compat:
         cond = cond & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
-    g = trace.scan().filter(cond).select(
-        "row",
-        "name",  # categorical while cached (strings of long kernel names are the bulk of the frame)
-        pl.col("kind").cast(pl.String),
-        "stream",
-        "ts_ns",
-        "end_ns",
-        "dur_ns",
-        "launch_row",
-        "step",
-        pl.col("kernel_class").cast(pl.String),
-    ).collect()
+    g = (
+        trace.scan()
+        .filter(cond)
+        .select(
+            "row",
+            "name",  # categorical while cached (strings of long kernel names are the bulk of the frame)
+            pl.col("kind").cast(pl.String),
+            "stream",
+            "ts_ns",
+            "end_ns",
+            "dur_ns",
+            "launch_row",
+            "step",
+            pl.col("kernel_class").cast(pl.String),
+        )
+        .collect()
+    )
     if hta_compat:
         names = g["name"].unique().to_list()
         mapping = {n: hta_kernel_type(n or "") for n in names}
-        g = g.with_columns(pl.col("name").cast(pl.String).replace_strict(mapping, return_dtype=pl.String).alias("kernel_type"))
+        g = g.with_columns(
+            pl.col("name").cast(pl.String).replace_strict(mapping, return_dtype=pl.String).alias("kernel_type")
+        )
         if needs_hta_rounding(trace) and g.height:
             ts, end = hta_round(g["ts_ns"].to_numpy(), g["dur_ns"].to_numpy(), trace.meta.base_time_ns or 0)
             g = g.with_columns(pl.Series("ts_ns", ts), pl.Series("end_ns", end)).with_columns(
@@ -137,7 +148,9 @@ def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
             )
     else:
         g = g.with_columns(
-            pl.col("kernel_class").replace_strict(_CLASS_TO_TYPE, default="OTHER", return_dtype=pl.String).alias("kernel_type")
+            pl.col("kernel_class")
+            .replace_strict(_CLASS_TO_TYPE, default="OTHER", return_dtype=pl.String)
+            .alias("kernel_type")
         )
     return g.drop("kernel_class").cast({c: t for c, t in _SCHEMA.items() if c != "name"})
 

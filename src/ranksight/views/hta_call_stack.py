@@ -47,14 +47,18 @@ def nest(ev: pl.DataFrame) -> pl.DataFrame:
     zero = ev.filter(pl.col("end_ns") <= pl.col("ts_ns"))
     parts = [_nest_positive(pos)] if pos.height else []
     if zero.height:
-        tree = pos.join(parts[0], on="row") if parts else pos.with_columns(
-            pl.lit(None, pl.Int64).alias("parent_row"), pl.lit(0, pl.Int32).alias("depth")
+        tree = (
+            pos.join(parts[0], on="row")
+            if parts
+            else pos.with_columns(pl.lit(None, pl.Int64).alias("parent_row"), pl.lit(0, pl.Int32).alias("depth"))
         )
         par = enclosing(tree, zero)
         depth_of = tree.select(pl.col("row").cast(pl.Int64).alias("parent_row"), (pl.col("depth") + 1).alias("depth"))
         z = zero.select("row").with_columns(par.alias("parent_row")).join(depth_of, on="parent_row", how="left")
         parts.append(z.with_columns(pl.col("depth").fill_null(0).cast(pl.Int32)).select("row", "parent_row", "depth"))
-    return pl.concat(parts).select(pl.col("row").cast(pl.UInt32), pl.col("parent_row").cast(pl.Int64), pl.col("depth").cast(pl.Int32))
+    return pl.concat(parts).select(
+        pl.col("row").cast(pl.UInt32), pl.col("parent_row").cast(pl.Int64), pl.col("depth").cast(pl.Int32)
+    )
 
 
 def _nest_positive(ev: pl.DataFrame) -> pl.DataFrame:
@@ -67,11 +71,13 @@ def _nest_positive(ev: pl.DataFrame) -> pl.DataFrame:
     parent_ev = np.frombuffer(p, np.int64)
     depth = np.frombuffer(d, np.int64)
     parent_row = np.where(parent_ev >= 0, row[np.maximum(parent_ev, 0)], -1)
-    return pl.DataFrame({
-        "row": ev["row"],
-        "parent_row": pl.Series(parent_row, dtype=pl.Int64),
-        "depth": pl.Series(depth, dtype=pl.Int32),
-    }).with_columns(pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).alias("parent_row"))
+    return pl.DataFrame(
+        {
+            "row": ev["row"],
+            "parent_row": pl.Series(parent_row, dtype=pl.Int64),
+            "depth": pl.Series(depth, dtype=pl.Int32),
+        }
+    ).with_columns(pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).alias("parent_row"))
 
 
 def enclosing(tree: pl.DataFrame, queries: pl.DataFrame) -> pl.Series:
@@ -85,12 +91,23 @@ def enclosing(tree: pl.DataFrame, queries: pl.DataFrame) -> pl.Series:
     if nq == 0 or tree.height == 0:
         return pl.Series("enclosing", [None] * nq, dtype=pl.Int64)
     t = tree.select(
-        "pid", "tid", pl.col("ts_ns").alias("__ts"), "row", "end_ns", "parent_row",
+        "pid",
+        "tid",
+        pl.col("ts_ns").alias("__ts"),
+        "row",
+        "end_ns",
+        "parent_row",
     ).sort(["pid", "tid", "__ts", "end_ns", "row"], descending=[False, False, False, True, False])
     # at equal starts keep the innermost (shortest, i.e. the last in this order) as the as-of match
     q = queries.select("pid", "tid", "ts_ns", "end_ns").with_row_index("__q").sort(["pid", "tid", "ts_ns"])
-    j = q.join_asof(t.select("pid", "tid", "__ts", pl.col("row").alias("__cand")), left_on="ts_ns", right_on="__ts",
-                    by=["pid", "tid"], strategy="backward", check_sortedness=False)
+    j = q.join_asof(
+        t.select("pid", "tid", "__ts", pl.col("row").alias("__cand")),
+        left_on="ts_ns",
+        right_on="__ts",
+        by=["pid", "tid"],
+        strategy="backward",
+        check_sortedness=False,
+    )
     cand = j["__cand"].cast(pl.Int64).fill_null(-1).to_numpy()
     q_end = j["end_ns"].to_numpy()
     # dense lookups by row
@@ -118,7 +135,7 @@ def ancestor_at_depth(rows: np.ndarray, depth_of: np.ndarray, parent_of: np.ndar
     """The ancestor at depth ``target`` of each row (the row itself at that depth; -1 when the row
     is shallower). ``depth_of``/``parent_of`` are dense arrays indexed by row (-1 = none)."""
     a = np.asarray(rows, dtype=np.int64).copy()
-    valid = (a >= 0)
+    valid = a >= 0
     valid[valid] = depth_of[a[valid]] >= target
     a[~valid] = -1
     while True:

@@ -55,7 +55,9 @@ def intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
         return np.empty(0, np.int64), np.empty(0, np.int64)
     # boundary sweep: +1/-1 events of both sets; covered by both where depth == 2
     pts = np.concatenate([a_s, a_e, b_s, b_e])
-    delta = np.concatenate([np.ones(a_s.size), -np.ones(a_e.size), np.ones(b_s.size), -np.ones(b_e.size)]).astype(np.int64)
+    delta = np.concatenate([np.ones(a_s.size), -np.ones(a_e.size), np.ones(b_s.size), -np.ones(b_e.size)]).astype(
+        np.int64
+    )
     order = np.lexsort((delta, pts))  # ends before starts at equal points
     pts = pts[order]
     depth = np.cumsum(delta[order])

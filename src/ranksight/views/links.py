@@ -66,10 +66,25 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
     when given. Sorted by launch row, then GPU start, then GPU row.
     """
     ev = trace.scan()
-    g = ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("launch_row").is_not_null()).select(
-        "row", "kind", "name", "kernel_class", "pid", "tid", "stream", "device",
-        "ts_ns", "dur_ns", "end_ns", "step", "launch_row",
-    ).collect()
+    g = (
+        ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("launch_row").is_not_null())
+        .select(
+            "row",
+            "kind",
+            "name",
+            "kernel_class",
+            "pid",
+            "tid",
+            "stream",
+            "device",
+            "ts_ns",
+            "dur_ns",
+            "end_ns",
+            "step",
+            "launch_row",
+        )
+        .collect()
+    )
     launches = ev.filter(pl.col("gpu_count") > 0).select(
         pl.col("row").alias("launch_row"),
         "correlation",
@@ -84,7 +99,6 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
     if apis is not None:
         launches = launches.filter(name_filter(apis))
     return g.join(launches.collect(), on="launch_row", how="inner").sort(["launch_row", "ts_ns", "row"])
-
 
 
 def names_matching(df: pl.DataFrame, test: Callable[[pl.Series], pl.Series], col: str = "name") -> pl.Expr:

@@ -18,8 +18,19 @@ GPU_DEVICE_TYPES = (1, 6)
 
 def _device_label() -> pl.Expr:
     t = pl.col("device_type")
-    name = pl.when(t == 1).then(pl.lit("cuda")).when(t == 6).then(pl.lit("hip")).otherwise(pl.lit("type") + t.cast(pl.String))
-    return pl.when(t == 0).then(pl.lit("cpu")).otherwise(name + pl.lit(":") + pl.col("device_id").cast(pl.String)).alias("device")
+    name = (
+        pl.when(t == 1)
+        .then(pl.lit("cuda"))
+        .when(t == 6)
+        .then(pl.lit("hip"))
+        .otherwise(pl.lit("type") + t.cast(pl.String))
+    )
+    return (
+        pl.when(t == 0)
+        .then(pl.lit("cpu"))
+        .otherwise(name + pl.lit(":") + pl.col("device_id").cast(pl.String))
+        .alias("device")
+    )
 
 
 def memory_records(trace: Trace) -> pl.DataFrame:
@@ -39,6 +50,16 @@ def memory_records(trace: Trace) -> pl.DataFrame:
         pl.col("total_reserved").alias("reserved_bytes"),
         pl.lit("total_allocated" if has_totals else "running_sum").alias("allocated_source"),
     ).select(
-        "row", "ts_ns", "tid", "step", "device", "device_type", "device_id", "addr", "bytes",
-        "allocated_bytes", "reserved_bytes", "allocated_source",
+        "row",
+        "ts_ns",
+        "tid",
+        "step",
+        "device",
+        "device_type",
+        "device_id",
+        "addr",
+        "bytes",
+        "allocated_bytes",
+        "reserved_bytes",
+        "allocated_source",
     )

@@ -50,10 +50,14 @@ _SEGMENT_DELTA = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "seg
 
 
 #: Frames skipped when a stack has no Python frame (see the module doc).
-_BOOKKEEPING_NAME = (r"unwind::unwind|CapturedTraceback::gather|gather_with_cpp|CUDACachingAllocator|^_start$|__libc_start_main"
-                     r"|PyEval_|PyObject_|PyFunction_|_PyEval|wrap_kernel_functor|::redispatch\(|at::_ops::\w+::call\("
-                     r"|at::(detail::|native::)?empty\w*\(|wrapper_\w*empty\w*\(")
-_BOOKKEEPING_FILE = r"core/boxing|(^|/)Register\w*\.cpp$|(^|/)Redispatch|pythonrun\.c|Modules/main\.c|Objects/call\.c|ceval\.c"
+_BOOKKEEPING_NAME = (
+    r"unwind::unwind|CapturedTraceback::gather|gather_with_cpp|CUDACachingAllocator|^_start$|__libc_start_main"
+    r"|PyEval_|PyObject_|PyFunction_|_PyEval|wrap_kernel_functor|::redispatch\(|at::_ops::\w+::call\("
+    r"|at::(detail::|native::)?empty\w*\(|wrapper_\w*empty\w*\("
+)
+_BOOKKEEPING_FILE = (
+    r"core/boxing|(^|/)Register\w*\.cpp$|(^|/)Redispatch|pythonrun\.c|Modules/main\.c|Objects/call\.c|ceval\.c"
+)
 
 
 def _frame_text() -> pl.Expr:
@@ -69,8 +73,10 @@ def top_frames(df: pl.DataFrame) -> pl.DataFrame:
     fr = pl.col("frames").fill_null(pl.lit([], pl.List(FRAME)))
     is_py = pl.element().struct.field("filename").str.ends_with(".py")
     in_torch = pl.element().struct.field("filename").str.contains(r"(^|/)torch/")
-    useful = ~(pl.element().struct.field("name").str.contains(_BOOKKEEPING_NAME)
-               | pl.element().struct.field("filename").str.contains(_BOOKKEEPING_FILE))
+    useful = ~(
+        pl.element().struct.field("name").str.contains(_BOOKKEEPING_NAME)
+        | pl.element().struct.field("filename").str.contains(_BOOKKEEPING_FILE)
+    )
     native = pl.when(fr.list.eval(useful).list.any()).then(fr.list.filter(useful)).otherwise(fr)
     pick = pl.coalesce(
         fr.list.filter(is_py & ~in_torch).list.first(),
@@ -78,7 +84,9 @@ def top_frames(df: pl.DataFrame) -> pl.DataFrame:
         native.list.first(),
     )
     text = pl.format(
-        "{} ({}:{})", pick.struct.field("name"), pick.struct.field("filename").str.extract(r"((?:[^/]*/)?[^/]*)$", 1),
+        "{} ({}:{})",
+        pick.struct.field("name"),
+        pick.struct.field("filename").str.extract(r"((?:[^/]*/)?[^/]*)$", 1),
         pick.struct.field("line").fill_null(0),
     )
     return df.with_columns(
@@ -103,7 +111,9 @@ def history_curve(snap: MemorySnapshot) -> pl.DataFrame:
     allocated_bytes, reserved_bytes``."""
     tr = snap.trace
     if tr.height == 0:
-        return tr.with_columns(pl.lit(None, pl.Int64).alias("allocated_bytes"), pl.lit(None, pl.Int64).alias("reserved_bytes"))
+        return tr.with_columns(
+            pl.lit(None, pl.Int64).alias("allocated_bytes"), pl.lit(None, pl.Int64).alias("reserved_bytes")
+        )
     end = _end_levels(snap)
     size = pl.col("size").fill_null(0)
     da = pl.col("action").replace_strict(_ALLOC_DELTA, default=0, return_dtype=pl.Int64) * size
@@ -120,7 +130,10 @@ def history_curve(snap: MemorySnapshot) -> pl.DataFrame:
 
 def _end_levels(snap: MemorySnapshot) -> pl.DataFrame:
     b = snap.blocks.group_by("device").agg(
-        pl.col("size").filter(pl.col("state").is_in(["active_allocated", "active_pending_free"])).sum().alias("__end_active")
+        pl.col("size")
+        .filter(pl.col("state").is_in(["active_allocated", "active_pending_free"]))
+        .sum()
+        .alias("__end_active")
     )
     s = snap.segments.group_by("device").agg(pl.col("total_size").sum().alias("__end_reserved"))
     return s.join(b, on="device", how="full", coalesce=True)
@@ -137,7 +150,9 @@ def snapshot_summary(snap: MemorySnapshot, curve: pl.DataFrame, t0_us: int | Non
         pl.col("size").filter(st == "inactive").sum().alias("cached_free_bytes"),
         pl.col("size").filter(st == "inactive").max().fill_null(0).alias("largest_free_block_bytes"),
     )
-    segs = snap.segments.group_by("device").agg(pl.len().alias("segments"), pl.col("total_size").sum().alias("reserved_bytes"))
+    segs = snap.segments.group_by("device").agg(
+        pl.len().alias("segments"), pl.col("total_size").sum().alias("reserved_bytes")
+    )
     out = segs.join(blocks, on="device", how="full", coalesce=True)
     if curve.height:
         i = pl.col("allocated_bytes").arg_max()
@@ -151,22 +166,60 @@ def snapshot_summary(snap: MemorySnapshot, curve: pl.DataFrame, t0_us: int | Non
         out = out.join(hist, on="device", how="full", coalesce=True)
     else:
         out = out.with_columns(
-            pl.lit(0, pl.Int64).alias("history_actions"), pl.lit(None, pl.Int64).alias("peak_allocated_bytes"),
-            pl.lit(None, pl.Int64).alias("__peak_us"), pl.lit(None, pl.Int64).alias("peak_reserved_bytes"), pl.lit(0, pl.Int64).alias("ooms"),
+            pl.lit(0, pl.Int64).alias("history_actions"),
+            pl.lit(None, pl.Int64).alias("peak_allocated_bytes"),
+            pl.lit(None, pl.Int64).alias("__peak_us"),
+            pl.lit(None, pl.Int64).alias("peak_reserved_bytes"),
+            pl.lit(0, pl.Int64).alias("ooms"),
         )
-    z = [c for c in ("segments", "blocks", "reserved_bytes", "allocated_bytes", "requested_bytes", "pending_free_bytes",
-                     "cached_free_bytes", "largest_free_block_bytes", "history_actions", "ooms")]
+    z = [
+        c
+        for c in (
+            "segments",
+            "blocks",
+            "reserved_bytes",
+            "allocated_bytes",
+            "requested_bytes",
+            "pending_free_bytes",
+            "cached_free_bytes",
+            "largest_free_block_bytes",
+            "history_actions",
+            "ooms",
+        )
+    ]
     res = pl.col("reserved_bytes")
-    return out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in z]).with_columns(
-        (pl.col("allocated_bytes") - pl.col("requested_bytes")).alias("rounding_bytes"),
-        pl.when(res > 0).then(1.0 - pl.col("allocated_bytes") / res).alias("fragmentation"),
-        pl.coalesce("peak_allocated_bytes", pl.col("allocated_bytes") + pl.col("pending_free_bytes")).alias("peak_allocated_bytes"),
-        pl.coalesce("peak_reserved_bytes", "reserved_bytes").alias("peak_reserved_bytes"),
-        (((pl.col("__peak_us") - t0_us) / 1e3) if t0_us is not None else pl.lit(None, pl.Float64)).alias("peak_time_ms"),
-    ).sort("device").select(
-        _device_label(), "segments", "blocks", "reserved_bytes", "allocated_bytes", "requested_bytes", "rounding_bytes",
-        "pending_free_bytes", "cached_free_bytes", "largest_free_block_bytes", "fragmentation", "history_actions",
-        "peak_allocated_bytes", "peak_time_ms", "peak_reserved_bytes", "ooms",
+    return (
+        out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in z])
+        .with_columns(
+            (pl.col("allocated_bytes") - pl.col("requested_bytes")).alias("rounding_bytes"),
+            pl.when(res > 0).then(1.0 - pl.col("allocated_bytes") / res).alias("fragmentation"),
+            pl.coalesce("peak_allocated_bytes", pl.col("allocated_bytes") + pl.col("pending_free_bytes")).alias(
+                "peak_allocated_bytes"
+            ),
+            pl.coalesce("peak_reserved_bytes", "reserved_bytes").alias("peak_reserved_bytes"),
+            (((pl.col("__peak_us") - t0_us) / 1e3) if t0_us is not None else pl.lit(None, pl.Float64)).alias(
+                "peak_time_ms"
+            ),
+        )
+        .sort("device")
+        .select(
+            _device_label(),
+            "segments",
+            "blocks",
+            "reserved_bytes",
+            "allocated_bytes",
+            "requested_bytes",
+            "rounding_bytes",
+            "pending_free_bytes",
+            "cached_free_bytes",
+            "largest_free_block_bytes",
+            "fragmentation",
+            "history_actions",
+            "peak_allocated_bytes",
+            "peak_time_ms",
+            "peak_reserved_bytes",
+            "ooms",
+        )
     )
 
 
@@ -180,13 +233,17 @@ def _segment_table(snap: MemorySnapshot) -> pl.DataFrame:
     return (
         s.group_by("device", "segment_type", "stream")
         .agg(
-            pl.len().alias("segments"), pl.col("blocks").sum().alias("blocks"), pl.col("total_size").sum().alias("reserved_bytes"),
+            pl.len().alias("segments"),
+            pl.col("blocks").sum().alias("blocks"),
+            pl.col("total_size").sum().alias("reserved_bytes"),
             pl.col("allocated_bytes").fill_null(0).sum().alias("allocated_bytes"),
             pl.col("cached_free_bytes").fill_null(0).sum().alias("cached_free_bytes"),
             pl.col("total_size").max().alias("largest_segment_bytes"),
         )
         .with_columns(
-            pl.when(pl.col("reserved_bytes") > 0).then(1.0 - pl.col("allocated_bytes") / pl.col("reserved_bytes")).alias("fragmentation")
+            pl.when(pl.col("reserved_bytes") > 0)
+            .then(1.0 - pl.col("allocated_bytes") / pl.col("reserved_bytes"))
+            .alias("fragmentation")
         )
         .sort(["device", "reserved_bytes"], descending=[False, True])
         .with_columns(_device_label())
@@ -194,15 +251,28 @@ def _segment_table(snap: MemorySnapshot) -> pl.DataFrame:
 
 
 def _largest_blocks(snap: MemorySnapshot, top: int) -> pl.DataFrame:
-    b = snap.blocks.filter(pl.col("state") == "active_allocated").sort(["size", "device", "address"], descending=[True, False, False])
+    b = snap.blocks.filter(pl.col("state") == "active_allocated").sort(
+        ["size", "device", "address"], descending=[True, False, False]
+    )
     b = top_frames(b.head(top) if top > 0 else b)
-    return b.select(_device_label(), "size", "requested_size", "address", "stream", "segment_type", "top_frame", "stack")
+    return b.select(
+        _device_label(), "size", "requested_size", "address", "stream", "segment_type", "top_frame", "stack"
+    )
 
 
 def _largest_allocs(curve: pl.DataFrame, t0_us: int | None, top: int) -> pl.DataFrame:
     if curve.height == 0:
-        return pl.DataFrame(schema={"device": pl.String, "size": pl.Int64, "time_ms": pl.Float64, "freed": pl.Boolean,
-                                    "lifetime_ms": pl.Float64, "top_frame": pl.String, "stack": pl.String})
+        return pl.DataFrame(
+            schema={
+                "device": pl.String,
+                "size": pl.Int64,
+                "time_ms": pl.Float64,
+                "freed": pl.Boolean,
+                "lifetime_ms": pl.Float64,
+                "top_frame": pl.String,
+                "stack": pl.String,
+            }
+        )
     ev = curve.filter(pl.col("action").is_in(["alloc", "free_completed"])).sort(["device", "addr", "idx"])
     nxt = pl.col("action").shift(-1).over(["device", "addr"])
     nxt_t = pl.col("time_us").shift(-1).over(["device", "addr"])
@@ -213,8 +283,13 @@ def _largest_allocs(curve: pl.DataFrame, t0_us: int | None, top: int) -> pl.Data
     a = top_frames(a.head(top) if top > 0 else a)
     t0 = t0_us or 0
     return a.select(
-        _device_label(), "size", (((pl.col("time_us") - t0) / 1e3) if t0_us is not None else pl.lit(None, pl.Float64)).alias("time_ms"),
-        "freed", pl.when(pl.col("freed")).then((pl.col("__free_us") - pl.col("time_us")) / 1e3).alias("lifetime_ms"), "top_frame", "stack",
+        _device_label(),
+        "size",
+        (((pl.col("time_us") - t0) / 1e3) if t0_us is not None else pl.lit(None, pl.Float64)).alias("time_ms"),
+        "freed",
+        pl.when(pl.col("freed")).then((pl.col("__free_us") - pl.col("time_us")) / 1e3).alias("lifetime_ms"),
+        "top_frame",
+        "stack",
     )
 
 
@@ -232,13 +307,23 @@ def _by_frame(snap: MemorySnapshot, top: int) -> pl.DataFrame:
 
 def _curve_points(curve: pl.DataFrame, t0_us: int | None, points: int) -> pl.DataFrame:
     c = curve.select(
-        "device", "idx", (((pl.col("time_us") - t0_us) / 1e3) if t0_us is not None else pl.lit(None, pl.Float64)).alias("time_ms"),
-        "action", "size", "allocated_bytes", "reserved_bytes",
+        "device",
+        "idx",
+        (((pl.col("time_us") - t0_us) / 1e3) if t0_us is not None else pl.lit(None, pl.Float64)).alias("time_ms"),
+        "action",
+        "size",
+        "allocated_bytes",
+        "reserved_bytes",
     )
     if points > 0 and c.height > points:
         n = pl.len().over("device")
         b = (pl.col("idx") * points // n).alias("__b")
-        c = c.with_columns(b).sort(["device", "__b", "allocated_bytes", "idx"]).group_by(["device", "__b"], maintain_order=True).last()
+        c = (
+            c.with_columns(b)
+            .sort(["device", "__b", "allocated_bytes", "idx"])
+            .group_by(["device", "__b"], maintain_order=True)
+            .last()
+        )
         c = c.drop("__b").sort(["device", "idx"])
     return c.with_columns(_device_label())
 
@@ -246,8 +331,12 @@ def _curve_points(curve: pl.DataFrame, t0_us: int | None, points: int) -> pl.Dat
 def _ooms(curve: pl.DataFrame, t0_us: int | None) -> pl.DataFrame:
     o = curve.filter(pl.col("action") == "oom")
     return o.select(
-        _device_label(), (((pl.col("time_us") - t0_us) / 1e3) if t0_us is not None else pl.lit(None, pl.Float64)).alias("time_ms"),
-        pl.col("size").alias("requested_bytes"), pl.col("device_free").alias("device_free_bytes"), "allocated_bytes", "reserved_bytes",
+        _device_label(),
+        (((pl.col("time_us") - t0_us) / 1e3) if t0_us is not None else pl.lit(None, pl.Float64)).alias("time_ms"),
+        pl.col("size").alias("requested_bytes"),
+        pl.col("device_free").alias("device_free_bytes"),
+        "allocated_bytes",
+        "reserved_bytes",
     )
 
 
@@ -271,14 +360,24 @@ def snapshot_tables(path: str, *, points: int = 200, top: int = 20) -> tuple[dic
         tables["snapshot_oom"] = ooms
         notes.append(f"{ooms.height} out-of-memory event(s) recorded: see snapshot_oom")
     if curve.height == 0:
-        notes.append("snapshot without history (device_traces empty: record with torch.cuda.memory._record_memory_history()): peak = the snapshot's allocated")
+        notes.append(
+            "snapshot without history (device_traces empty: record with torch.cuda.memory._record_memory_history()): peak = the snapshot's allocated"
+        )
     else:
-        notes.append("history levels anchored at the snapshot's segments (the history is a ring buffer): level = snapshot − changes recorded later")
+        notes.append(
+            "history levels anchored at the snapshot's segments (the history is a ring buffer): level = snapshot − changes recorded later"
+        )
         neg = curve.filter(pl.col("allocated_bytes") < 0)
         if neg.height:
-            notes.append(f"{neg.height} history points fall below 0: actions after the history stopped, or a history from another snapshot")
+            notes.append(
+                f"{neg.height} history points fall below 0: actions after the history stopped, or a history from another snapshot"
+            )
         if t0 is None:
-            notes.append("history entries carry no time_us (PyTorch < 2.1): times are empty, order is the recorded order")
+            notes.append(
+                "history entries carry no time_us (PyTorch < 2.1): times are empty, order is the recorded order"
+            )
     if points > 0 and curve.height > points:
-        notes.append(f"snapshot_curve: at most {points} points per device (the largest allocated per bucket of actions); --points 0 for all")
+        notes.append(
+            f"snapshot_curve: at most {points} points per device (the largest allocated per bucket of actions); --points 0 for all"
+        )
     return tables, notes

@@ -25,9 +25,20 @@ if TYPE_CHECKING:
 __all__ = ["logical_operations", "join_log_to_traces"]
 
 JOIN_SCHEMA = {
-    "rank": pl.Int32, "idx": pl.Int64, "coll_type": pl.String, "bytes": pl.Int64, "group_size": pl.Int64, "op_count": pl.Int64,
-    "log_bytes": pl.Int64, "bytes_match": pl.Boolean, "algorithm": pl.String, "protocol": pl.String, "model_time_us": pl.Float64,
-    "dur_us": pl.Float64, "kernel_algorithm": pl.String, "kernel_protocol": pl.String,
+    "rank": pl.Int32,
+    "idx": pl.Int64,
+    "coll_type": pl.String,
+    "bytes": pl.Int64,
+    "group_size": pl.Int64,
+    "op_count": pl.Int64,
+    "log_bytes": pl.Int64,
+    "bytes_match": pl.Boolean,
+    "algorithm": pl.String,
+    "protocol": pl.String,
+    "model_time_us": pl.Float64,
+    "dur_us": pl.Float64,
+    "kernel_algorithm": pl.String,
+    "kernel_protocol": pl.String,
 }
 
 
@@ -38,21 +49,51 @@ def logical_operations(ops: pl.DataFrame) -> pl.DataFrame:
     ops = ops.with_row_index("__line")
     p2p = ops.filter(pl.col("op").is_in(["Send", "Recv"]))
     other = ops.filter(~pl.col("op").is_in(["Send", "Recv"]))
-    grouped = p2p.group_by("host", "pid", "comm", "op_count").agg(
-        pl.col("__line").min(),
-        pl.col("global_rank").first(), pl.col("comm_key").first(), pl.col("nranks").first(), pl.col("dtype").first(),
-        pl.col("root").filter(pl.col("op") == "Send").n_unique().alias("__peers"),
-        pl.col("bytes").filter(pl.col("op") == "Send").sum().alias("__sent"),
-        pl.col("bytes").filter(pl.col("op") == "Recv").sum().alias("__received"),
-        pl.col("algorithm").drop_nulls().first(), pl.col("protocol").drop_nulls().first(), pl.col("model_time_us").drop_nulls().first(),
-        (pl.col("op") == "Send").any().alias("__send"), (pl.col("op") == "Recv").any().alias("__recv"),
-    ).with_columns(
-        pl.when(pl.col("__peers") == pl.col("nranks")).then(pl.lit("all_to_all"))
-        .when(pl.col("__send") & pl.col("__recv")).then(pl.lit("send_recv"))
-        .when(pl.col("__send")).then(pl.lit("send")).otherwise(pl.lit("recv")).alias("coll_type"),
-        pl.when(pl.col("__send")).then(pl.col("__sent")).otherwise(pl.col("__received")).alias("bytes"),
+    grouped = (
+        p2p.group_by("host", "pid", "comm", "op_count")
+        .agg(
+            pl.col("__line").min(),
+            pl.col("global_rank").first(),
+            pl.col("comm_key").first(),
+            pl.col("nranks").first(),
+            pl.col("dtype").first(),
+            pl.col("root").filter(pl.col("op") == "Send").n_unique().alias("__peers"),
+            pl.col("bytes").filter(pl.col("op") == "Send").sum().alias("__sent"),
+            pl.col("bytes").filter(pl.col("op") == "Recv").sum().alias("__received"),
+            pl.col("algorithm").drop_nulls().first(),
+            pl.col("protocol").drop_nulls().first(),
+            pl.col("model_time_us").drop_nulls().first(),
+            (pl.col("op") == "Send").any().alias("__send"),
+            (pl.col("op") == "Recv").any().alias("__recv"),
+        )
+        .with_columns(
+            pl.when(pl.col("__peers") == pl.col("nranks"))
+            .then(pl.lit("all_to_all"))
+            .when(pl.col("__send") & pl.col("__recv"))
+            .then(pl.lit("send_recv"))
+            .when(pl.col("__send"))
+            .then(pl.lit("send"))
+            .otherwise(pl.lit("recv"))
+            .alias("coll_type"),
+            pl.when(pl.col("__send")).then(pl.col("__sent")).otherwise(pl.col("__received")).alias("bytes"),
+        )
     )
-    cols = ["__line", "host", "pid", "comm", "comm_key", "global_rank", "nranks", "op_count", "coll_type", "dtype", "bytes", "algorithm", "protocol", "model_time_us"]
+    cols = [
+        "__line",
+        "host",
+        "pid",
+        "comm",
+        "comm_key",
+        "global_rank",
+        "nranks",
+        "op_count",
+        "coll_type",
+        "dtype",
+        "bytes",
+        "algorithm",
+        "protocol",
+        "model_time_us",
+    ]
     both = pl.concat([other.select(cols), grouped.select(cols)], how="vertical_relaxed").sort("__line")
     return both.with_columns(pl.int_range(pl.len()).over(["host", "pid", "comm"]).alias("seq")).drop("__line")
 
@@ -106,18 +147,37 @@ def join_log_to_traces(log: NcclLog, colls: Mapping[int, pl.DataFrame]) -> tuple
                 notes.append(f"rank {r}, group size {n}: no traced collective agrees with the log in type and size")
                 continue
             if ties > 1:
-                notes.append(f"rank {r}, group size {n}: the traced sequence fits {ties} places in the log equally well (repeated steps); the earliest is used")
+                notes.append(
+                    f"rank {r}, group size {n}: the traced sequence fits {ties} places in the log equally well (repeated steps); the earliest is used"
+                )
             pos = np.arange(t.height) + off
             ok = (pos >= 0) & (pos < lg.height)
             picked = lg[pos[ok].tolist()] if ok.any() else lg.head(0)
             tt = t.filter(pl.Series(ok))
-            rows.append(pl.DataFrame({
-                "rank": tt["rank"], "idx": tt["idx"], "coll_type": tt["coll_type"], "bytes": tt["bytes"], "group_size": tt["group_size"],
-                "op_count": picked["op_count"], "log_bytes": picked["bytes"], "bytes_match": (tt["bytes"] == picked["bytes"]) & (tt["coll_type"] == picked["coll_type"]),
-                "algorithm": picked["algorithm"], "protocol": picked["protocol"], "model_time_us": picked["model_time_us"],
-                "dur_us": tt["dur_ns"] / 1e3, "kernel_algorithm": tt["algorithm"], "kernel_protocol": tt["protocol"],
-            }, schema=JOIN_SCHEMA))
+            rows.append(
+                pl.DataFrame(
+                    {
+                        "rank": tt["rank"],
+                        "idx": tt["idx"],
+                        "coll_type": tt["coll_type"],
+                        "bytes": tt["bytes"],
+                        "group_size": tt["group_size"],
+                        "op_count": picked["op_count"],
+                        "log_bytes": picked["bytes"],
+                        "bytes_match": (tt["bytes"] == picked["bytes"]) & (tt["coll_type"] == picked["coll_type"]),
+                        "algorithm": picked["algorithm"],
+                        "protocol": picked["protocol"],
+                        "model_time_us": picked["model_time_us"],
+                        "dur_us": tt["dur_ns"] / 1e3,
+                        "kernel_algorithm": tt["algorithm"],
+                        "kernel_protocol": tt["protocol"],
+                    },
+                    schema=JOIN_SCHEMA,
+                )
+            )
             if hits < t.height:
-                notes.append(f"rank {r}, group size {n}: {hits} of {t.height} traced collectives agree with the log in type and size")
+                notes.append(
+                    f"rank {r}, group size {n}: {hits} of {t.height} traced collectives agree with the log in type and size"
+                )
     out = pl.concat(rows) if rows else pl.DataFrame(schema=JOIN_SCHEMA)
     return out.sort(["rank", "idx"]), notes

@@ -39,8 +39,17 @@ class GpuPeak:
     tflops: dict[str, float]
 
 
-def _p(label: str, fp64: float | None, fp32: float, tf32: float | None, fp16: float | None, bf16: float | None,
-       fp8: float | None = None, int8: float | None = None, fp4: float | None = None) -> GpuPeak:
+def _p(
+    label: str,
+    fp64: float | None,
+    fp32: float,
+    tf32: float | None,
+    fp16: float | None,
+    bf16: float | None,
+    fp8: float | None = None,
+    int8: float | None = None,
+    fp4: float | None = None,
+) -> GpuPeak:
     vals = dict(fp64=fp64, fp32=fp32, tf32=tf32, fp16=fp16, bf16=bf16, fp8=fp8, int8=int8, fp4=fp4)
     return GpuPeak(label, {k: float(v) for k, v in vals.items() if v is not None})
 
@@ -99,7 +108,12 @@ AMD_BY_ARCH: dict[tuple[int, int, int], str] = {
 }
 
 #: Entries derived rather than read from a datasheet table.
-APPROXIMATE = {"B200": "fp32", "GB200": "fp32", "GeForce RTX 5090": "fp16/bf16 with FP32 accumulate", "RTX PRO 6000 Blackwell": "all"}
+APPROXIMATE = {
+    "B200": "fp32",
+    "GB200": "fp32",
+    "GeForce RTX 5090": "fp16/bf16 with FP32 accumulate",
+    "RTX PRO 6000 Blackwell": "all",
+}
 
 
 def lookup(props: dict[str, Any] | None) -> GpuPeak | None:

@@ -29,7 +29,9 @@ import numpy as np
 
 __all__ = ["Welch", "welch", "t_sf", "t_ppf", "bh_adjust", "METHOD"]
 
-METHOD = "Welch's t-test over {unit}; two-sided, alpha {alpha:g}; {ci:g}% confidence interval of the difference of means"
+METHOD = (
+    "Welch's t-test over {unit}; two-sided, alpha {alpha:g}; {ci:g}% confidence interval of the difference of means"
+)
 
 
 @dataclass(frozen=True)

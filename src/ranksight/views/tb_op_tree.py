@@ -58,7 +58,11 @@ __all__ = [
 ]
 
 #: The plugin's ten collective names (torch_tb_profiler/profiler/trace.py).
-COLLECTIVE_OP_NAMES = tuple(f"{lib}:{c}" for lib in ("nccl", "gloo") for c in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter"))
+COLLECTIVE_OP_NAMES = tuple(
+    f"{lib}:{c}"
+    for lib in ("nccl", "gloo")
+    for c in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
 _DATALOADER_RE = r"^enumerate\(DataLoader\)#.*\.__next__$|^enumerate\(DataPipe\)#"
 _EXCLUDED_OPS = ("DataParallel.forward", "DistributedDataParallel.forward")
 
@@ -181,7 +185,9 @@ def _point_owner(nodes: pl.DataFrame, q: pl.DataFrame) -> np.ndarray:
 # ---- the tree --------------------------------------------------------------------------------
 
 
-def _absorb(parent: np.ndarray, kept: np.ndarray, names: np.ndarray, is_op: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _absorb(
+    parent: np.ndarray, kept: np.ndarray, names: np.ndarray, is_op: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Duplicate removal. Returns ``absorbed`` (merged into the parent), ``top`` (the node a chain
     of absorbed nodes merges into), ``has_absorbed_child`` and the effective parent (−1 = root)."""
     n = parent.size
@@ -202,13 +208,16 @@ def _absorb(parent: np.ndarray, kept: np.ndarray, names: np.ndarray, is_op: np.n
 def _runtime_owners(trace: Trace, nodes: pl.DataFrame) -> pl.DataFrame:
     """Runtime/driver calls with the index of their node (−1 = none) before duplicate removal:
     by ``External id`` (0 = none), else by time nesting on their thread."""
-    rts = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns", "dur_ns", "external_id"]).filter(pl.col("dur_ns").is_not_null()).select(
-        "row", "tid", pl.col("ts_ns").alias("t"), "dur_ns", "external_id"
+    rts = (
+        trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns", "dur_ns", "external_id"])
+        .filter(pl.col("dur_ns").is_not_null())
+        .select("row", "tid", pl.col("ts_ns").alias("t"), "dur_ns", "external_id")
     )
     # external id -> node (the first kept node by row carrying it), sorted by id for a binary
     # search (a hash join of millions of runtimes against millions of nodes is far larger)
     ext_map = (
-        nodes.lazy().with_row_index("k")
+        nodes.lazy()
+        .with_row_index("k")
         .filter(pl.col("kept") & pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
         .select("external_id", "row", "k")
         .sort("row")
@@ -230,7 +239,9 @@ def _runtime_owners(trace: Trace, nodes: pl.DataFrame) -> pl.DataFrame:
     need = np.flatnonzero(~hit & (q.is_null() | (q != 0)).to_numpy())
     del hit, q
     if need.size:
-        indexed = nodes.lazy().with_row_index("k").filter(pl.col("kept")).select("k", "tid", "start_ns", "end_ns").collect()
+        indexed = (
+            nodes.lazy().with_row_index("k").filter(pl.col("kept")).select("k", "tid", "start_ns", "end_ns").collect()
+        )
         kept_idx = indexed["k"].to_numpy().astype(np.int64)
         local = _point_owner(indexed.drop("k"), rts.select("tid", "t")[need])
         del indexed
@@ -273,7 +284,9 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     owner = rts["owner"].to_numpy()
     o = np.maximum(owner, 0)
     owner = np.where((owner >= 0) & ~has_absorbed_child[o], top[o], -1)
-    rts = rts.with_columns(pl.Series("owner", owner)).join(_device_per_runtime(trace, tensor_core_rules), on="row", how="left")
+    rts = rts.with_columns(pl.Series("owner", owner)).join(
+        _device_per_runtime(trace, tensor_core_rules), on="row", how="left"
+    )
     owned = rts.filter(pl.col("owner") >= 0).with_columns(pl.col("dev").fill_null(0), pl.col("tcd").fill_null(0))
     oi = owned["owner"].to_numpy()
     rt_dur = np.bincount(oi, weights=owned["dur_ns"].to_numpy(), minlength=n).astype(np.int64)
@@ -299,11 +312,31 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     keep = np.flatnonzero(live)
     parent_row = np.where(eff_parent >= 0, rows[np.maximum(eff_parent, 0)], -1)[keep]
     cols = {
-        "depth": depth, "host_total_ns": total, "host_self_ns": host_self, "device_self_ns": dev_self,
-        "device_total_ns": dev_total, "tc_self_ns": tc_self, "tc_total_ns": tc_total, "tc_eligible": eligible,
+        "depth": depth,
+        "host_total_ns": total,
+        "host_self_ns": host_self,
+        "device_self_ns": dev_self,
+        "device_total_ns": dev_total,
+        "tc_self_ns": tc_self,
+        "tc_total_ns": tc_total,
+        "tc_eligible": eligible,
     }
     cols = {k: v[keep] for k, v in cols.items()}
-    del depth, total, host_self, dev_self, dev_total, tc_self, tc_total, eligible, ep, child, eff_parent, top, has_absorbed_child
+    del (
+        depth,
+        total,
+        host_self,
+        dev_self,
+        dev_total,
+        tc_self,
+        tc_total,
+        eligible,
+        ep,
+        child,
+        eff_parent,
+        top,
+        has_absorbed_child,
+    )
     out = nodes.select("row", "tid", "name", "type", "start_ns", "end_ns", "external_id").filter(pl.Series(live))
     out = out.with_columns(
         pl.Series("parent_row", parent_row),
@@ -339,7 +372,8 @@ def kernel_owner_names(trace: Trace, tree: OpTree) -> pl.DataFrame:
     (null when the launch has no node)."""
     names = tree.nodes.select(pl.col("row").alias("owner_row"), pl.col("name").alias("op"))
     rt = tree.runtimes.join(names, on="owner_row", how="left").select(pl.col("row").alias("launch_row"), "op")
-    return trace.kind(*GPU_KINDS, columns=["row", "launch_row"]).join(rt, on="launch_row", how="left", maintain_order="left").select(
-        "row", pl.col("op").cast(pl.String)
+    return (
+        trace.kind(*GPU_KINDS, columns=["row", "launch_row"])
+        .join(rt, on="launch_row", how="left", maintain_order="left")
+        .select("row", pl.col("op").cast(pl.String))
     )
-

@@ -36,16 +36,20 @@ TAIL_RATIO = 0.8
 
 
 def _host_steps(trace: Trace) -> pl.DataFrame:
-    st = trace.steps.sort("start_ns").select("step", pl.col("start_ns").alias("host_start_ns"), pl.col("end_ns").alias("host_end_ns"))
+    st = trace.steps.sort("start_ns").select(
+        "step", pl.col("start_ns").alias("host_start_ns"), pl.col("end_ns").alias("host_end_ns")
+    )
     if st.height:
         return st
     ev = trace.scan().filter(pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null())
     python_cats = trace_values_matching(trace, "(?i)^python$", "cat")
     bounds = [pl.len().alias("n"), pl.col("ts_ns").min().alias("lo"), pl.col("end_ns").max().alias("hi")]
-    cpu, other = pl.collect_all([
-        ev.filter((pl.col("kind") == "cpu_op") | pl.col("cat").is_in(python_cats)).select(bounds),
-        ev.filter(pl.col("kind") != "metadata").select(bounds),
-    ])
+    cpu, other = pl.collect_all(
+        [
+            ev.filter((pl.col("kind") == "cpu_op") | pl.col("cat").is_in(python_cats)).select(bounds),
+            ev.filter(pl.col("kind") != "metadata").select(bounds),
+        ]
+    )
     n, lo, hi = cpu.row(0) if cpu["n"][0] else other.row(0)
     if n == 0:
         return st
@@ -70,8 +74,10 @@ def plugin_steps(trace: Trace, *, keep_all: bool = False, launch_kinds: tuple[st
     hs = host["host_start_ns"].to_numpy()
     he = host["host_end_ns"].to_numpy()
     gpu = trace.gpu_events.filter(pl.col("dur_ns").is_not_null()).select("row", "ts_ns", "end_ns", "launch_row")
-    launches = trace.kind(*launch_kinds).filter(pl.col("dur_ns").is_not_null()).select(
-        pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("l_start"), pl.col("end_ns").alias("l_end")
+    launches = (
+        trace.kind(*launch_kinds)
+        .filter(pl.col("dur_ns").is_not_null())
+        .select(pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("l_start"), pl.col("end_ns").alias("l_end"))
     )
     g = gpu.join(launches, on="launch_row", how="left", maintain_order="left")
     ls = g["l_start"].to_numpy(allow_copy=True)
@@ -115,6 +121,9 @@ def plugin_steps(trace: Trace, *, keep_all: bool = False, launch_kinds: tuple[st
                 keep = i
             kept[keep:] = False
     out = host.with_columns(
-        pl.Series("start_ns", start), pl.Series("end_ns", end), pl.Series("matched", matched.astype(np.int64)), pl.Series("kept", kept)
+        pl.Series("start_ns", start),
+        pl.Series("end_ns", end),
+        pl.Series("matched", matched.astype(np.int64)),
+        pl.Series("kept", kept),
     )
     return out if keep_all else out.filter(pl.col("kept"))

@@ -104,7 +104,11 @@ def _findings(sess: Session) -> tuple[list[Finding], list[str], list[str]]:
     out: list[Finding] = []
     for rule in RULES:
         out.extend(_merge(rule(ctx)))
-    return sorted(out, key=Finding.sort_key), [r.__name__.removeprefix("rule_").replace("_", "-") for r in RULES], ctx.notes
+    return (
+        sorted(out, key=Finding.sort_key),
+        [r.__name__.removeprefix("rule_").replace("_", "-") for r in RULES],
+        ctx.notes,
+    )
 
 
 def _merge(found: list[Finding]) -> list[Finding]:
@@ -114,7 +118,9 @@ def _merge(found: list[Finding]) -> list[Finding]:
     found = sorted(found, key=Finding.sort_key)
     head = found[0]
     ranks = sorted({r for f in found for r in f.ranks})
-    head.summary += f" ({len(found) - 1} more finding(s) on ranks {', '.join(str(r) for f in found[1:] for r in f.ranks)})"
+    head.summary += (
+        f" ({len(found) - 1} more finding(s) on ranks {', '.join(str(r) for f in found[1:] for r in f.ranks)})"
+    )
     head.evidence = {**head.evidence, "by_rank": {",".join(map(str, f.ranks)): f.summary for f in found[1:]}}
     head.ranks = ranks
     return [head]
@@ -156,7 +162,14 @@ def _table(found: list[Finding]) -> pl.DataFrame:
             "summary": [f.summary for f in found],
             "fix": [f.fixes[0] if f.fixes else "" for f in found],
         },
-        schema={"severity": pl.String, "rule": pl.String, "impact": pl.Float64, "ranks": pl.String, "summary": pl.String, "fix": pl.String},
+        schema={
+            "severity": pl.String,
+            "rule": pl.String,
+            "impact": pl.Float64,
+            "ranks": pl.String,
+            "summary": pl.String,
+            "fix": pl.String,
+        },
     )
 
 
@@ -170,4 +183,8 @@ def diagnose(run: Run | Session, *, ranks: Sequence[int] | None = None) -> Analy
 
 Rule = Callable[[Context], list[Finding]]
 
-register(AnalysisSpec(name="diagnose", func=diagnose, help="findings with evidence and fixes, worst first (see ranksight diagnose)"))
+register(
+    AnalysisSpec(
+        name="diagnose", func=diagnose, help="findings with evidence and fixes, worst first (see ranksight diagnose)"
+    )
+)

@@ -42,7 +42,9 @@ QUEUE_BLOCKED_SHARE = 0.01
 IMBALANCE = 0.10
 
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
-SYNC_API_RE = re.compile(r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize$|^(cuda|hip)Memcpy(2D|3D)?$|^cuCtxSynchronize$|^cuStreamSynchronize$")
+SYNC_API_RE = re.compile(
+    r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize$|^(cuda|hip)Memcpy(2D|3D)?$|^cuCtxSynchronize$|^cuStreamSynchronize$"
+)
 #: Runtime calls that show an ``aten::item`` around them read a GPU value (copy, then wait).
 HOST_WAIT_API_RE = re.compile(SYNC_API_RE.pattern + r"|^(cuda|hip)Memcpy\w*$|^cuMemcpy\w*$")
 DTOH_RE = re.compile(r"DtoH|Device -> (Pageable|Pinned)")
@@ -67,7 +69,12 @@ def _mean_steps(ctx: Context) -> pl.DataFrame | None:
 def _loader_names(trace: Trace) -> list[str]:
     ev = trace.kind("cpu_op", "user_annotation")
     n = ev["name"].cast(pl.String)
-    return n.filter(n.str.starts_with("enumerate(DataLoader)") | n.str.starts_with("enumerate(DataPipe)")).unique().sort().to_list()
+    return (
+        n.filter(n.str.starts_with("enumerate(DataLoader)") | n.str.starts_with("enumerate(DataPipe)"))
+        .unique()
+        .sort()
+        .to_list()
+    )
 
 
 def rule_dataloader_bound(ctx: Context) -> list[Finding]:
@@ -75,9 +82,13 @@ def rule_dataloader_bound(ctx: Context) -> list[Finding]:
     st = _mean_steps(ctx)
     if st is None:
         return []
-    per = st.group_by("rank").agg(pl.col("dataloader_us").mean().alias("dl"), pl.col("total_us").mean().alias("tot")).with_columns(
-        (pl.col("dl") / pl.col("tot")).alias("share")
-    ).filter(pl.col("share") > DATALOADER_SHARE).sort("share", descending=True)
+    per = (
+        st.group_by("rank")
+        .agg(pl.col("dataloader_us").mean().alias("dl"), pl.col("total_us").mean().alias("tot"))
+        .with_columns((pl.col("dl") / pl.col("tot")).alias("share"))
+        .filter(pl.col("share") > DATALOADER_SHARE)
+        .sort("share", descending=True)
+    )
     if per.height == 0:
         return []
     worst = int(per["rank"][0])
@@ -86,25 +97,36 @@ def rule_dataloader_bound(ctx: Context) -> list[Finding]:
     ws = steps.sort("s", descending=True).row(0, named=True)
     names = ctx.on_rank(_loader_names, worst)
     single = any("_SingleProcessDataLoaderIter" in n for n in names)
-    return [Finding(
-        rule="dataloader-bound", title="Steps wait for the DataLoader", severity=_sev(share, 0.25, 0.10), impact=_r(share, 4),
-        ranks=sorted(int(r) for r in per["rank"]),
-        summary=f"{100 * share:.1f}% of the step time is in DataLoader (rank {worst}, mean {float(per['dl'][0]) / 1e3:.1f} ms of {float(per['tot'][0]) / 1e3:.1f} ms per step)"
-        + ("; single-process loading (num_workers=0)" if single else ""),
-        evidence={
-            "dataloader_share_by_rank": {str(r): _r(100 * s) for r, s in per.select("rank", "share").iter_rows()},
-            "dataloader_share_by_step_pct": {str(s): _r(100 * v) for s, v in steps.select("step", "s").iter_rows()},
-            "mean_dataloader_us": _r(float(per["dl"][0])), "mean_step_us": _r(float(per["tot"][0])),
-            "worst_step": int(ws["step"]), "worst_step_dataloader_us": _r(ws["dataloader_us"]),
-            "iterators": names, "threshold_pct": 100 * DATALOADER_SHARE, "definition": "overview: DataLoader role / step time",
-        },
-        fixes=[
-            "DataLoader(num_workers=N) with N > 0 (start with the number of CPU cores per GPU)" if single else "raise DataLoader num_workers",
-            "pin_memory=True and tensor.to(device, non_blocking=True)",
-            "persistent_workers=True (no worker restart per epoch) and a larger prefetch_factor",
-            "move decoding/augmentation off the critical path (pre-process offline, GPU augmentation)",
-        ],
-    )]
+    return [
+        Finding(
+            rule="dataloader-bound",
+            title="Steps wait for the DataLoader",
+            severity=_sev(share, 0.25, 0.10),
+            impact=_r(share, 4),
+            ranks=sorted(int(r) for r in per["rank"]),
+            summary=f"{100 * share:.1f}% of the step time is in DataLoader (rank {worst}, mean {float(per['dl'][0]) / 1e3:.1f} ms of {float(per['tot'][0]) / 1e3:.1f} ms per step)"
+            + ("; single-process loading (num_workers=0)" if single else ""),
+            evidence={
+                "dataloader_share_by_rank": {str(r): _r(100 * s) for r, s in per.select("rank", "share").iter_rows()},
+                "dataloader_share_by_step_pct": {str(s): _r(100 * v) for s, v in steps.select("step", "s").iter_rows()},
+                "mean_dataloader_us": _r(float(per["dl"][0])),
+                "mean_step_us": _r(float(per["tot"][0])),
+                "worst_step": int(ws["step"]),
+                "worst_step_dataloader_us": _r(ws["dataloader_us"]),
+                "iterators": names,
+                "threshold_pct": 100 * DATALOADER_SHARE,
+                "definition": "overview: DataLoader role / step time",
+            },
+            fixes=[
+                "DataLoader(num_workers=N) with N > 0 (start with the number of CPU cores per GPU)"
+                if single
+                else "raise DataLoader num_workers",
+                "pin_memory=True and tensor.to(device, non_blocking=True)",
+                "persistent_workers=True (no worker restart per epoch) and a larger prefetch_factor",
+                "move decoding/augmentation off the critical path (pre-process offline, GPU augmentation)",
+            ],
+        )
+    ]
 
 
 # ---- 2./3. GPU utilization and launch-bound ---------------------------------------------------
@@ -116,13 +138,22 @@ def _kernel_stats(trace: Trace) -> dict[str, float]:
         return {}
     d = k["dur_ns"].to_numpy() / 1e3
     steps = max(int(k["step"].n_unique()), 1)
-    return {"kernels_per_step": k.height / steps, "median_kernel_us": float(np.median(d)), "tiny_share": float((d < TINY_KERNEL_US).mean())}
+    return {
+        "kernels_per_step": k.height / steps,
+        "median_kernel_us": float(np.median(d)),
+        "tiny_share": float((d < TINY_KERNEL_US).mean()),
+    }
 
 
 def _launch_facts(trace: Trace, n: int = 3) -> tuple[int, float, list[str]]:
     """Kernels in steps, µs of launch calls (with GPU work) in steps, the ``n`` most frequent tiny kernels."""
     nk = trace.kind("kernel").filter(pl.col("step").is_not_null()).height
-    launch_us = float(trace.kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum()) / 1e3
+    launch_us = (
+        float(
+            trace.kind(*LAUNCH_KINDS).filter((pl.col("gpu_count") > 0) & pl.col("step").is_not_null())["dur_ns"].sum()
+        )
+        / 1e3
+    )
     k = trace.kind("kernel").filter(pl.col("dur_ns") < TINY_KERNEL_US * 1e3)
     return nk, launch_us, k["name"].cast(pl.String).value_counts(sort=True).head(n)["name"].to_list()
 
@@ -135,7 +166,11 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
     gm, st = ctx.result("gpu-metrics"), _mean_steps(ctx)
     if gm is None or gm["overall"].height == 0:
         return []
-    dl = st.group_by("rank").agg(pl.col("dataloader_us").sum()) if st is not None else pl.DataFrame({"rank": [], "dataloader_us": []})
+    dl = (
+        st.group_by("rank").agg(pl.col("dataloader_us").sum())
+        if st is not None
+        else pl.DataFrame({"rank": [], "dataloader_us": []})
+    )
     out = []
     for row in gm["overall"].iter_rows(named=True):
         r = int(row["rank"])
@@ -143,29 +178,41 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         if not ks or row["utilization_pct"] is None or ks["median_kernel_us"] >= LAUNCH_BOUND_MEDIAN_US:
             continue
         wait_dl = dl.filter(pl.col("rank") == r)["dataloader_us"].sum() if dl.height else 0.0
-        util = 100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)  # idle spent loading data is not launch overhead
+        util = (
+            100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)
+        )  # idle spent loading data is not launch overhead
         if util >= LAUNCH_BOUND_UTIL_PCT:
             continue
         nk, launch_us, top_tiny = ctx.on_rank(_launch_facts, r)
         if nk < LAUNCH_BOUND_MIN_KERNELS:
             continue
         idle = 1 - util / 100
-        out.append(Finding(
-            rule="launch-bound", title="Launch-bound: many tiny kernels, idle GPU", severity=_sev(idle, 0.7, 0.5), impact=_r(idle * ks["tiny_share"], 4),
-            ranks=[r],
-            summary=f"rank {r}: median kernel {ks['median_kernel_us']:.1f} µs, {100 * ks['tiny_share']:.0f}% of kernels < {TINY_KERNEL_US:g} µs, GPU busy {util:.1f}% of the steps",
-            evidence={
-                "device": row["device"], "busy_pct_outside_dataloader": _r(util), "utilization_pct": _r(row["utilization_pct"]), "kernels_per_step": _r(ks["kernels_per_step"], 1),
-                "median_kernel_us": _r(ks["median_kernel_us"]), "tiny_kernel_share_pct": _r(100 * ks["tiny_share"]),
-                "launch_call_us_in_steps": _r(launch_us), "top_tiny_kernels": top_tiny,
-            },
-            fixes=[
-                "capture the step in CUDA graphs (torch.cuda.graphs / torch.compile(mode='reduce-overhead'))",
-                "fuse small ops with torch.compile",
-                "raise the batch size so each kernel does more work",
-                "use fused optimizers (foreach=True / fused=True)",
-            ],
-        ))
+        out.append(
+            Finding(
+                rule="launch-bound",
+                title="Launch-bound: many tiny kernels, idle GPU",
+                severity=_sev(idle, 0.7, 0.5),
+                impact=_r(idle * ks["tiny_share"], 4),
+                ranks=[r],
+                summary=f"rank {r}: median kernel {ks['median_kernel_us']:.1f} µs, {100 * ks['tiny_share']:.0f}% of kernels < {TINY_KERNEL_US:g} µs, GPU busy {util:.1f}% of the steps",
+                evidence={
+                    "device": row["device"],
+                    "busy_pct_outside_dataloader": _r(util),
+                    "utilization_pct": _r(row["utilization_pct"]),
+                    "kernels_per_step": _r(ks["kernels_per_step"], 1),
+                    "median_kernel_us": _r(ks["median_kernel_us"]),
+                    "tiny_kernel_share_pct": _r(100 * ks["tiny_share"]),
+                    "launch_call_us_in_steps": _r(launch_us),
+                    "top_tiny_kernels": top_tiny,
+                },
+                fixes=[
+                    "capture the step in CUDA graphs (torch.cuda.graphs / torch.compile(mode='reduce-overhead'))",
+                    "fuse small ops with torch.compile",
+                    "raise the batch size so each kernel does more work",
+                    "use fused optimizers (foreach=True / fused=True)",
+                ],
+            )
+        )
     return out
 
 
@@ -179,22 +226,35 @@ def rule_low_gpu_utilization(ctx: Context) -> list[Finding]:
         return []
     worst = low.row(0, named=True)
     util = float(worst["utilization_pct"])
-    ps = gm["per_step"].filter((pl.col("rank") == worst["rank"]) & (pl.col("device") == worst["device"])).sort("utilization_pct")
-    return [Finding(
-        rule="low-gpu-utilization", title="GPU idle for much of the step", severity=_sev(1 - util / 100, 0.75, 0.6), impact=_r(1 - util / 100, 4),
-        ranks=sorted({int(r) for r in low["rank"]}),
-        summary=f"GPU busy {util:.1f}% of the step window (rank {worst['rank']}, device {worst['device']}; threshold {LOW_UTILIZATION_PCT:g}%)",
-        evidence={
-            "utilization_pct_by_rank_device": {f"{r}/{d}": _r(u) for r, d, u in low.select("rank", "device", "utilization_pct").iter_rows()},
-            "lowest_steps": {str(s): _r(u) for s, u in ps.select("step", "utilization_pct").head(5).iter_rows()},
-            "window_us": _r(worst["window_us"]), "busy_us": _r(worst["busy_us"]), "definition": "gpu-metrics utilization_pct",
-        },
-        fixes=[
-            "look at the other findings for where the GPU waits (data loading, synchronisation, launches, communication)",
-            "raise the batch size (or micro-batch) to give the GPU more work per step",
-            "overlap host work with GPU work (non_blocking copies, prefetching the next batch)",
-        ],
-    )]
+    ps = (
+        gm["per_step"]
+        .filter((pl.col("rank") == worst["rank"]) & (pl.col("device") == worst["device"]))
+        .sort("utilization_pct")
+    )
+    return [
+        Finding(
+            rule="low-gpu-utilization",
+            title="GPU idle for much of the step",
+            severity=_sev(1 - util / 100, 0.75, 0.6),
+            impact=_r(1 - util / 100, 4),
+            ranks=sorted({int(r) for r in low["rank"]}),
+            summary=f"GPU busy {util:.1f}% of the step window (rank {worst['rank']}, device {worst['device']}; threshold {LOW_UTILIZATION_PCT:g}%)",
+            evidence={
+                "utilization_pct_by_rank_device": {
+                    f"{r}/{d}": _r(u) for r, d, u in low.select("rank", "device", "utilization_pct").iter_rows()
+                },
+                "lowest_steps": {str(s): _r(u) for s, u in ps.select("step", "utilization_pct").head(5).iter_rows()},
+                "window_us": _r(worst["window_us"]),
+                "busy_us": _r(worst["busy_us"]),
+                "definition": "gpu-metrics utilization_pct",
+            },
+            fixes=[
+                "look at the other findings for where the GPU waits (data loading, synchronisation, launches, communication)",
+                "raise the batch size (or micro-batch) to give the GPU more work per step",
+                "overlap host work with GPU work (non_blocking copies, prefetching the next batch)",
+            ],
+        )
+    ]
 
 
 # ---- 4. exposed communication -----------------------------------------------------------------
@@ -206,30 +266,41 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
     ov, tp = ctx.result("overlap"), ctx.result("temporal", per_step=True)
     if ov is None or tp is None or ov["overlap"].height == 0:
         return []
-    j = ov["overlap"].join(tp["temporal"].select("rank", "kernel_time_us"), on="rank").with_columns(
-        (pl.col("exposed_comm_us") / pl.col("kernel_time_us")).alias("share")
-    ).filter(pl.col("share") >= EXPOSED_COMM_SHARE).sort("share", descending=True)
+    j = (
+        ov["overlap"]
+        .join(tp["temporal"].select("rank", "kernel_time_us"), on="rank")
+        .with_columns((pl.col("exposed_comm_us") / pl.col("kernel_time_us")).alias("share"))
+        .filter(pl.col("share") >= EXPOSED_COMM_SHARE)
+        .sort("share", descending=True)
+    )
     if j.height == 0:
         return []
     w = j.row(0, named=True)
     share = float(w["share"])
     top = ctx.on_rank(_top_comm_kernels, int(w["rank"]))
-    return [Finding(
-        rule="exposed-communication", title="Communication not overlapped with compute", severity=_sev(share, 0.3, 0.15), impact=_r(share, 4),
-        ranks=sorted(int(r) for r in j["rank"]),
-        summary=f"{100 * share:.1f}% of the GPU time is communication with no compute under it (rank {w['rank']}: {w['exposed_comm_us'] / 1e3:.1f} ms exposed of {w['comm_us'] / 1e3:.1f} ms)",
-        evidence={
-            "exposed_share_pct_by_rank": {str(r): _r(100 * s) for r, s in j.select("rank", "share").iter_rows()},
-            "exposed_comm_us": _r(w["exposed_comm_us"]), "comm_us": _r(w["comm_us"]), "overlap_pct": _r(w["comp_comm_overlap_pctg"] or 0),
-            "top_comm_kernels_us": {n: _r(u) for n, u in top.iter_rows()},
-        },
-        fixes=[
-            "DDP: tune bucket_cap_mb, gradient_as_bucket_view=True, static_graph=True so all-reduces start during backward",
-            "FSDP: backward_prefetch=BACKWARD_PRE, forward_prefetch=True, limit_all_gathers; FSDP2: reshard_after_forward",
-            "accumulate gradients over micro-batches with no_sync() to all-reduce less often",
-            "check the interconnect (NCCL_DEBUG=INFO: algorithm, transport) if transfers themselves are slow",
-        ],
-    )]
+    return [
+        Finding(
+            rule="exposed-communication",
+            title="Communication not overlapped with compute",
+            severity=_sev(share, 0.3, 0.15),
+            impact=_r(share, 4),
+            ranks=sorted(int(r) for r in j["rank"]),
+            summary=f"{100 * share:.1f}% of the GPU time is communication with no compute under it (rank {w['rank']}: {w['exposed_comm_us'] / 1e3:.1f} ms exposed of {w['comm_us'] / 1e3:.1f} ms)",
+            evidence={
+                "exposed_share_pct_by_rank": {str(r): _r(100 * s) for r, s in j.select("rank", "share").iter_rows()},
+                "exposed_comm_us": _r(w["exposed_comm_us"]),
+                "comm_us": _r(w["comm_us"]),
+                "overlap_pct": _r(w["comp_comm_overlap_pctg"] or 0),
+                "top_comm_kernels_us": {n: _r(u) for n, u in top.iter_rows()},
+            },
+            fixes=[
+                "DDP: tune bucket_cap_mb, gradient_as_bucket_view=True, static_graph=True so all-reduces start during backward",
+                "FSDP: backward_prefetch=BACKWARD_PRE, forward_prefetch=True, limit_all_gathers; FSDP2: reshard_after_forward",
+                "accumulate gradients over micro-batches with no_sync() to all-reduce less often",
+                "check the interconnect (NCCL_DEBUG=INFO: algorithm, transport) if transfers themselves are slow",
+            ],
+        )
+    ]
 
 
 # ---- 5. host-device synchronisation -----------------------------------------------------------
@@ -237,7 +308,12 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
 
 def _top_comm_kernels(trace: Trace) -> pl.DataFrame:
     comm = trace.kind("kernel").filter(pl.col("kernel_class") == "COMMUNICATION")
-    return comm.group_by(pl.col("name").cast(pl.String)).agg((pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True).head(3)
+    return (
+        comm.group_by(pl.col("name").cast(pl.String))
+        .agg((pl.col("dur_ns").sum() / 1e3).alias("us"))
+        .sort("us", descending=True)
+        .head(3)
+    )
 
 
 def _syncs(trace: Trace) -> pl.DataFrame:
@@ -247,14 +323,34 @@ def _syncs(trace: Trace) -> pl.DataFrame:
     nothing). ``outer`` marks the events no other kept event on the thread encloses."""
     t = trace
     n = pl.col("name").cast(pl.String)
-    ev = t.scan().filter(
-        pl.col("step").is_not_null() & pl.col("dur_ns").is_not_null()
-        & (((pl.col("kind") == "cpu_op") & n.is_in(list(SYNC_OPS))) | (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(HOST_WAIT_API_RE.pattern)))
-    ).select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name")).sort("ts_ns").collect()
+    ev = (
+        t.scan()
+        .filter(
+            pl.col("step").is_not_null()
+            & pl.col("dur_ns").is_not_null()
+            & (
+                ((pl.col("kind") == "cpu_op") & n.is_in(list(SYNC_OPS)))
+                | (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(HOST_WAIT_API_RE.pattern))
+            )
+        )
+        .select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name"))
+        .sort("ts_ns")
+        .collect()
+    )
     api = ev.filter(~pl.col("name").is_in(list(SYNC_OPS))).select("tid", pl.col("ts_ns").alias("__api_ts"))
-    ops = ev.filter(pl.col("name").is_in(list(SYNC_OPS))).join_asof(
-        api, left_on="ts_ns", right_on="__api_ts", by="tid", strategy="forward", check_sortedness=False,
-    ).filter(pl.col("__api_ts") <= pl.col("end_ns")).drop("__api_ts")
+    ops = (
+        ev.filter(pl.col("name").is_in(list(SYNC_OPS)))
+        .join_asof(
+            api,
+            left_on="ts_ns",
+            right_on="__api_ts",
+            by="tid",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("__api_ts") <= pl.col("end_ns"))
+        .drop("__api_ts")
+    )
     return with_outermost(pl.concat([ops, ev.filter(pl.col("name").str.contains(SYNC_API_RE.pattern))]), "tid")
 
 
@@ -278,26 +374,43 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
         if share < SYNC_BLOCKED_SHARE:
             continue
         n_sync = int(s["outer"].sum())
-        by_name = s.group_by("name").agg(pl.len().alias("n"), (pl.col("dur_ns").sum() / 1e3).alias("us")).sort("us", descending=True)
+        by_name = (
+            s.group_by("name")
+            .agg(pl.len().alias("n"), (pl.col("dur_ns").sum() / 1e3).alias("us"))
+            .sort("us", descending=True)
+        )
         top_callers, t0, dtoh = ctx.on_rank(_sync_details, r, syncs=s)
         longest = s.sort("dur_ns", descending=True).row(0, named=True)
-        out.append(Finding(
-            rule="host-device-sync", title="The CPU waits for the GPU inside steps", severity=_sev(share, 0.10, 0.03), impact=_r(share, 4), ranks=[r],
-            summary=f"rank {r}: {n_sync} synchronisations in {steps.height} steps block the CPU for {100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
-            evidence={
-                "by_name": {n: {"count": int(k), "us": _r(u)} for n, k, u in by_name.iter_rows()},
-                "per_step_count": {str(k): int(v) for k, v in s.filter("outer").group_by("step").len().sort("step").iter_rows()},
-                "blocked_us": _r(blocked / 1e3), "dtoh_copies_in_steps": dtoh,
-                "callers": {str(n): int(k) for n, k in top_callers.iter_rows()},
-                "longest": {"name": longest["name"], "step": longest["step"], "dur_us": _r(longest["dur_ns"] / 1e3),
-                            "at_ms": _r((longest["ts_ns"] - t0) / 1e6, 3)},
-            },
-            fixes=[
-                "avoid .item(), .cpu(), .tolist(), print(tensor) and Python control flow on GPU values inside the step; keep metrics on the GPU and read them every N steps",
-                "use non_blocking=True copies and CUDA events instead of torch.cuda.synchronize()",
-                "find the call sites with torch.cuda.set_sync_debug_mode('warn')",
-            ],
-        ))
+        out.append(
+            Finding(
+                rule="host-device-sync",
+                title="The CPU waits for the GPU inside steps",
+                severity=_sev(share, 0.10, 0.03),
+                impact=_r(share, 4),
+                ranks=[r],
+                summary=f"rank {r}: {n_sync} synchronisations in {steps.height} steps block the CPU for {100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
+                evidence={
+                    "by_name": {n: {"count": int(k), "us": _r(u)} for n, k, u in by_name.iter_rows()},
+                    "per_step_count": {
+                        str(k): int(v) for k, v in s.filter("outer").group_by("step").len().sort("step").iter_rows()
+                    },
+                    "blocked_us": _r(blocked / 1e3),
+                    "dtoh_copies_in_steps": dtoh,
+                    "callers": {str(n): int(k) for n, k in top_callers.iter_rows()},
+                    "longest": {
+                        "name": longest["name"],
+                        "step": longest["step"],
+                        "dur_us": _r(longest["dur_ns"] / 1e3),
+                        "at_ms": _r((longest["ts_ns"] - t0) / 1e6, 3),
+                    },
+                },
+                fixes=[
+                    "avoid .item(), .cpu(), .tolist(), print(tensor) and Python control flow on GPU values inside the step; keep metrics on the GPU and read them every N steps",
+                    "use non_blocking=True copies and CUDA events instead of torch.cuda.synchronize()",
+                    "find the call sites with torch.cuda.set_sync_debug_mode('warn')",
+                ],
+            )
+        )
     return out
 
 
@@ -309,7 +422,11 @@ def _sync_details(trace: Trace, syncs: pl.DataFrame) -> tuple[pl.DataFrame, int,
     callers = attach_ops(trace, syncs.filter(~pl.col("name").is_in(list(SYNC_OPS))))
     top_callers = callers["op"].drop_nulls().value_counts(sort=True).head(3)
     span = trace.span_ns
-    dtoh = trace.kind("memcpy").filter(pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern) & pl.col("step").is_not_null()).height
+    dtoh = (
+        trace.kind("memcpy")
+        .filter(pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern) & pl.col("step").is_not_null())
+        .height
+    )
     return top_callers, span[0] if span else 0, dtoh
 
 
@@ -329,20 +446,28 @@ def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
         us = float(m["dur_ns"].sum()) / 1e3
         total_us = float(st.filter(pl.col("rank") == r)["total_us"].sum()) if st is not None else 0.0
         share = us / total_us if total_us else 0.0
-        out.append(Finding(
-            rule="pageable-memcpy", title="Copies from pageable host memory", severity=_sev(share, 0.05, 0.01), impact=_r(share, 4), ranks=[r],
-            summary=f"rank {r}: {m.height} copies of {m['bytes'].sum() / 2**20:.1f} MiB use pageable host memory ({us / 1e3:.2f} ms, {100 * share:.2f}% of step time)",
-            evidence={
-                "copies": m.height, "bytes": int(m["bytes"].sum()), "time_us": _r(us),
-                "kinds": {n: int(k) for n, k in m["name"].cast(pl.String).value_counts(sort=True).iter_rows()},
-                "launching_ops": {str(n): int(k) for n, k in ops.iter_rows()},
-                "steps": sorted(int(s) for s in m["step"].drop_nulls().unique()),
-            },
-            fixes=[
-                "DataLoader(pin_memory=True), or tensor.pin_memory() for tensors you copy repeatedly",
-                "copy with tensor.to(device, non_blocking=True) from pinned memory so the copy overlaps compute",
-            ],
-        ))
+        out.append(
+            Finding(
+                rule="pageable-memcpy",
+                title="Copies from pageable host memory",
+                severity=_sev(share, 0.05, 0.01),
+                impact=_r(share, 4),
+                ranks=[r],
+                summary=f"rank {r}: {m.height} copies of {m['bytes'].sum() / 2**20:.1f} MiB use pageable host memory ({us / 1e3:.2f} ms, {100 * share:.2f}% of step time)",
+                evidence={
+                    "copies": m.height,
+                    "bytes": int(m["bytes"].sum()),
+                    "time_us": _r(us),
+                    "kinds": {n: int(k) for n, k in m["name"].cast(pl.String).value_counts(sort=True).iter_rows()},
+                    "launching_ops": {str(n): int(k) for n, k in ops.iter_rows()},
+                    "steps": sorted(int(s) for s in m["step"].drop_nulls().unique()),
+                },
+                fixes=[
+                    "DataLoader(pin_memory=True), or tensor.pin_memory() for tensors you copy repeatedly",
+                    "copy with tensor.to(device, non_blocking=True) from pinned memory so the copy overlaps compute",
+                ],
+            )
+        )
     return out
 
 
@@ -352,10 +477,17 @@ def _pageable_copies(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame] | None:
     from ranksight.analyses.memory import attach_ops
 
     t = trace
-    m = t.with_args(t.kind("memcpy", columns=["row", "name", "dur_ns", "launch_row", "step"]).filter(pl.col("name").cast(pl.String).str.contains("Pageable")), "transfer")
+    m = t.with_args(
+        t.kind("memcpy", columns=["row", "name", "dur_ns", "launch_row", "step"]).filter(
+            pl.col("name").cast(pl.String).str.contains("Pageable")
+        ),
+        "transfer",
+    )
     if m.height == 0 or (m["bytes"].fill_null(0).sum() < PAGEABLE_MIN_BYTES):
         return None
-    launches = t.scan().filter(pl.col("row").is_in(m["launch_row"].drop_nulls().implode())).select("tid", "ts_ns").collect()
+    launches = (
+        t.scan().filter(pl.col("row").is_in(m["launch_row"].drop_nulls().implode())).select("tid", "ts_ns").collect()
+    )
     return m, attach_ops(t, launches)["op"].drop_nulls().value_counts(sort=True).head(3)
 
 
@@ -411,22 +543,31 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
         if dtypes and sum(v for k, v in dtypes.items() if k in ("fp32", "fp64")) < 50:
             continue  # the matmuls already run in reduced precision: kernel names, not the model, are unrecognised
         top = elig.sort("device_self_us", descending=True).head(3)
-        out.append(Finding(
-            rule="low-tensor-core-use", title="Matrix work does not use Tensor Cores", severity="high" if share >= 0.5 else "medium", impact=_r(share * (1 - tc_pct / 100), 4),
-            ranks=[r],
-            summary=f"rank {r}: Tensor-Core-eligible ops take {100 * share:.0f}% of device time but only {tc_pct:.1f}% of kernel time runs on Tensor Cores"
-            + (f" (FLOPs by type: {', '.join(f'{k} {v:.0f}%' for k, v in dtypes.items())})" if dtypes else ""),
-            evidence={
-                "tensor_core_pct": _r(tc_pct), "eligible_share_pct": _r(100 * share),
-                "top_eligible_ops_device_us": {n: _r(u) for n, u in top.select("name", "device_self_us").iter_rows()},
-                "flop_share_by_dtype_pct": dtypes, "gpu": gpu,
-            },
-            fixes=[
-                "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 with a GradScaler)",
-                "for FP32 models: torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
-                "convolutions: channels_last memory format; keep channel and matrix dimensions multiples of 8",
-            ],
-        ))
+        out.append(
+            Finding(
+                rule="low-tensor-core-use",
+                title="Matrix work does not use Tensor Cores",
+                severity="high" if share >= 0.5 else "medium",
+                impact=_r(share * (1 - tc_pct / 100), 4),
+                ranks=[r],
+                summary=f"rank {r}: Tensor-Core-eligible ops take {100 * share:.0f}% of device time but only {tc_pct:.1f}% of kernel time runs on Tensor Cores"
+                + (f" (FLOPs by type: {', '.join(f'{k} {v:.0f}%' for k, v in dtypes.items())})" if dtypes else ""),
+                evidence={
+                    "tensor_core_pct": _r(tc_pct),
+                    "eligible_share_pct": _r(100 * share),
+                    "top_eligible_ops_device_us": {
+                        n: _r(u) for n, u in top.select("name", "device_self_us").iter_rows()
+                    },
+                    "flop_share_by_dtype_pct": dtypes,
+                    "gpu": gpu,
+                },
+                fixes=[
+                    "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 with a GradScaler)",
+                    "for FP32 models: torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
+                    "convolutions: channels_last memory format; keep channel and matrix dimensions multiples of 8",
+                ],
+            )
+        )
     return out
 
 
@@ -436,7 +577,11 @@ def _flop_dtypes(trace: Trace) -> dict[str, float]:
     c = counted_ops(trace)
     if c.height == 0:
         return {}
-    g = c.group_by(pl.col("dtype").fill_null("?")).agg(pl.col("flops").sum()).with_columns((100 * pl.col("flops") / pl.col("flops").sum()).alias("p"))
+    g = (
+        c.group_by(pl.col("dtype").fill_null("?"))
+        .agg(pl.col("flops").sum())
+        .with_columns((100 * pl.col("flops") / pl.col("flops").sum()).alias("p"))
+    )
     return {d: _r(p, 1) for d, p in g.sort("p", descending=True).select("dtype", "p").iter_rows()}
 
 
@@ -456,21 +601,40 @@ def rule_memory_near_capacity(ctx: Context) -> list[Finding]:
     p = _gpu_peaks(ctx)
     if p is None:
         return []
-    p = p.with_columns(pl.max_horizontal("peak_pct_of_capacity", "peak_reserved_pct_of_capacity").alias("pct")).filter(pl.col("pct") >= MEMORY_NEAR_CAPACITY_PCT)
+    p = p.with_columns(pl.max_horizontal("peak_pct_of_capacity", "peak_reserved_pct_of_capacity").alias("pct")).filter(
+        pl.col("pct") >= MEMORY_NEAR_CAPACITY_PCT
+    )
     out = []
     for row in p.iter_rows(named=True):
         pct = float(row["pct"])
-        out.append(Finding(
-            rule="memory-near-capacity", title="GPU memory close to full", severity="high" if pct >= 95 else "medium", impact=_r(pct / 100, 4), ranks=[int(row["rank"])],
-            summary=f"rank {row['rank']} {row['device']}: peak {pct:.1f}% of {row['capacity_bytes'] / 2**30:.1f} GiB (allocated {row['peak_allocated_bytes'] / 2**30:.2f} GiB at step {row['peak_step']}, in {row['peak_op']})",
-            evidence={k: row[k] for k in ("device", "peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes", "peak_step", "peak_op", "peak_time_ms")},
-            fixes=[
-                "activation checkpointing (torch.utils.checkpoint) on the largest blocks",
-                "mixed precision (bf16) halves activation memory; smaller micro-batch with gradient accumulation",
-                "shard parameters / optimizer state (FSDP, ZeRO); optimizer.zero_grad(set_to_none=True)",
-                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True if reserved is well above allocated",
-            ],
-        ))
+        out.append(
+            Finding(
+                rule="memory-near-capacity",
+                title="GPU memory close to full",
+                severity="high" if pct >= 95 else "medium",
+                impact=_r(pct / 100, 4),
+                ranks=[int(row["rank"])],
+                summary=f"rank {row['rank']} {row['device']}: peak {pct:.1f}% of {row['capacity_bytes'] / 2**30:.1f} GiB (allocated {row['peak_allocated_bytes'] / 2**30:.2f} GiB at step {row['peak_step']}, in {row['peak_op']})",
+                evidence={
+                    k: row[k]
+                    for k in (
+                        "device",
+                        "peak_allocated_bytes",
+                        "peak_reserved_bytes",
+                        "capacity_bytes",
+                        "peak_step",
+                        "peak_op",
+                        "peak_time_ms",
+                    )
+                },
+                fixes=[
+                    "activation checkpointing (torch.utils.checkpoint) on the largest blocks",
+                    "mixed precision (bf16) halves activation memory; smaller micro-batch with gradient accumulation",
+                    "shard parameters / optimizer state (FSDP, ZeRO); optimizer.zero_grad(set_to_none=True)",
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True if reserved is well above allocated",
+                ],
+            )
+        )
     return out
 
 
@@ -480,22 +644,41 @@ def rule_memory_fragmentation(ctx: Context) -> list[Finding]:
     p = _gpu_peaks(ctx)
     if p is None:
         return []
-    p = p.filter((pl.col("fragmentation_at_peak") >= FRAGMENTATION_AT_PEAK) & (pl.col("max_unused_reserved_bytes") >= FRAGMENTATION_MIN_UNUSED_BYTES))
+    p = p.filter(
+        (pl.col("fragmentation_at_peak") >= FRAGMENTATION_AT_PEAK)
+        & (pl.col("max_unused_reserved_bytes") >= FRAGMENTATION_MIN_UNUSED_BYTES)
+    )
     out = []
     for row in p.iter_rows(named=True):
         f = float(row["fragmentation_at_peak"])
         res_pct = row["peak_reserved_pct_of_capacity"] or 0.0
-        out.append(Finding(
-            rule="memory-fragmentation", title="Caching allocator holds much unused memory", severity="medium" if res_pct >= 50 else "low", impact=_r(f * res_pct / 100, 4),
-            ranks=[int(row["rank"])],
-            summary=f"rank {row['rank']} {row['device']}: at the allocated peak {100 * f:.0f}% of reserved memory is unused (up to {row['max_unused_reserved_bytes'] / 2**30:.2f} GiB reserved but not allocated)",
-            evidence={k: row[k] for k in ("device", "peak_allocated_bytes", "peak_reserved_bytes", "fragmentation_at_peak", "max_unused_reserved_bytes", "mean_fragmentation", "capacity_bytes")},
-            fixes=[
-                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of fragmenting)",
-                "avoid tensors whose sizes change every step (pad to a few fixed shapes / buckets)",
-                "torch.cuda.memory._record_memory_history() and the memory_viz snapshot to see which blocks fragment",
-            ],
-        ))
+        out.append(
+            Finding(
+                rule="memory-fragmentation",
+                title="Caching allocator holds much unused memory",
+                severity="medium" if res_pct >= 50 else "low",
+                impact=_r(f * res_pct / 100, 4),
+                ranks=[int(row["rank"])],
+                summary=f"rank {row['rank']} {row['device']}: at the allocated peak {100 * f:.0f}% of reserved memory is unused (up to {row['max_unused_reserved_bytes'] / 2**30:.2f} GiB reserved but not allocated)",
+                evidence={
+                    k: row[k]
+                    for k in (
+                        "device",
+                        "peak_allocated_bytes",
+                        "peak_reserved_bytes",
+                        "fragmentation_at_peak",
+                        "max_unused_reserved_bytes",
+                        "mean_fragmentation",
+                        "capacity_bytes",
+                    )
+                },
+                fixes=[
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of fragmenting)",
+                    "avoid tensors whose sizes change every step (pad to a few fixed shapes / buckets)",
+                    "torch.cuda.memory._record_memory_history() and the memory_viz snapshot to see which blocks fragment",
+                ],
+            )
+        )
     return out
 
 
@@ -508,19 +691,29 @@ def rule_full_launch_queue(ctx: Context) -> list[Finding]:
     q = ctx.result("queue")
     if q is None or q["blocked"].height == 0:
         return []
-    b = q["blocked"].filter(pl.col("relative_duration_at_max_queue_length") >= QUEUE_BLOCKED_SHARE).sort("relative_duration_at_max_queue_length", descending=True)
+    b = (
+        q["blocked"]
+        .filter(pl.col("relative_duration_at_max_queue_length") >= QUEUE_BLOCKED_SHARE)
+        .sort("relative_duration_at_max_queue_length", descending=True)
+    )
     out = []
     for row in b.iter_rows(named=True):
         share = float(row["relative_duration_at_max_queue_length"])
-        out.append(Finding(
-            rule="full-launch-queue", title="Launch queue full: the CPU blocks on the GPU", severity=_sev(share, 0.5, 0.25), impact=_r(share, 4), ranks=[int(row["rank"])],
-            summary=f"rank {row['rank']} stream {row['stream']}: launch queue full for {100 * share:.1f}% of the trace ({row['duration_at_max_queue_length_us'] / 1e3:.1f} ms)",
-            evidence=dict(row),
-            fixes=[
-                "the GPU is the bottleneck here: cut GPU work (fusion with torch.compile, fewer and larger kernels, CUDA graphs)",
-                "host work queued behind the blocked launches (data loading, logging) is delayed: move it to other threads/processes",
-            ],
-        ))
+        out.append(
+            Finding(
+                rule="full-launch-queue",
+                title="Launch queue full: the CPU blocks on the GPU",
+                severity=_sev(share, 0.5, 0.25),
+                impact=_r(share, 4),
+                ranks=[int(row["rank"])],
+                summary=f"rank {row['rank']} stream {row['stream']}: launch queue full for {100 * share:.1f}% of the trace ({row['duration_at_max_queue_length_us'] / 1e3:.1f} ms)",
+                evidence=dict(row),
+                fixes=[
+                    "the GPU is the bottleneck here: cut GPU work (fusion with torch.compile, fewer and larger kernels, CUDA graphs)",
+                    "host work queued behind the blocked launches (data loading, logging) is delayed: move it to other threads/processes",
+                ],
+            )
+        )
     return out
 
 
@@ -545,20 +738,30 @@ def rule_load_imbalance(ctx: Context) -> list[Finding]:
         return []
     low = per.sort("work").row(0, named=True)
     impact = (float(top["work"]) - med) / float(per["step"].mean())  # type: ignore[arg-type]
-    return [Finding(
-        rule="load-imbalance", title="Ranks do unequal work", severity=_sev(imb, 0.3, 0.15), impact=_r(min(impact, 1.0), 4), ranks=[int(top["rank"])],
-        summary=f"rank {top['rank']} does {100 * imb:.0f}% more {'GPU' if gpu else 'CPU'} work per step than the median rank ({top['work'] / 1e3:.1f} vs {med / 1e3:.1f} ms); the others wait for it at collectives",
-        evidence={
-            "work_us_by_rank": {str(r): _r(w) for r, w in per.select("rank", "work").iter_rows()},
-            "slowest_rank": int(top["rank"]), "fastest_rank": int(low["rank"]), "median_work_us": _r(med),
-            "definition": "mean over steps of kernel+memcpy+memset time" if gpu else "mean over steps of CPU Exec time",
-        },
-        fixes=[
-            "balance the data per rank (bucket or pack sequences by length; equal samples per rank)",
-            "balance pipeline stages / expert routing; check the slow rank's hardware (clocks, thermals, NVLink/PCIe placement)",
-            "ranksight analyze stragglers names the late rank per collective and why",
-        ],
-    )]
+    return [
+        Finding(
+            rule="load-imbalance",
+            title="Ranks do unequal work",
+            severity=_sev(imb, 0.3, 0.15),
+            impact=_r(min(impact, 1.0), 4),
+            ranks=[int(top["rank"])],
+            summary=f"rank {top['rank']} does {100 * imb:.0f}% more {'GPU' if gpu else 'CPU'} work per step than the median rank ({top['work'] / 1e3:.1f} vs {med / 1e3:.1f} ms); the others wait for it at collectives",
+            evidence={
+                "work_us_by_rank": {str(r): _r(w) for r, w in per.select("rank", "work").iter_rows()},
+                "slowest_rank": int(top["rank"]),
+                "fastest_rank": int(low["rank"]),
+                "median_work_us": _r(med),
+                "definition": "mean over steps of kernel+memcpy+memset time"
+                if gpu
+                else "mean over steps of CPU Exec time",
+            },
+            fixes=[
+                "balance the data per rank (bucket or pack sequences by length; equal samples per rank)",
+                "balance pipeline stages / expert routing; check the slow rank's hardware (clocks, thermals, NVLink/PCIe placement)",
+                "ranksight analyze stragglers names the late rank per collective and why",
+            ],
+        )
+    ]
 
 
 RULES = [

@@ -21,8 +21,17 @@ GENERIC_EXCLUDED = frozenset({"diff", "nccl-log"})
 #: Every module of report sections (each registers its sections when imported); a new module is
 #: added here.
 SECTION_MODULES = (
-    "sections_cpu", "sections_diff", "sections_dist", "sections_findings", "sections_gpu", "sections_health",
-    "sections_kernels", "sections_memory", "sections_memory_snapshot", "sections_run", "sections_steps",
+    "sections_cpu",
+    "sections_diff",
+    "sections_dist",
+    "sections_findings",
+    "sections_gpu",
+    "sections_health",
+    "sections_kernels",
+    "sections_memory",
+    "sections_memory_snapshot",
+    "sections_run",
+    "sections_steps",
 )
 
 _loaded = False
@@ -48,11 +57,7 @@ def _generic(name: str) -> Section:
 
     def build(ctx: Ctx) -> list[dict[str, Any]]:
         res = ctx.result(name)
-        blocks = [
-            ctx.table(df, id=f"{name}-{i}", title=t)
-            for i, (t, df) in enumerate(res.tables.items())
-            if df.height
-        ]
+        blocks = [ctx.table(df, id=f"{name}-{i}", title=t) for i, (t, df) in enumerate(res.tables.items()) if df.height]
         if not blocks:
             raise Skip(f"`{name}` found nothing in these traces")
         return blocks

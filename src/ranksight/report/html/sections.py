@@ -170,7 +170,9 @@ class Ctx:
 
     # ---- blocks -----------------------------------------------------------------------------
 
-    def table(self, df: pl.DataFrame, *, id: str, title: str, max_rows: int = MAX_TABLE_ROWS, **kw: Any) -> dict[str, Any]:
+    def table(
+        self, df: pl.DataFrame, *, id: str, title: str, max_rows: int = MAX_TABLE_ROWS, **kw: Any
+    ) -> dict[str, Any]:
         """A paged table block. Beyond ``max_rows`` rows only the first ones are embedded (after
         sorting by ``sort`` when given) and the block says how many there were."""
         total = df.height
@@ -373,14 +375,18 @@ def histogram(arrays: Mapping[str, np.ndarray], bins: int, log: bool) -> tuple[n
     return edges, counts, log
 
 
-def wide(df: pl.DataFrame, index: str, on: str, values: str, *, scale: float = 1.0, order: Sequence[Any] | None = None) -> tuple[list[Any], dict[str, list[Any]]]:
+def wide(
+    df: pl.DataFrame, index: str, on: str, values: str, *, scale: float = 1.0, order: Sequence[Any] | None = None
+) -> tuple[list[Any], dict[str, list[Any]]]:
     """Long ``(index, on, values)`` rows as bar-chart input: categories (``index`` values, sorted)
     and one series per distinct ``on`` value (in ``order`` when given, else by total, largest first);
     missing cells are 0."""
     agg = df.group_by(index, on).agg(pl.col(values).sum())
     cats = sorted(agg[index].unique().to_list())
-    keys = list(order) if order is not None else (
-        agg.group_by(on).agg(pl.col(values).sum()).sort([values, on], descending=[True, False])[on].to_list()
+    keys = (
+        list(order)
+        if order is not None
+        else (agg.group_by(on).agg(pl.col(values).sum()).sort([values, on], descending=[True, False])[on].to_list())
     )
     out: dict[str, list[Any]] = {}
     for k in keys:

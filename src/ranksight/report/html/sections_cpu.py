@@ -8,10 +8,33 @@ import polars as pl
 
 from ranksight.report.html.sections import Ctx, Skip, section
 
-US = {c: "µs" for c in ("cpu_total_us", "cpu_mean_us", "cpu_max_us", "delay_mean_us", "delay_max_us", "delay_p50_us",
-                        "delay_p99_us", "gpu_total_us", "delay_total_us", "busy_us", "span_us", "host_self_us",
-                        "host_total_us", "device_self_us", "device_total_us", "sum_us", "max_us", "min_us", "std_us",
-                        "mean_us", "avg_aten_op_launch_delay", "avg_runtime_delay")}
+US = {
+    c: "µs"
+    for c in (
+        "cpu_total_us",
+        "cpu_mean_us",
+        "cpu_max_us",
+        "delay_mean_us",
+        "delay_max_us",
+        "delay_p50_us",
+        "delay_p99_us",
+        "gpu_total_us",
+        "delay_total_us",
+        "busy_us",
+        "span_us",
+        "host_self_us",
+        "host_total_us",
+        "device_self_us",
+        "device_total_us",
+        "sum_us",
+        "max_us",
+        "min_us",
+        "std_us",
+        "mean_us",
+        "avg_aten_op_launch_delay",
+        "avg_runtime_delay",
+    )
+}
 
 
 @section(
@@ -36,15 +59,48 @@ def launches(ctx: Ctx) -> list[dict[str, Any]]:
                 if v.size:
                     groups[label] = v
         if groups:
-            blocks.append(ctx.hist(groups, id="launches-hist", title="Launch CPU time and launch delay, all ranks", x_label="time", unit="µs"))
+            blocks.append(
+                ctx.hist(
+                    groups,
+                    id="launches-hist",
+                    title="Launch CPU time and launch delay, all ranks",
+                    x_label="time",
+                    unit="µs",
+                )
+            )
     blocks.append(ctx.table(tabs["summary"], id="launches-summary", title="Per rank", units=US))
     for name, title in (("findings", "Short kernels and outliers"), ("by_api", "By launch API")):
         if name in tabs and tabs[name].height:
             blocks.append(ctx.table(tabs[name], id=f"launches-{name}", title=title, units=US))
     if la is not None and la.height:
-        cols = [c for c in ("rank", "api", "kernel", "stream", "cpu_dur_us", "gpu_dur_us", "launch_delay_us", "runtime_outlier", "launch_delay_outlier") if c in la.columns]
-        worst = la.select(cols).sort("launch_delay_us", descending=True, nulls_last=True).head(500) if "launch_delay_us" in cols else la.select(cols).head(500)
-        blocks.append(ctx.table(worst, id="launches-worst", title="Largest launch delays (top 500)", units={"cpu_dur_us": "µs", "gpu_dur_us": "µs", "launch_delay_us": "µs"}))
+        cols = [
+            c
+            for c in (
+                "rank",
+                "api",
+                "kernel",
+                "stream",
+                "cpu_dur_us",
+                "gpu_dur_us",
+                "launch_delay_us",
+                "runtime_outlier",
+                "launch_delay_outlier",
+            )
+            if c in la.columns
+        ]
+        worst = (
+            la.select(cols).sort("launch_delay_us", descending=True, nulls_last=True).head(500)
+            if "launch_delay_us" in cols
+            else la.select(cols).head(500)
+        )
+        blocks.append(
+            ctx.table(
+                worst,
+                id="launches-worst",
+                title="Largest launch delays (top 500)",
+                units={"cpu_dur_us": "µs", "gpu_dur_us": "µs", "launch_delay_us": "µs"},
+            )
+        )
     return blocks
 
 
@@ -64,17 +120,37 @@ def queue(ctx: Ctx) -> list[dict[str, Any]]:
     if s is not None and s.height:
         top = tabs["summary"].sort(["max", "rank", "stream"], descending=[True, False, False]).head(1)
         r = top["rank"][0]
-        ranks_streams = tabs["summary"].filter(pl.col("rank") == r).sort("max", descending=True).head(4)["stream"].to_list()
+        ranks_streams = (
+            tabs["summary"].filter(pl.col("rank") == r).sort("max", descending=True).head(4)["stream"].to_list()
+        )
         t0 = s.filter(pl.col("rank") == r)["ts_ns"].min()
         lines: list[tuple[str, list[Any], list[Any]]] = []
         for stream in ranks_streams:
             ss = s.filter((pl.col("rank") == r) & (pl.col("stream") == stream)).sort("ts_ns")
-            lines.append((f"rank {r} stream {stream}", ((ss["ts_ns"] - t0) / 1e6).to_list(), ss["queue_length"].to_list()))
-        blocks.append(ctx.line(lines, id="queue-chart", title=f"Queue length, rank {r} (streams with the longest queues)",
-                               mode="step", x_label="time since rank start", x_unit="ms", y_label="queued launches"))
+            lines.append(
+                (f"rank {r} stream {stream}", ((ss["ts_ns"] - t0) / 1e6).to_list(), ss["queue_length"].to_list())
+            )
+        blocks.append(
+            ctx.line(
+                lines,
+                id="queue-chart",
+                title=f"Queue length, rank {r} (streams with the longest queues)",
+                mode="step",
+                x_label="time since rank start",
+                x_unit="ms",
+                y_label="queued launches",
+            )
+        )
     blocks.append(ctx.table(tabs["summary"], id="queue-summary", title="Per rank and stream", units={"span_us": "µs"}))
     if "blocked" in tabs and tabs["blocked"].height:
-        blocks.append(ctx.table(tabs["blocked"], id="queue-blocked", title="Time at the maximum queue length", units={"duration_at_max_queue_length_us": "µs"}))
+        blocks.append(
+            ctx.table(
+                tabs["blocked"],
+                id="queue-blocked",
+                title="Time at the maximum queue length",
+                units={"duration_at_max_queue_length_us": "µs"},
+            )
+        )
     return blocks
 
 
@@ -99,11 +175,32 @@ def memcpy_bw(ctx: Ctx) -> list[dict[str, Any]]:
                 break
             g = g.sort("ts_ns")
             lines.append((f"rank {r} {kind}", ((g["ts_ns"] - t0) / 1e6).to_list(), g["bw_gbps"].to_list()))
-        blocks.append(ctx.line(lines, id="memcpy-bw-chart", title="Bandwidth of each copy over time", mode="markers",
-                               x_label="time since first copy", x_unit="ms", y_label="bandwidth", y_unit="GB/s"))
-    blocks.append(ctx.table(tabs["summary"], id="memcpy-bw-summary", title="Per rank and copy kind", units={"busy_us": "µs", "bytes": "B"}))
+        blocks.append(
+            ctx.line(
+                lines,
+                id="memcpy-bw-chart",
+                title="Bandwidth of each copy over time",
+                mode="markers",
+                x_label="time since first copy",
+                x_unit="ms",
+                y_label="bandwidth",
+                y_unit="GB/s",
+            )
+        )
+    blocks.append(
+        ctx.table(
+            tabs["summary"],
+            id="memcpy-bw-summary",
+            title="Per rank and copy kind",
+            units={"busy_us": "µs", "bytes": "B"},
+        )
+    )
     if "per_stream" in tabs and tabs["per_stream"].height:
-        blocks.append(ctx.table(tabs["per_stream"], id="memcpy-bw-streams", title="Per stream", units={"busy_us": "µs", "bytes": "B"}))
+        blocks.append(
+            ctx.table(
+                tabs["per_stream"], id="memcpy-bw-streams", title="Per stream", units={"busy_us": "µs", "bytes": "B"}
+            )
+        )
     return blocks
 
 
@@ -149,7 +246,16 @@ def annotations(ctx: Ctx) -> list[dict[str, Any]]:
     if t.height == 0:
         raise Skip("only ProfilerStep annotations in these traces")
     top = t.group_by("name").agg(pl.col("sum_us").sum()).sort(["sum_us", "name"], descending=[True, False]).head(15)
-    chart = ctx.bar(top["name"].to_list(), {"time": (top["sum_us"] / 1e3).to_list()}, id="annotations-chart",
-                    title="Annotations with the most time (all ranks, CPU and GPU side)", horizontal=True, unit="ms", x_label="ms")
-    return [chart, ctx.table(t, id="annotations-table", title="Per rank and annotation", units=US, sort=("sum_us", True))]
-
+    chart = ctx.bar(
+        top["name"].to_list(),
+        {"time": (top["sum_us"] / 1e3).to_list()},
+        id="annotations-chart",
+        title="Annotations with the most time (all ranks, CPU and GPU side)",
+        horizontal=True,
+        unit="ms",
+        x_label="ms",
+    )
+    return [
+        chart,
+        ctx.table(t, id="annotations-table", title="Per rank and annotation", units=US, sort=("sum_us", True)),
+    ]

@@ -27,7 +27,15 @@ def _breakdown_bar(ctx: Ctx, res: Any, labels: tuple[str, str]) -> dict[str, Any
     if not cats:
         return None
     bars = {c: [float(res.samples[c][0].mean()) / 1e6, float(res.samples[c][1].mean()) / 1e6] for c in cats}
-    return ctx.bar(list(labels), bars, id="diff-breakdown", title="Mean step breakdown (ms)", stacked=True, horizontal=True, unit="ms")
+    return ctx.bar(
+        list(labels),
+        bars,
+        id="diff-breakdown",
+        title="Mean step breakdown (ms)",
+        stacked=True,
+        horizontal=True,
+        unit="ms",
+    )
 
 
 @section(

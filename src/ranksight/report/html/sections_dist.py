@@ -9,19 +9,62 @@ import polars as pl
 
 from ranksight.report.html.sections import Ctx, Skip, rank_labels, section
 
-US = {c: "µs" for c in ("start_us", "dur_us", "wait_us", "transfer_us", "launch_us", "first_start_us", "skew_us",
-                        "total_wait_us", "offset_us", "residual_us", "spread_us", "max_abs_offset_us", "wait_caused_us",
-                        "own_wait_us", "mean_lateness_us", "late_launch_us", "after_launch_us", "lateness_us",
-                        "carried_us", "segment_us", "max_skew_us", "mean_skew_us", "total_transfer_us",
-                        "median_transfer_us", "min_dur_us", "max_dur_us", "alpha_us", "median_abs_residual_us",
-                        "ring_step_latency_us", "predicted_us", "step_us", "compute_us", "comm_us", "hidden_us",
-                        "exposed_us", "exposed_wait_us", "exposed_transfer_us", "perfect_overlap_step_us",
-                        "window_us", "bubble_us", "in_p2p_us", "idle_us")}
+US = {
+    c: "µs"
+    for c in (
+        "start_us",
+        "dur_us",
+        "wait_us",
+        "transfer_us",
+        "launch_us",
+        "first_start_us",
+        "skew_us",
+        "total_wait_us",
+        "offset_us",
+        "residual_us",
+        "spread_us",
+        "max_abs_offset_us",
+        "wait_caused_us",
+        "own_wait_us",
+        "mean_lateness_us",
+        "late_launch_us",
+        "after_launch_us",
+        "lateness_us",
+        "carried_us",
+        "segment_us",
+        "max_skew_us",
+        "mean_skew_us",
+        "total_transfer_us",
+        "median_transfer_us",
+        "min_dur_us",
+        "max_dur_us",
+        "alpha_us",
+        "median_abs_residual_us",
+        "ring_step_latency_us",
+        "predicted_us",
+        "step_us",
+        "compute_us",
+        "comm_us",
+        "hidden_us",
+        "exposed_us",
+        "exposed_wait_us",
+        "exposed_transfer_us",
+        "perfect_overlap_step_us",
+        "window_us",
+        "bubble_us",
+        "in_p2p_us",
+        "idle_us",
+    )
+}
 
 
 def _tables(ctx: Ctx, name: str, *titles: tuple[str, str]) -> list[dict[str, Any]]:
     tabs = ctx.result(name).tables
-    return [ctx.table(tabs[t], id=f"{name}-{t}", title=title, units=US) for t, title in titles if t in tabs and tabs[t].height]
+    return [
+        ctx.table(tabs[t], id=f"{name}-{t}", title=title, units=US)
+        for t, title in titles
+        if t in tabs and tabs[t].height
+    ]
 
 
 @section(
@@ -36,10 +79,29 @@ def _tables(ctx: Ctx, name: str, *titles: tuple[str, str]) -> list[dict[str, Any
 def collectives(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("collectives", "collectives")
     c = tabs["collectives"]
-    per = c.group_by("rank").agg(pl.col("wait_us").sum().alias("wait"), pl.col("transfer_us").sum().alias("transfer")).sort("rank")
-    chart = ctx.bar(rank_labels(per["rank"].to_list()), {"transfer": (per["transfer"] / 1e3).to_list(), "wait": (per["wait"] / 1e3).to_list()},
-                    id="collectives-chart", title="Time in collectives per rank: waiting for the last rank vs transferring", unit="ms", y_label="ms")
-    return [chart, *_tables(ctx, "collectives", ("instances", "Instances (matched across ranks)"), ("collectives", "Per rank"), ("rules", "How types and sizes were found"))]
+    per = (
+        c.group_by("rank")
+        .agg(pl.col("wait_us").sum().alias("wait"), pl.col("transfer_us").sum().alias("transfer"))
+        .sort("rank")
+    )
+    chart = ctx.bar(
+        rank_labels(per["rank"].to_list()),
+        {"transfer": (per["transfer"] / 1e3).to_list(), "wait": (per["wait"] / 1e3).to_list()},
+        id="collectives-chart",
+        title="Time in collectives per rank: waiting for the last rank vs transferring",
+        unit="ms",
+        y_label="ms",
+    )
+    return [
+        chart,
+        *_tables(
+            ctx,
+            "collectives",
+            ("instances", "Instances (matched across ranks)"),
+            ("collectives", "Per rank"),
+            ("rules", "How types and sizes were found"),
+        ),
+    ]
 
 
 @section(
@@ -54,7 +116,14 @@ def collectives(ctx: Ctx) -> list[dict[str, Any]]:
 def alignment(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("alignment", "offsets")
     o = tabs["offsets"].sort("rank")
-    chart = ctx.bar(rank_labels(o["rank"].to_list()), {"offset": o["offset_us"].to_list()}, id="alignment-chart", title="Clock offset per rank", unit="µs", y_label="µs")
+    chart = ctx.bar(
+        rank_labels(o["rank"].to_list()),
+        {"offset": o["offset_us"].to_list()},
+        id="alignment-chart",
+        title="Clock offset per rank",
+        unit="µs",
+        y_label="µs",
+    )
     return [chart, *_tables(ctx, "alignment", ("summary", "Summary"), ("offsets", "Offsets"))]
 
 
@@ -75,12 +144,32 @@ def stragglers(ctx: Ctx) -> list[dict[str, Any]]:
         w = w.sort("rank")
         cols = [c for c in w.columns if c != "rank"]
         values = w.select(cols).to_numpy().astype(float) / 1e3
-        blocks.append(ctx.heatmap(rank_labels(w["rank"].to_list()), [c.replace("step_", "step ") for c in cols], values.tolist(),
-                                  id="stragglers-heatmap", title="Wait in collectives, rank × step", unit="ms", x_label="step", y_label="rank"))
+        blocks.append(
+            ctx.heatmap(
+                rank_labels(w["rank"].to_list()),
+                [c.replace("step_", "step ") for c in cols],
+                values.tolist(),
+                id="stragglers-heatmap",
+                title="Wait in collectives, rank × step",
+                unit="ms",
+                x_label="step",
+                y_label="rank",
+            )
+        )
     r = tabs["ranks"].sort("rank")
-    blocks.append(ctx.bar(rank_labels(r["rank"].to_list()), {"wait caused": (r["wait_caused_us"] / 1e3).to_list()}, id="stragglers-chart",
-                          title="Wait each rank caused the others by arriving last", unit="ms", y_label="ms"))
-    blocks += _tables(ctx, "stragglers", ("ranks", "Per rank"), ("instances", "Late collectives"), ("steps", "Per step"))
+    blocks.append(
+        ctx.bar(
+            rank_labels(r["rank"].to_list()),
+            {"wait caused": (r["wait_caused_us"] / 1e3).to_list()},
+            id="stragglers-chart",
+            title="Wait each rank caused the others by arriving last",
+            unit="ms",
+            y_label="ms",
+        )
+    )
+    blocks += _tables(
+        ctx, "stragglers", ("ranks", "Per rank"), ("instances", "Late collectives"), ("steps", "Per step")
+    )
     return blocks
 
 
@@ -95,13 +184,27 @@ def stragglers(ctx: Ctx) -> list[dict[str, Any]]:
 )
 def bandwidth(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("bandwidth", "instances")
-    inst = tabs["instances"].filter(pl.col("bytes").is_not_null() & pl.col("busbw_gbps").is_not_null() & (pl.col("bytes") > 0))
+    inst = tabs["instances"].filter(
+        pl.col("bytes").is_not_null() & pl.col("busbw_gbps").is_not_null() & (pl.col("bytes") > 0)
+    )
     blocks: list[dict[str, Any]] = []
     if inst.height:
-        lines = [(str(t), g.sort("bytes")["bytes"].to_list(), g.sort("bytes")["busbw_gbps"].to_list())
-                 for (t,), g in sorted(inst.group_by(["coll_type"]), key=lambda kv: str(kv[0][0]))]
-        blocks.append(ctx.line(lines, id="bandwidth-chart", title="Bus bandwidth by message size", mode="markers",
-                               x_label="message size", x_unit="B", y_label="busbw", y_unit="GB/s"))
+        lines = [
+            (str(t), g.sort("bytes")["bytes"].to_list(), g.sort("bytes")["busbw_gbps"].to_list())
+            for (t,), g in sorted(inst.group_by(["coll_type"]), key=lambda kv: str(kv[0][0]))
+        ]
+        blocks.append(
+            ctx.line(
+                lines,
+                id="bandwidth-chart",
+                title="Bus bandwidth by message size",
+                mode="markers",
+                x_label="message size",
+                x_unit="B",
+                y_label="busbw",
+                y_unit="GB/s",
+            )
+        )
     blocks += _tables(ctx, "bandwidth", ("by_type_size_group", "By type, size and group"), ("instances", "Instances"))
     if not blocks:
         raise Skip("no collective with a size and a transfer time")
@@ -123,12 +226,24 @@ def alpha_beta(ctx: Ctx) -> list[dict[str, Any]]:
     res = tabs.get("residuals")
     if res is not None and res.height:
         lines = []
-        for (t, n), g in sorted(res.group_by(["coll_type", "group_size"]), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        for (t, n), g in sorted(
+            res.group_by(["coll_type", "group_size"]), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)
+        ):
             g = g.sort("bytes")
             lines.append((f"{t} n={n} measured", g["bytes"].to_list(), g["transfer_us"].to_list()))
             lines.append((f"{t} n={n} fit", g["bytes"].to_list(), g["predicted_us"].to_list()))
-        blocks.append(ctx.line(lines, id="alpha-beta-chart", title="Transfer time vs message size", mode="markers",
-                               x_label="message size", x_unit="B", y_label="transfer", y_unit="µs"))
+        blocks.append(
+            ctx.line(
+                lines,
+                id="alpha-beta-chart",
+                title="Transfer time vs message size",
+                mode="markers",
+                x_label="message size",
+                x_unit="B",
+                y_label="transfer",
+                y_unit="µs",
+            )
+        )
     blocks += _tables(ctx, "alpha-beta", ("fits", "Fits"), ("residuals", "Residuals"))
     return blocks
 
@@ -145,10 +260,18 @@ def alpha_beta(ctx: Ctx) -> list[dict[str, Any]]:
 def exposed_comm(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("exposed-comm", "per_rank")
     r = tabs["per_rank"].sort("rank")
-    chart = ctx.bar(rank_labels(r["rank"].to_list()),
-                    {"hidden": ((r["comm_us"] - r["exposed_us"]) / 1e3).to_list(), "exposed wait": (r["exposed_wait_us"] / 1e3).to_list(),
-                     "exposed transfer": ((r["exposed_us"] - r["exposed_wait_us"]) / 1e3).to_list()},
-                    id="exposed-comm-chart", title="Communication per rank: hidden vs exposed", unit="ms", y_label="ms")
+    chart = ctx.bar(
+        rank_labels(r["rank"].to_list()),
+        {
+            "hidden": ((r["comm_us"] - r["exposed_us"]) / 1e3).to_list(),
+            "exposed wait": (r["exposed_wait_us"] / 1e3).to_list(),
+            "exposed transfer": ((r["exposed_us"] - r["exposed_wait_us"]) / 1e3).to_list(),
+        },
+        id="exposed-comm-chart",
+        title="Communication per rank: hidden vs exposed",
+        unit="ms",
+        y_label="ms",
+    )
     return [chart, *_tables(ctx, "exposed-comm", ("per_rank", "Per rank"), ("per_step", "Per rank and step"))]
 
 
@@ -180,8 +303,16 @@ def bubble(ctx: Ctx) -> list[dict[str, Any]]:
     blocks = []
     if "bubble_fraction" in p.columns:
         agg = p.group_by("rank").agg((pl.col("bubble_fraction").mean() * 100).alias("pct")).sort("rank")
-        blocks.append(ctx.bar(rank_labels(agg["rank"].to_list()), {"bubble": agg["pct"].to_list()}, id="bubble-chart",
-                              title="Mean bubble fraction per stage (rank)", unit="%", y_label="%"))
+        blocks.append(
+            ctx.bar(
+                rank_labels(agg["rank"].to_list()),
+                {"bubble": agg["pct"].to_list()},
+                id="bubble-chart",
+                title="Mean bubble fraction per stage (rank)",
+                unit="%",
+                y_label="%",
+            )
+        )
     return blocks + _tables(ctx, "bubble", ("per_step", "Per step"), ("per_stage_step", "Per stage and step"))
 
 
@@ -203,11 +334,33 @@ def all_to_all(ctx: Ctx) -> list[dict[str, Any]]:
         ranks = sorted(set(tot["src"].to_list()) | set(tot["dst"].to_list()))
         m = {(a, b): v for a, b, v in tot.iter_rows()}
         values = [[(m[(a, b)] / 2**20 if (a, b) in m else None) for b in ranks] for a in ranks]
-        blocks.append(ctx.heatmap(rank_labels(ranks), [str(r) for r in ranks], values, id="all-to-all-heatmap",
-                                  title="Bytes sent, source rank × destination rank (all instances)", unit="MiB",
-                                  x_label="destination rank", y_label="source rank"))
+        blocks.append(
+            ctx.heatmap(
+                rank_labels(ranks),
+                [str(r) for r in ranks],
+                values,
+                id="all-to-all-heatmap",
+                title="Bytes sent, source rank × destination rank (all instances)",
+                unit="MiB",
+                x_label="destination rank",
+                y_label="source rank",
+            )
+        )
     pr = tabs["per_rank"].group_by("rank").agg(pl.col("send_bytes").sum(), pl.col("recv_bytes").sum()).sort("rank")
-    blocks.append(ctx.bar(rank_labels(pr["rank"].to_list()), {"sent": (pr["send_bytes"] / 2**20).to_list(), "received": (pr["recv_bytes"] / 2**20).to_list()},
-                          id="all-to-all-chart", title="All-to-all bytes per rank", stacked=False, unit="MiB", y_label="MiB"))
-    blocks += [ctx.table(df, id=f"all-to-all-{name}", title=name.replace("_", " "), units=US) for name, df in tabs.items() if df.height]
+    blocks.append(
+        ctx.bar(
+            rank_labels(pr["rank"].to_list()),
+            {"sent": (pr["send_bytes"] / 2**20).to_list(), "received": (pr["recv_bytes"] / 2**20).to_list()},
+            id="all-to-all-chart",
+            title="All-to-all bytes per rank",
+            stacked=False,
+            unit="MiB",
+            y_label="MiB",
+        )
+    )
+    blocks += [
+        ctx.table(df, id=f"all-to-all-{name}", title=name.replace("_", " "), units=US)
+        for name, df in tabs.items()
+        if df.height
+    ]
     return blocks

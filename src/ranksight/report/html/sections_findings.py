@@ -62,4 +62,3 @@ def findings(ctx: Ctx) -> list[dict[str, Any]]:
     if not found:
         ctx.notes.append(f"rules run: {', '.join(rules)}")
     return [{"type": "findings", "id": "findings-list", "items": items}]
-

@@ -8,8 +8,22 @@ import polars as pl
 
 from ranksight.report.html.sections import Ctx, rank_labels, section, wide
 
-US = {c: "µs" for c in ("kernel_time_us", "idle_us", "compute_us", "non_compute_us", "sum_us", "comm_us", "union_us",
-                        "overlap_us", "exposed_comm_us", "window_us", "busy_us")}
+US = {
+    c: "µs"
+    for c in (
+        "kernel_time_us",
+        "idle_us",
+        "compute_us",
+        "non_compute_us",
+        "sum_us",
+        "comm_us",
+        "union_us",
+        "overlap_us",
+        "exposed_comm_us",
+        "window_us",
+        "busy_us",
+    )
+}
 
 
 @section(
@@ -68,7 +82,9 @@ def idle(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("idle", "idle")["idle"]
     cats, bars = wide(t, "rank", "idle_category", "idle_us", scale=1e-3)
     return [
-        ctx.bar(rank_labels(cats), bars, id="idle-chart", title="Idle time per rank (all streams)", unit="ms", y_label="ms"),
+        ctx.bar(
+            rank_labels(cats), bars, id="idle-chart", title="Idle time per rank (all streams)", unit="ms", y_label="ms"
+        ),
         ctx.table(t, id="idle-table", title="Per rank and stream", units={"idle_us": "µs"}),
     ]
 
@@ -87,7 +103,16 @@ def kernel_types(ctx: Ctx) -> list[dict[str, Any]]:
     if "per_rank" in tabs and tabs["per_rank"].height:
         pr = tabs["per_rank"]
         cats, bars = wide(pr, "rank", "kernel_type", "sum_us", scale=1e-3)
-        blocks.append(ctx.bar(rank_labels(cats), bars, id="kernel-types-chart", title="GPU time by kernel type per rank", unit="ms", y_label="ms"))
+        blocks.append(
+            ctx.bar(
+                rank_labels(cats),
+                bars,
+                id="kernel-types-chart",
+                title="GPU time by kernel type per rank",
+                unit="ms",
+                y_label="ms",
+            )
+        )
     blocks.append(ctx.table(tabs["kernel_types"], id="kernel-types-table", title="All ranks", units=US))
     if "per_rank" in tabs:
         blocks.append(ctx.table(tabs["per_rank"], id="kernel-types-ranks", title="Per rank", units=US))
@@ -107,7 +132,14 @@ def overlap(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("overlap", "overlap")["overlap"]
     bars = {"overlapped": (t["overlap_us"] / 1e3).to_list(), "exposed": (t["exposed_comm_us"] / 1e3).to_list()}
     return [
-        ctx.bar(rank_labels(t["rank"].to_list()), bars, id="overlap-chart", title="Communication time per rank", unit="ms", y_label="ms"),
+        ctx.bar(
+            rank_labels(t["rank"].to_list()),
+            bars,
+            id="overlap-chart",
+            title="Communication time per rank",
+            unit="ms",
+            y_label="ms",
+        ),
         ctx.table(t, id="overlap-table", title="Per rank", units=US),
     ]
 
@@ -124,10 +156,23 @@ def overlap(ctx: Ctx) -> list[dict[str, Any]]:
 def gpu_metrics(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("gpu-metrics", "overall")
     o = tabs["overall"]
-    cats = [f"rank {r}" + (f" gpu {d}" if o.filter(pl.col("rank") == r).height > 1 else "") for r, d in zip(o["rank"].to_list(), o["device"].to_list(), strict=True)]
-    metrics = [c for c in ("utilization_pct", "sm_efficiency_pct", "occupancy_pct", "tensor_core_pct") if c in o.columns]
+    cats = [
+        f"rank {r}" + (f" gpu {d}" if o.filter(pl.col("rank") == r).height > 1 else "")
+        for r, d in zip(o["rank"].to_list(), o["device"].to_list(), strict=True)
+    ]
+    metrics = [
+        c for c in ("utilization_pct", "sm_efficiency_pct", "occupancy_pct", "tensor_core_pct") if c in o.columns
+    ]
     blocks = [
-        ctx.bar(cats, {m: o[m].to_list() for m in metrics}, id="gpu-metrics-chart", title="GPU metrics per rank", stacked=False, unit="%", y_label="%"),
+        ctx.bar(
+            cats,
+            {m: o[m].to_list() for m in metrics},
+            id="gpu-metrics-chart",
+            title="GPU metrics per rank",
+            stacked=False,
+            unit="%",
+            y_label="%",
+        ),
         ctx.table(o, id="gpu-metrics-table", title="Overall", units=US),
     ]
     if "per_step" in tabs and tabs["per_step"].height:

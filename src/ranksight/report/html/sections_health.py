@@ -20,9 +20,14 @@ def health(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("health", "checks")
     blocks = []
     if "problems" in tabs and tabs["problems"].height:
-        blocks.append(ctx.table(tabs["problems"], id="health-problems", title="Problems", units={"total_us": "µs", "max_us": "µs"}))
+        blocks.append(
+            ctx.table(
+                tabs["problems"], id="health-problems", title="Problems", units={"total_us": "µs", "max_us": "µs"}
+            )
+        )
     else:
         blocks.append(ctx.text("No problem found by the health checks.", id="health-ok"))
-    blocks.append(ctx.table(tabs["checks"], id="health-checks", title="All checks", units={"total_us": "µs", "max_us": "µs"}))
+    blocks.append(
+        ctx.table(tabs["checks"], id="health-checks", title="All checks", units={"total_us": "µs", "max_us": "µs"})
+    )
     return blocks
-

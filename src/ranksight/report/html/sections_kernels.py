@@ -29,7 +29,9 @@ def kernels(ctx: Ctx) -> list[dict[str, Any]]:
         .sort(["sum_us", "name"], descending=[True, False])
         .head(12)
     )
-    per_rank = t.filter(pl.col("name").is_in(top["name"].implode())).pivot(on="rank", index="name", values="sum_us", aggregate_function="sum")
+    per_rank = t.filter(pl.col("name").is_in(top["name"].implode())).pivot(
+        on="rank", index="name", values="sum_us", aggregate_function="sum"
+    )
     per_rank = top.select("name").join(per_rank, on="name", how="left", maintain_order="left").fill_null(0)
     ranks = [c for c in per_rank.columns if c != "name"]
     chart = ctx.bar(
@@ -41,7 +43,10 @@ def kernels(ctx: Ctx) -> list[dict[str, Any]]:
         unit="ms",
         x_label="ms",
     )
-    return [chart, ctx.table(t, id="kernels-table", title="Top kernels per rank and type", units=US, sort=("sum_us", True))]
+    return [
+        chart,
+        ctx.table(t, id="kernels-table", title="Top kernels per rank and type", units=US, sort=("sum_us", True)),
+    ]
 
 
 @section(
@@ -55,14 +60,32 @@ def kernels(ctx: Ctx) -> list[dict[str, Any]]:
 )
 def kernel_spread(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("kernel-spread", "kernel_spread")["kernel_spread"]
-    names = t.group_by("name").agg(pl.col("sum_us").sum()).sort(["sum_us", "name"], descending=[True, False]).head(20)["name"].to_list()
+    names = (
+        t.group_by("name")
+        .agg(pl.col("sum_us").sum())
+        .sort(["sum_us", "name"], descending=[True, False])
+        .head(20)["name"]
+        .to_list()
+    )
     ranks = sorted(t["rank"].unique().to_list())
     piv = t.pivot(on="rank", index="name", values="mean_us", aggregate_function="mean")
     piv = pl.DataFrame({"name": names}).join(piv, on="name", how="left", maintain_order="left")
     values = [[piv[str(r)][i] if str(r) in piv.columns else None for r in ranks] for i in range(piv.height)]
-    heat = ctx.heatmap(names, rank_labels(ranks), values, id="kernel-spread-heatmap", title="Mean kernel duration per rank (colour: each kernel's own range)",
-                       unit="µs", x_label="rank", y_label="kernel", scale="row")
-    return [heat, ctx.table(t, id="kernel-spread-table", title="Per kernel and rank", units=US, sort=("spread_pct", True))]
+    heat = ctx.heatmap(
+        names,
+        rank_labels(ranks),
+        values,
+        id="kernel-spread-heatmap",
+        title="Mean kernel duration per rank (colour: each kernel's own range)",
+        unit="µs",
+        x_label="rank",
+        y_label="kernel",
+        scale="row",
+    )
+    return [
+        heat,
+        ctx.table(t, id="kernel-spread-table", title="Per kernel and rank", units=US, sort=("spread_pct", True)),
+    ]
 
 
 @section(
@@ -91,7 +114,11 @@ def kernel_config(ctx: Ctx) -> list[dict[str, Any]]:
 def sequences(ctx: Ctx) -> list[dict[str, Any]]:
     ops = ctx.tables("ops", "ops")["ops"]
     cand = (
-        ops.filter(~pl.col("name").str.starts_with("ProfilerStep") & ~pl.col("name").str.starts_with("##") & (pl.col("calls") > 1))
+        ops.filter(
+            ~pl.col("name").str.starts_with("ProfilerStep")
+            & ~pl.col("name").str.starts_with("##")
+            & (pl.col("calls") > 1)
+        )
         .group_by("name")
         .agg(pl.col("device_total_us").sum())
         .sort(["device_total_us", "name"], descending=[True, False])
@@ -105,7 +132,11 @@ def sequences(ctx: Ctx) -> list[dict[str, Any]]:
             continue
         ctx.notes[:] = [f"operator: {op} (the one with the most device time that launches 2 or more GPU activities)"]
         return [ctx.table(tabs["patterns"], id="sequences-table", title=f"Kernel sequences under {op}", units=US)]
-    raise Skip("no operator with repeated kernel sequences (tried: " + ", ".join(cand) + ")" if cand else "no operator with device time")
+    raise Skip(
+        "no operator with repeated kernel sequences (tried: " + ", ".join(cand) + ")"
+        if cand
+        else "no operator with device time"
+    )
 
 
 @section(
@@ -122,5 +153,12 @@ def cupti_counters(ctx: Ctx) -> list[dict[str, Any]]:
     if "by_op" in tabs and tabs["by_op"].height:
         blocks.append(ctx.table(tabs["by_op"], id="cupti-by-op", title="Per operator", units={"dur_us": "µs"}))
     k = tabs["kernels"]
-    blocks.append(ctx.table(k.drop([c for c in ("row", "launch_row") if c in k.columns]), id="cupti-kernels", title="Per kernel", units={"dur_ns": "ns", "ts_ns": "ns"}))
+    blocks.append(
+        ctx.table(
+            k.drop([c for c in ("row", "launch_row") if c in k.columns]),
+            id="cupti-kernels",
+            title="Per kernel",
+            units={"dur_ns": "ns", "ts_ns": "ns"},
+        )
+    )
     return blocks

@@ -15,9 +15,26 @@ from ranksight.report.html.sections import Ctx, Skip, section
 
 __all__: list[str] = []
 
-_B = {c: "B" for c in ("reserved_bytes", "allocated_bytes", "requested_bytes", "rounding_bytes", "pending_free_bytes",
-                       "cached_free_bytes", "largest_free_block_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
-                       "size", "requested_size", "bytes", "largest_bytes", "largest_segment_bytes", "device_free_bytes")}
+_B = {
+    c: "B"
+    for c in (
+        "reserved_bytes",
+        "allocated_bytes",
+        "requested_bytes",
+        "rounding_bytes",
+        "pending_free_bytes",
+        "cached_free_bytes",
+        "largest_free_block_bytes",
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "size",
+        "requested_size",
+        "bytes",
+        "largest_bytes",
+        "largest_segment_bytes",
+        "device_free_bytes",
+    )
+}
 
 
 def _tables(ctx: Ctx, path: str) -> Any:
@@ -47,16 +64,22 @@ def memory_snapshot(ctx: Ctx) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for row in dev.iter_rows(named=True):
         frag = row["fragmentation"]
-        blocks.append(ctx.kv([
-            ("device", row["device"]),
-            ("reserved (MiB)", row["reserved_bytes"] / 2**20),
-            ("allocated (MiB)", row["allocated_bytes"] / 2**20),
-            ("peak allocated (MiB)", row["peak_allocated_bytes"] / 2**20),
-            ("fragmentation", f"{100 * frag:.1f} %" if frag is not None else "n/a"),
-            ("largest free block (MiB)", row["largest_free_block_bytes"] / 2**20),
-            ("segments", row["segments"]),
-            ("out-of-memory events", row["ooms"]),
-        ], id=f"memsnap-facts-{row['device'].replace(':', '')}", title=f"{row['device']} at the snapshot"))
+        blocks.append(
+            ctx.kv(
+                [
+                    ("device", row["device"]),
+                    ("reserved (MiB)", row["reserved_bytes"] / 2**20),
+                    ("allocated (MiB)", row["allocated_bytes"] / 2**20),
+                    ("peak allocated (MiB)", row["peak_allocated_bytes"] / 2**20),
+                    ("fragmentation", f"{100 * frag:.1f} %" if frag is not None else "n/a"),
+                    ("largest free block (MiB)", row["largest_free_block_bytes"] / 2**20),
+                    ("segments", row["segments"]),
+                    ("out-of-memory events", row["ooms"]),
+                ],
+                id=f"memsnap-facts-{row['device'].replace(':', '')}",
+                title=f"{row['device']} at the snapshot",
+            )
+        )
     c = tabs["snapshot_curve"]
     if c.height and c["time_ms"].null_count() < c.height:
         lines = []
@@ -65,8 +88,18 @@ def memory_snapshot(ctx: Ctx) -> list[dict[str, Any]]:
             x = g["time_ms"].to_list()
             lines.append((f"{d} allocated", x, (g["allocated_bytes"] / 2**20).to_list()))
             lines.append((f"{d} reserved", x, (g["reserved_bytes"] / 2**20).to_list()))
-        blocks.append(ctx.line(lines, id="memsnap-chart", title="Allocated and reserved over the recorded history", mode="step",
-                               x_label="time", x_unit="ms", y_label="memory", y_unit="MiB"))
+        blocks.append(
+            ctx.line(
+                lines,
+                id="memsnap-chart",
+                title="Allocated and reserved over the recorded history",
+                mode="step",
+                x_label="time",
+                x_unit="ms",
+                y_label="memory",
+                y_unit="MiB",
+            )
+        )
     blocks.append(ctx.table(dev, id="memsnap-devices", title="Per device", units=_B))
     for name, title in (
         ("snapshot_oom", "Out-of-memory events"),

@@ -33,7 +33,10 @@ def overview(ctx: Ctx) -> list[dict[str, Any]]:
         ("events", r["events"]),
         ("trace warnings", r["warnings"]),
     ]
-    blocks = [ctx.kv(facts, id="overview-facts"), ctx.table(files, id="overview-files", title="Files", units={"json_mb": "MB", "span_ms": "ms"})]
+    blocks = [
+        ctx.kv(facts, id="overview-facts"),
+        ctx.table(files, id="overview-files", title="Files", units={"json_mb": "MB", "span_ms": "ms"}),
+    ]
     warnings = ctx.run.warnings
     if warnings:
         w = pl.DataFrame({"warning": [str(x) for x in warnings]})
@@ -64,7 +67,10 @@ def gpu_busy(ctx: Ctx) -> list[dict[str, Any]]:
         unit="ms",
         y_label="ms",
     )
-    return [chart, ctx.table(t, id="gpu-busy-table", title="Per rank", units={"span_us": "µs", "busy_us": "µs", "idle_us": "µs"})]
+    return [
+        chart,
+        ctx.table(t, id="gpu-busy-table", title="Per rank", units={"span_us": "µs", "busy_us": "µs", "idle_us": "µs"}),
+    ]
 
 
 @section(
@@ -79,12 +85,39 @@ def top_kernels(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("summary", "top_kernels", top=SUMMARY_TOP)["top_kernels"]
     ranks = sorted(t["rank"].unique().to_list())
     top = (
-        t.group_by("name").agg(pl.col("total_us").sum().alias("all")).sort(["all", "name"], descending=[True, False]).head(10)
+        t.group_by("name")
+        .agg(pl.col("total_us").sum().alias("all"))
+        .sort(["all", "name"], descending=[True, False])
+        .head(10)
     )
     names = top["name"].to_list()
-    piv = top.select("name").join(
-        t.pivot(on="rank", index="name", values="total_us", aggregate_function="sum"), on="name", how="left", maintain_order="left"
-    ).fill_null(0)
+    piv = (
+        top.select("name")
+        .join(
+            t.pivot(on="rank", index="name", values="total_us", aggregate_function="sum"),
+            on="name",
+            how="left",
+            maintain_order="left",
+        )
+        .fill_null(0)
+    )
     bars = {f"rank {r}": (piv[str(r)] / 1e3).to_list() for r in ranks}
-    chart = ctx.bar(names, bars, id="top-kernels-chart", title="Top kernels, time per rank", horizontal=True, unit="ms", x_label="ms")
-    return [chart, ctx.table(t, id="top-kernels-table", title="Top kernels per rank", sort=("total_us", True), units={"total_us": "µs", "mean_us": "µs"})]
+    chart = ctx.bar(
+        names,
+        bars,
+        id="top-kernels-chart",
+        title="Top kernels, time per rank",
+        horizontal=True,
+        unit="ms",
+        x_label="ms",
+    )
+    return [
+        chart,
+        ctx.table(
+            t,
+            id="top-kernels-table",
+            title="Top kernels per rank",
+            sort=("total_us", True),
+            units={"total_us": "µs", "mean_us": "µs"},
+        ),
+    ]

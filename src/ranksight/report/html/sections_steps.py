@@ -26,16 +26,41 @@ def step_overview(ctx: Ctx) -> list[dict[str, Any]]:
     cats = [c for c in CATS if f"{c}_us" in st.columns]
     avg = st.group_by("rank").agg(pl.col(f"{c}_us").mean() for c in cats).sort("rank")
     blocks = [
-        ctx.bar(rank_labels(avg["rank"].to_list()), {c: (avg[f"{c}_us"] / 1e3).to_list() for c in cats},
-                id="step-overview-chart", title="Mean step time per rank", unit="ms", y_label="ms"),
+        ctx.bar(
+            rank_labels(avg["rank"].to_list()),
+            {c: (avg[f"{c}_us"] / 1e3).to_list() for c in cats},
+            id="step-overview-chart",
+            title="Mean step time per rank",
+            unit="ms",
+            y_label="ms",
+        ),
     ]
     if st["step"].n_unique() > 1:
         per = st.group_by("step").agg(pl.col(f"{c}_us").mean() for c in cats).sort("step")
-        blocks.append(ctx.bar([f"step {s}" for s in per["step"].to_list()], {c: (per[f"{c}_us"] / 1e3).to_list() for c in cats},
-                              id="step-overview-steps", title="Step time per step (mean over ranks)", unit="ms", y_label="ms"))
-    blocks.append(ctx.table(st, id="step-overview-table", title="Per rank and step", units={f"{c}_us": "µs" for c in (*cats, "total")}))
+        blocks.append(
+            ctx.bar(
+                [f"step {s}" for s in per["step"].to_list()],
+                {c: (per[f"{c}_us"] / 1e3).to_list() for c in cats},
+                id="step-overview-steps",
+                title="Step time per step (mean over ranks)",
+                unit="ms",
+                y_label="ms",
+            )
+        )
+    blocks.append(
+        ctx.table(
+            st, id="step-overview-table", title="Per rank and step", units={f"{c}_us": "µs" for c in (*cats, "total")}
+        )
+    )
     if "average" in tabs and tabs["average"].height:
-        blocks.append(ctx.table(tabs["average"], id="step-overview-average", title="Average per rank and category", units={"time_us": "µs"}))
+        blocks.append(
+            ctx.table(
+                tabs["average"],
+                id="step-overview-average",
+                title="Average per rank and category",
+                units={"time_us": "µs"},
+            )
+        )
     return blocks
 
 
@@ -51,10 +76,39 @@ def steps(ctx: Ctx) -> list[dict[str, Any]]:
     st = ctx.tables("steps", "steps")["steps"]
     blocks = []
     if st["step"].n_unique() > 1:
-        cats, bars = wide(st.with_columns(pl.format("rank {}", pl.col("rank")).alias("r")), "step", "r", "gpu_span_us", scale=1e-3,
-                          order=[f"rank {r}" for r in sorted(st["rank"].unique().to_list())])
-        blocks.append(ctx.bar([f"step {s}" for s in cats], bars, id="steps-chart", title="GPU span per step and rank", stacked=False, unit="ms", y_label="ms"))
-    blocks.append(ctx.table(st, id="steps-table", title="Steps", units={"cpu_dur_us": "µs", "gpu_span_us": "µs", "cpu_start_ns": "ns", "gpu_start_ns": "ns", "gpu_end_ns": "ns"}))
+        cats, bars = wide(
+            st.with_columns(pl.format("rank {}", pl.col("rank")).alias("r")),
+            "step",
+            "r",
+            "gpu_span_us",
+            scale=1e-3,
+            order=[f"rank {r}" for r in sorted(st["rank"].unique().to_list())],
+        )
+        blocks.append(
+            ctx.bar(
+                [f"step {s}" for s in cats],
+                bars,
+                id="steps-chart",
+                title="GPU span per step and rank",
+                stacked=False,
+                unit="ms",
+                y_label="ms",
+            )
+        )
+    blocks.append(
+        ctx.table(
+            st,
+            id="steps-table",
+            title="Steps",
+            units={
+                "cpu_dur_us": "µs",
+                "gpu_span_us": "µs",
+                "cpu_start_ns": "ns",
+                "gpu_start_ns": "ns",
+                "gpu_end_ns": "ns",
+            },
+        )
+    )
     return blocks
 
 
@@ -73,11 +127,23 @@ def mfu(ctx: Ctx) -> list[dict[str, Any]]:
     blocks = []
     if "mfu" in st.columns and st["mfu"].drop_nulls().len():
         per = st.group_by("rank").agg((pl.col("mfu").mean() * 100).alias("mfu_pct")).sort("rank")
-        blocks.append(ctx.bar(rank_labels(per["rank"].to_list()), {"MFU": per["mfu_pct"].to_list()}, id="mfu-chart",
-                              title="Mean MFU per rank", unit="%", y_label="%"))
+        blocks.append(
+            ctx.bar(
+                rank_labels(per["rank"].to_list()),
+                {"MFU": per["mfu_pct"].to_list()},
+                id="mfu-chart",
+                title="Mean MFU per rank",
+                unit="%",
+                y_label="%",
+            )
+        )
     else:
         ctx.notes.append("MFU needs the GPU's peak: unknown GPU (pass --peak-tflops to `ranksight analyze mfu`)")
     blocks.append(ctx.table(st, id="mfu-steps", title="Per rank and step", units={"step_us": "µs"}))
     if "ops" in tabs and tabs["ops"].height:
-        blocks.append(ctx.table(tabs["ops"], id="mfu-ops", title="FLOPs per operator", units={"device_us": "µs"}, sort=("gflop", True)))
+        blocks.append(
+            ctx.table(
+                tabs["ops"], id="mfu-ops", title="FLOPs per operator", units={"device_us": "µs"}, sort=("gflop", True)
+            )
+        )
     return blocks
