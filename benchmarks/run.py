@@ -284,7 +284,8 @@ def main() -> None:
     ap.add_argument(
         "--every",
         action="store_true",
-        help="also load plus every registered analysis: no cache by default and with RANKSIGHT_LOW_MEMORY=1, and a first run with the cache on (memory)",
+        help="also load plus every registered analysis: no cache by default and with RANKSIGHT_LOW_MEMORY=1, and a "
+        "first run with the cache on (memory)",
     )
     ap.add_argument(
         "--only-every",

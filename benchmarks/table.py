@@ -20,7 +20,8 @@ def render(res: dict) -> str:
     out = []
     out.append("### Load (file → columns → derived model), single process\n")
     out.append(
-        "| set | JSON MB | events | ranksight load s | MB/s | events/s | peak RSS MB | core bytes/event | gzip input: load s (JSON MB/s) | HTA load s | HTA MB/s | HTA peak RSS MB | load speed-up |"
+        "| set | JSON MB | events | ranksight load s | MB/s | events/s | peak RSS MB | core bytes/event | gzip input: "
+        "load s (JSON MB/s) | HTA load s | HTA MB/s | HTA peak RSS MB | load speed-up |"
     )
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in res["sets"].items():
@@ -29,11 +30,14 @@ def render(res: dict) -> str:
         out.append(
             f"| {name} | {r['json_mb']} | {_v(rl, 'events', '{:,}')} | {_v(rl, 'load_s')} | {_v(rl, 'mb_per_s')} | "
             f"{_v(rl, 'events_per_s', '{:,}')} | {_v(rl, 'peak_rss_mb')} | {_v(rl, 'core_bytes_per_event')} | {gz} | "
-            f"{_v(h, 'load_s') if h else 'not run'} | {_v(h, 'mb_per_s')} | {_v(h, 'peak_rss_mb')} | {_v(r, 'load_speedup_x', '{}×')} |"
+            f"{_v(h, 'load_s') if h else 'not run'} | {_v(h, 'mb_per_s')} | {_v(h, 'peak_rss_mb')} | "
+            f"{_v(r, 'load_speedup_x', '{}×')} |"
         )
     out.append("\n### Load plus every HTA-equivalent analysis, cached re-run, report\n")
     out.append(
-        "| set | ranksight load + analyses s | peak RSS MB | cached re-run: load s (total s) | first load ÷ cached load | HTA load + analyses s | HTA peak RSS MB | speed-up | report s (first, no cache) | report s (cached) | report peak RSS MB |"
+        "| set | ranksight load + analyses s | peak RSS MB | cached re-run: load s (total s) | first load ÷ cached "
+        "load | HTA load + analyses s | HTA peak RSS MB | speed-up | report s (first, no cache) | report s (cached) | "
+        "report peak RSS MB |"
     )
     out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in res["sets"].items():
@@ -48,14 +52,17 @@ def render(res: dict) -> str:
         first = r.get("cache_run_first_load_s") or r.get("ranksight_load", {}).get("load_s")
         ratio = f"{first / c['load_s']:.1f}×" if first and c.get("load_s") else ""
         out.append(
-            f"| {name} | {tot} | {_v(a, 'peak_rss_mb')} | {_v(c, 'load_s')} ({_v(c, 'wall_s')}) | {ratio} | {htot} | {_v(h, 'peak_rss_mb')} | "
-            f"{r.get('load_plus_analyses_speedup_x', '')}× | {_v(rf, 'report_s')} | {_v(rc, 'report_s')} | {_v(rc, 'peak_rss_mb')} |"
+            f"| {name} | {tot} | {_v(a, 'peak_rss_mb')} | {_v(c, 'load_s')} ({_v(c, 'wall_s')}) | {ratio} | {htot} | "
+            f"{_v(h, 'peak_rss_mb')} | "
+            f"{r.get('load_plus_analyses_speedup_x', '')}× | {_v(rf, 'report_s')} | {_v(rc, 'report_s')} | "
+            f"{_v(rc, 'peak_rss_mb')} |"
         )
     ev = [(n, r) for n, r in res["sets"].items() if "ranksight_every" in r]
     if ev:
         out.append("\n### Memory: load plus every registered analysis, one process\n")
         out.append(
-            "| set | JSON MB | mode | load s | peak RSS after load MB | analyses s | peak RSS MB (whole run) | slowest analysis |"
+            "| set | JSON MB | mode | load s | peak RSS after load MB | analyses s | peak RSS MB (whole run) | slowest "
+            "analysis |"
         )
         out.append("|---|---|---|---|---|---|---|---|")
         for name, r in ev:
@@ -70,7 +77,8 @@ def render(res: dict) -> str:
                 per = {k: v for k, v in (e.get("per_analysis_s") or {}).items() if isinstance(v, (int, float))}
                 slow = max(per, key=per.get) if per else ""
                 out.append(
-                    f"| {name} | {r['json_mb']} | {mode} | {_v(e, 'load_s')} | {_v(e, 'load_peak_rss_mb')} | {_v(e, 'analyses_s')} | "
+                    f"| {name} | {r['json_mb']} | {mode} | {_v(e, 'load_s')} | {_v(e, 'load_peak_rss_mb')} | "
+                    f"{_v(e, 'analyses_s')} | "
                     f"{_v(e, 'peak_rss_mb')} | {slow} {per.get(slow, '')} |"
                 )
     out.append("\n### Each HTA-equivalent analysis after loading (s)\n")

@@ -59,7 +59,8 @@ def alignment(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult
     elif not hosts:
         notes.append("no host_name in the traces: each rank is treated as its own clock")
     notes.append(
-        "estimated = median over matched collectives of (end − median end of its ranks); applied offset = estimated when above "
+        "estimated = median over matched collectives of (end − median end of its ranks); applied offset = estimated "
+        "when above "
         "the noise floor (2 × median residual), else 0; aligned time = time − offset"
     )
     return AnalysisResult({"offsets": table, "summary": summary}, notes)

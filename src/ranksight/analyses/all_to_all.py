@@ -98,7 +98,8 @@ def all_to_all(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool =
         tables["matrix_bytes"] = matrix.pivot(on="dst", index="src", values="bytes", sort_columns=True).sort("src")
     else:
         notes.append(
-            "split sizes not recorded (In/Out split size args empty or absent): per-rank totals only, no rank-pair matrix"
+            "split sizes not recorded (In/Out split size args empty or absent): per-rank totals only, no rank-pair "
+            "matrix"
         )
     if len(cd.ranks) < 2:
         notes.insert(0, single_rank_note(cd.ranks))

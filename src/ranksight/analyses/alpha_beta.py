@@ -230,7 +230,8 @@ def alpha_beta(
     flat = [f for f in model.fits.values() if f.beta_gbps is None]
     if flat:
         notes.append(
-            f"{len(flat)} fit(s) show no growth of transfer time with size: β not identifiable, α = median transfer time"
+            f"{len(flat)} fit(s) show no growth of transfer time with size: β not identifiable, α = median transfer "
+            "time"
         )
     thin = [f for f in model.fits.values() if f.distinct_sizes < 3]
     if thin:
@@ -243,7 +244,8 @@ register(
     AnalysisSpec(
         name="alpha-beta",
         func=alpha_beta,
-        help="latency α and bandwidth β per (collective type, group size), fitted robustly, with R², residuals and the ring model",
+        help="latency α and bandwidth β per (collective type, group size), fitted robustly, with R², residuals and the "
+        "ring model",
         options=(
             ALIGN_OPTION,
             Option(

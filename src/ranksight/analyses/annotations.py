@@ -82,8 +82,8 @@ def annotation_stats(ev: pl.DataFrame, top: int = 0) -> pl.DataFrame:
     return (
         st.sort(["rank", "side", "sum_us", "name"], descending=[False, False, True, False])
         .select(list(_SCHEMA))
-        .cast(_SCHEMA)
-    )  # type: ignore[arg-type]
+        .cast(_SCHEMA)  # type: ignore[arg-type]
+    )
 
 
 def _rank_annotations(trace: "Trace", sides: Sequence[str]) -> pl.DataFrame:

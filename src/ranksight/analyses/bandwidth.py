@@ -98,7 +98,8 @@ register(
     AnalysisSpec(
         name="bandwidth",
         func=bandwidth,
-        help="per collective instance: skew, wait, transfer time, algbw and busbw (nccl-tests factors), by type/size/group",
+        help="per collective instance: skew, wait, transfer time, algbw and busbw (nccl-tests factors), by "
+        "type/size/group",
         options=(ALIGN_OPTION,),
     )
 )

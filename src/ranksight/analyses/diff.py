@@ -282,15 +282,22 @@ def _summary(
         bm, bi = _describe(bvals)
         tm, ti = _describe(tvals)
         base_mean = float(w.mean_base[0])
-        rows.append({
-            "metric": metric, "unit": unit,
-            "base_median": None if bm is None else bm / scale, "base_iqr": None if bi is None else bi / scale,
-            "test_median": None if tm is None else tm / scale, "test_iqr": None if ti is None else ti / scale,
-            "delta": float(w.delta[0]) / scale,
-            "delta_pct": 100.0 * float(w.delta[0]) / base_mean if base_mean else None,
-            "ci_low": _nan_to_none(w.ci_low / scale)[0], "ci_high": _nan_to_none(w.ci_high / scale)[0],
-            "p_value": _nan_to_none(w.p_value)[0], "change": ch,
-        })  # fmt: skip
+        rows.append(
+            {
+                "metric": metric,
+                "unit": unit,
+                "base_median": None if bm is None else bm / scale,
+                "base_iqr": None if bi is None else bi / scale,
+                "test_median": None if tm is None else tm / scale,
+                "test_iqr": None if ti is None else ti / scale,
+                "delta": float(w.delta[0]) / scale,
+                "delta_pct": 100.0 * float(w.delta[0]) / base_mean if base_mean else None,
+                "ci_low": _nan_to_none(w.ci_low / scale)[0],
+                "ci_high": _nan_to_none(w.ci_high / scale)[0],
+                "p_value": _nan_to_none(w.p_value)[0],
+                "change": ch,
+            }
+        )
 
     cols = ["total"] + [c for c in CATEGORIES if f"{c}_ns" in b.steps.columns and f"{c}_ns" in t.steps.columns]
     for c in cols:
@@ -323,8 +330,25 @@ def _summary(
         bs = _matrix(b, bf.with_columns(pl.lit(0).alias("k")), one, ["k"], "mfu_pct", how="avg")[0]
         ts = _matrix(t, tf.with_columns(pl.lit(0).alias("k")), one, ["k"], "mfu_pct", how="avg")[0]
         add("mfu", "%", 1.0, bs, ts, bf["mfu_pct"].to_numpy(), tf["mfu_pct"].to_numpy())
-    schema = {"metric": pl.String, "unit": pl.String, **{c: pl.Float64 for c in (
-        "base_median", "base_iqr", "test_median", "test_iqr", "delta", "delta_pct", "ci_low", "ci_high", "p_value")}, "change": pl.String}  # fmt: skip
+    schema = {
+        "metric": pl.String,
+        "unit": pl.String,
+        **{
+            c: pl.Float64
+            for c in (
+                "base_median",
+                "base_iqr",
+                "test_median",
+                "test_iqr",
+                "delta",
+                "delta_pct",
+                "ci_low",
+                "ci_high",
+                "p_value",
+            )
+        },
+        "change": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -360,16 +384,23 @@ def _item_table(
     ch = np.where(present_t & ~present_b, "added", np.where(present_b & ~present_t, "removed", ch.astype(str)))
     with np.errstate(invalid="ignore", divide="ignore"):
         df = keys.with_columns(
-            pl.Series("base_calls", bc), pl.Series("test_calls", tc),
-            pl.Series("base_us", w.mean_base / 1e3), pl.Series("test_us", w.mean_test / 1e3),
+            pl.Series("base_calls", bc),
+            pl.Series("test_calls", tc),
+            pl.Series("base_us", w.mean_base / 1e3),
+            pl.Series("test_us", w.mean_test / 1e3),
             pl.Series("base_mean_us", np.where(bc > 0, w.mean_base / 1e3 / bc, np.nan)),
             pl.Series("test_mean_us", np.where(tc > 0, w.mean_test / 1e3 / tc, np.nan)),
-            pl.Series("base_share_pct", 100.0 * w.mean_base / step_ns[0] if step_ns[0] else np.full(keys.height, np.nan)),
-            pl.Series("test_share_pct", 100.0 * w.mean_test / step_ns[1] if step_ns[1] else np.full(keys.height, np.nan)),
+            pl.Series(
+                "base_share_pct", 100.0 * w.mean_base / step_ns[0] if step_ns[0] else np.full(keys.height, np.nan)
+            ),
+            pl.Series(
+                "test_share_pct", 100.0 * w.mean_test / step_ns[1] if step_ns[1] else np.full(keys.height, np.nan)
+            ),
             pl.Series("delta_us", w.delta / 1e3),
             pl.Series("delta_pct", np.where(w.mean_base != 0, 100.0 * w.delta / w.mean_base, np.nan)),
-            pl.Series("q_value", q), pl.Series("change", ch.tolist(), dtype=pl.String),
-        )  # fmt: skip
+            pl.Series("q_value", q),
+            pl.Series("change", ch.tolist(), dtype=pl.String),
+        )
     df = df.with_columns(pl.col(pl.Float64).fill_nan(None))
     return df, w, q
 
@@ -497,8 +528,18 @@ def _contributors(
         .then(pl.lit("ProfilerStep#* (self: outside every op)"))
         .otherwise(pl.col("name"))
     )
-    cpu = cpu.select(pl.col("kind").replace({"cpu_op": "op", "user_annotation": "op", "cuda_runtime": "runtime", "cuda_driver": "runtime"}),
-                     step_self.alias("name"), pl.lit(None, dtype=pl.String).alias("op"), "base_us", "test_us", "delta_us", "q_value", "change")  # fmt: skip
+    cpu = cpu.select(
+        pl.col("kind").replace(
+            {"cpu_op": "op", "user_annotation": "op", "cuda_runtime": "runtime", "cuda_driver": "runtime"}
+        ),
+        step_self.alias("name"),
+        pl.lit(None, dtype=pl.String).alias("op"),
+        "base_us",
+        "test_us",
+        "delta_us",
+        "q_value",
+        "change",
+    )
     kname = (
         pl.when(pl.col("test_kernel").is_not_null())
         .then(pl.concat_str([pl.col("kernel"), pl.lit(" → "), pl.col("test_kernel")]))
@@ -532,8 +573,18 @@ def _collectives_table(b: _Side, t: _Side, alpha: float, min_change: float) -> p
         return pl.DataFrame()
     on = ["coll_type"]
     keys = _concat([bc.select(on), tc.select(on)]).unique().sort(on)
-    empty = pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int32, "coll_type": pl.String, "count": pl.Int64, "bytes": pl.Float64,
-                                 "time_ns": pl.Float64, "bus_bytes": pl.Float64, "bw_time_ns": pl.Float64})  # fmt: skip
+    empty = pl.DataFrame(
+        schema={
+            "rank": pl.Int32,
+            "step": pl.Int32,
+            "coll_type": pl.String,
+            "count": pl.Int64,
+            "bytes": pl.Float64,
+            "time_ns": pl.Float64,
+            "bus_bytes": pl.Float64,
+            "bw_time_ns": pl.Float64,
+        }
+    )
     bc = bc if bc.height else empty
     tc = tc if tc.height else empty
     out = {}
@@ -555,10 +606,14 @@ def _collectives_table(b: _Side, t: _Side, alpha: float, min_change: float) -> p
             pl.Series("test_calls", out[("test", "count")].mean(1) if t.sids else np.zeros(keys.height)),
             pl.Series("base_mb", out[("base", "bytes")].mean(1) / 1e6 if b.sids else np.zeros(keys.height)),
             pl.Series("test_mb", out[("test", "bytes")].mean(1) / 1e6 if t.sids else np.zeros(keys.height)),
-            pl.Series("base_us", w.mean_base / 1e3), pl.Series("test_us", w.mean_test / 1e3),
-            pl.Series("base_busbw_gbps", bw["base"]), pl.Series("test_busbw_gbps", bw["test"]),
-            pl.Series("delta_us", w.delta / 1e3), pl.Series("q_value", q), pl.Series("change", ch.tolist(), dtype=pl.String),
-        )  # fmt: skip
+            pl.Series("base_us", w.mean_base / 1e3),
+            pl.Series("test_us", w.mean_test / 1e3),
+            pl.Series("base_busbw_gbps", bw["base"]),
+            pl.Series("test_busbw_gbps", bw["test"]),
+            pl.Series("delta_us", w.delta / 1e3),
+            pl.Series("q_value", q),
+            pl.Series("change", ch.tolist(), dtype=pl.String),
+        )
     return df.with_columns(pl.col(pl.Float64).fill_nan(None))
 
 
@@ -580,10 +635,16 @@ def _verdict(
     how = {_CHANGE_UP: "slower", _CHANGE_DOWN: "faster"}.get(change)
     where = f"mean step {mb / 1e6:,.2f} → {mt / 1e6:,.2f} ms"
     if math.isnan(p):
-        line = f"{labels[1]} vs {labels[0]}: step time {pct:+.1f}% ({where}); significance not tested (one sample per side)"
+        line = (
+            f"{labels[1]} vs {labels[0]}: step time {pct:+.1f}% ({where}); significance not tested (one sample per "
+            "side)"
+        )
     elif how:
         lo, hi = 100.0 * float(w.ci_low[0]) / mb, 100.0 * float(w.ci_high[0]) / mb
-        line = f"{labels[1]} is {abs(pct):.1f}% {how} per step than {labels[0]} ({where}; {100 * (1 - alpha):g}% CI {lo:+.1f}% … {hi:+.1f}%, p = {p:.2g})"
+        line = (
+            f"{labels[1]} is {abs(pct):.1f}% {how} per step than {labels[0]} ({where}; {100 * (1 - alpha):g}% CI "
+            f"{lo:+.1f}% … {hi:+.1f}%, p = {p:.2g})"
+        )
     else:
         line = (
             f"no significant step-time change between {labels[0]} and {labels[1]} ({pct:+.1f}%, {where}; p = {p:.2g})"
@@ -634,17 +695,25 @@ def diff(
     if b.by_step == t.by_step:
         unit = per_step if b.by_step else per_pair
     else:
-        unit = f"{per_step if b.by_step else per_pair} on the {labels[0]} side, {per_step if t.by_step else per_pair} on the {labels[1]} side"
+        unit = (
+            f"{per_step if b.by_step else per_pair} on the {labels[0]} side, {per_step if t.by_step else per_pair} on "
+            f"the {labels[1]} side"
+        )
     method = METHOD.format(unit=unit, alpha=alpha, ci=100 * (1 - alpha))
-    method += f"; a change needs p < {alpha:g} and |delta| ≥ {100 * min_change:g}% of the base (ops, kernels: BH-adjusted q, and ≥ {min_abs_us:g} µs/step)"
+    method += (
+        f"; a change needs p < {alpha:g} and |delta| ≥ {100 * min_change:g}% of the base (ops, kernels: BH-adjusted q, "
+        f"and ≥ {min_abs_us:g} µs/step)"
+    )
     notes = [f"significance: {method}"]
     notes += [f"{labels[0]}: {n}" if not n.startswith(labels[0]) else n for n in b.notes]
     notes += [f"{labels[1]}: {n}" if not n.startswith(labels[1]) else n for n in t.notes]
     notes.append(
-        f"{labels[0]}: {len(b.sids)} samples from {b.steps.height} (rank, step) values; {labels[1]}: {len(t.sids)} samples from {t.steps.height}"
+        f"{labels[0]}: {len(b.sids)} samples from {b.steps.height} (rank, step) values; {labels[1]}: {len(t.sids)} "
+        f"samples from {t.steps.height}"
     )
     notes.append(
-        "names normalised (addresses, step numbers, DataLoader iterator class, source lines, Triton ids; kernel template arguments and parameter lists): docs/diff.md"
+        "names normalised (addresses, step numbers, DataLoader iterator class, source lines, Triton ids; kernel "
+        "template arguments and parameter lists): docs/diff.md"
     )
     if "memory_peak" not in summary["metric"].to_list():
         notes.append("memory peak: needs [memory] events on both sides (profile_memory=True)")
@@ -727,7 +796,10 @@ def gate_samples(
     if failed:
         line = f"FAIL: {stats}: significantly {direction} by more than {threshold * 100:g}%"
     elif worse > threshold:
-        line = f"PASS: {stats}: above the {threshold * 100:g}% threshold but not significant at alpha {alpha:g} (within step-to-step noise)"
+        line = (
+            f"PASS: {stats}: above the {threshold * 100:g}% threshold but not significant at alpha {alpha:g} (within "
+            "step-to-step noise)"
+        )
     else:
         line = f"PASS: {stats}: not {direction} by more than {threshold * 100:g}%"
     return GateVerdict(failed, line, metric, rel, None if math.isnan(p) else p)

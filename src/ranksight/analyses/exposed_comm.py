@@ -128,7 +128,8 @@ def exposed_comm(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool
     )
     notes = [n for n in cd.notes if not n.startswith(("times in", "cross-rank"))]
     notes.append(
-        f"compute = {', '.join(sorted(bases))}; exposed = comm − compute; perfect overlap step = step − exposed (assumes exposed comm was on the critical path)"
+        f"compute = {', '.join(sorted(bases))}; exposed = comm − compute; perfect overlap step = step − exposed "
+        "(assumes exposed comm was on the critical path)"
     )
     if not multi:
         notes.insert(0, "one rank loaded: exposed_wait (waiting for peers) needs several ranks; the rest is per rank")

@@ -43,10 +43,17 @@ if TYPE_CHECKING:
 __all__ = ["weighted_cover", "sm_efficiency_segments", "device_metrics", "trace_gpu_metrics", "gpu_metrics"]
 
 _SCHEMA = {
-    "rank": pl.Int32, "device": pl.Int32, "step": pl.Int32, "window_us": pl.Float64, "busy_us": pl.Float64,
-    "utilization_pct": pl.Float64, "compute_utilization_pct": pl.Float64, "sm_efficiency_pct": pl.Float64,
-    "occupancy_pct": pl.Float64, "kernels": pl.Int64,
-}  # fmt: skip
+    "rank": pl.Int32,
+    "device": pl.Int32,
+    "step": pl.Int32,
+    "window_us": pl.Float64,
+    "busy_us": pl.Float64,
+    "utilization_pct": pl.Float64,
+    "compute_utilization_pct": pl.Float64,
+    "sm_efficiency_pct": pl.Float64,
+    "occupancy_pct": pl.Float64,
+    "kernels": pl.Int64,
+}
 
 
 def weighted_cover(s: np.ndarray, e: np.ndarray, w: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -106,10 +113,15 @@ def _kernels(trace: Trace, ruleset: str) -> pl.DataFrame:
         if c not in k.columns:
             k = k.with_columns(pl.lit(None, pl.Float64).alias(c))
     return k.select(
-        "row", "device", "ts_ns", "end_ns", "launch_row",
+        "row",
+        "device",
+        "ts_ns",
+        "end_ns",
+        "launch_row",
         (pl.col("kernel_class") == "COMMUNICATION").fill_null(False).alias("comm"),
-        *cols, tensor_core_mask(k["name"], ruleset).alias("tc"),
-    )  # fmt: skip
+        *cols,
+        tensor_core_mask(k["name"], ruleset).alias("tc"),
+    )
 
 
 def device_metrics(k: pl.DataFrame, ws: np.ndarray, we: np.ndarray, t0: int) -> dict[str, np.ndarray]:
@@ -200,7 +212,8 @@ def gpu_metrics(run: Run, *, ranks: Sequence[int] | None = None, tensor_core_rul
     no_sm = overall.filter(pl.col("sm_efficiency_pct").is_null())
     if no_sm.height:
         notes.append(
-            "est. SM efficiency / occupancy are empty where kernels lack the 'blocks per SM' / 'est. achieved occupancy %' args (ROCm, CUDA graphs, old Kineto)"
+            "est. SM efficiency / occupancy are empty where kernels lack the 'blocks per SM' / 'est. achieved "
+            "occupancy %' args (ROCm, CUDA graphs, old Kineto)"
         )
     return AnalysisResult({"overall": overall, "per_step": per_step}, notes)
 

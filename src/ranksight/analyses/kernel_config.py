@@ -61,16 +61,32 @@ def kernel_rows(trace: Trace, *, tensor_core_rules: str = "current", with_op: bo
         .select("row", pl.col("name").cast(pl.String), "dur_ns", "launch_row")
     )
     k = trace.with_args(k, "kernel")
-    for c, t in (("grid_x", pl.Int32), ("grid_y", pl.Int32), ("grid_z", pl.Int32), ("block_x", pl.Int32), ("block_y", pl.Int32),
-                 ("block_z", pl.Int32), ("registers_per_thread", pl.Int32), ("shared_memory_bytes", pl.Int64),
-                 ("blocks_per_sm", pl.Float64), ("est_occupancy_pct", pl.Float64)):  # fmt: skip
+    for c, t in (
+        ("grid_x", pl.Int32),
+        ("grid_y", pl.Int32),
+        ("grid_z", pl.Int32),
+        ("block_x", pl.Int32),
+        ("block_y", pl.Int32),
+        ("block_z", pl.Int32),
+        ("registers_per_thread", pl.Int32),
+        ("shared_memory_bytes", pl.Int64),
+        ("blocks_per_sm", pl.Float64),
+        ("est_occupancy_pct", pl.Float64),
+    ):
         if c not in k.columns:
             k = k.with_columns(pl.lit(None, t).alias(c))
     out = k.select(
-        "row", "name", "dur_ns", _triple("grid").alias("grid"), _triple("block").alias("block"),
-        "registers_per_thread", "shared_memory_bytes", "blocks_per_sm", "est_occupancy_pct",
+        "row",
+        "name",
+        "dur_ns",
+        _triple("grid").alias("grid"),
+        _triple("block").alias("block"),
+        "registers_per_thread",
+        "shared_memory_bytes",
+        "blocks_per_sm",
+        "est_occupancy_pct",
         tensor_core_mask(k["name"], tensor_core_rules),
-    )  # fmt: skip
+    )
     if with_op:
         own = kernel_owner_names(trace, build_op_tree(trace, tensor_core_rules=tensor_core_rules))
         out = out.join(own, on="row", how="left", maintain_order="left")
@@ -139,7 +155,8 @@ def kernel_config(
     notes = []
     if table["mean_blocks_per_sm"].null_count() == table.height:
         notes.append(
-            "no kernel carries 'blocks per SM' / 'est. achieved occupancy %' (ROCm or old Kineto): those columns are empty"
+            "no kernel carries 'blocks per SM' / 'est. achieved occupancy %' (ROCm or old Kineto): those columns are "
+            "empty"
         )
     if group_by != "name" and table["grid"].null_count() == table.height:
         notes.append("no kernel carries grid/block args: the configuration columns are empty")

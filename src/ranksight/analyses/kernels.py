@@ -109,10 +109,8 @@ def kernel_stats_rank(
     out = _stats(labelled, ["kernel_type", "__group"]).rename({"__group": "name"})
     return (
         out.select(pl.lit(trace.rank, dtype=pl.Int64).alias("rank"), *[c for c in _SCHEMA if c != "rank"])
-        .cast(_SCHEMA)
-        .sort(  # type: ignore[arg-type]
-            ["kernel_type", "sum_us", "name"], descending=[False, True, False]
-        )
+        .cast(_SCHEMA)  # type: ignore[arg-type]
+        .sort(["kernel_type", "sum_us", "name"], descending=[False, True, False])
     )
 
 

@@ -335,7 +335,8 @@ def memory(
             tables[name] = pl.concat([p[name] for p in have.values()], how="vertical_relaxed")
     if have and (tables["peaks"]["allocated_source"] == "running_sum").any():
         notes.append(
-            "no Total Allocated/Addr in [memory] events (pre-1.10 trace): allocated = running sum of Bytes since the capture started; no allocation table"
+            "no Total Allocated/Addr in [memory] events (pre-1.10 trace): allocated = running sum of Bytes since the "
+            "capture started; no allocation table"
         )
     if have and points > 0:
         notes.append(

@@ -411,7 +411,8 @@ def mfu(
     if st["hfu"].is_null().all():
         notes.append("no recomputation visible: HFU = MFU (column left empty)")
     notes.append(
-        "FLOPs from input shapes (2 per multiply-add; bias, softmax, masks not counted; causal attention counted in full)"
+        "FLOPs from input shapes (2 per multiply-add; bias, softmax, masks not counted; causal attention counted in "
+        "full)"
     )
     tables = {"steps": st}
     if ops:

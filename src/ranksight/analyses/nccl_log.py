@@ -168,7 +168,8 @@ register(
     AnalysisSpec(
         name="nccl-log",
         func=nccl_log,
-        help="NCCL_DEBUG logs as tables (topology, transports, algorithm/protocol per op), joined to traced collectives",
+        help="NCCL_DEBUG logs as tables (topology, transports, algorithm/protocol per op), joined to traced "
+        "collectives",
         options=(
             Option(
                 "logs", str, None, "NCCL_DEBUG log file (plain or .gz) or folder; repeat for several", multiple=True

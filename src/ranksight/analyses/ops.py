@@ -130,7 +130,8 @@ register(
     AnalysisSpec(
         name="ops",
         func=ops,
-        help="operator view: calls, host and device self/total time, Tensor Core share (TensorBoard plugin operator table)",
+        help="operator view: calls, host and device self/total time, Tensor Core share (TensorBoard plugin operator "
+        "table)",
         options=(
             Option("group_by", str, "name", "group operators by name or shape (name + input dims)"),
             Option("tensor_core_rules", str, "current", "Tensor Core kernel rules: current or plugin (the 2019 list)"),

@@ -53,8 +53,16 @@ __all__ = ["ROLES", "COMM_HOST_RE", "role_intervals", "step_breakdown", "covered
 #: Roles in priority order (column ``<role>_us``).
 ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
 COLUMNS = ["rank", "step", *(f"{r}_us" for r in ROLES), "other_us", "total_us"]
-LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
-          "runtime": "Runtime", "dataloader": "DataLoader", "cpu_exec": "CPU Exec", "other": "Other"}  # fmt: skip
+LABELS = {
+    "kernel": "Kernel",
+    "memcpy": "Memcpy",
+    "memset": "Memset",
+    "communication": "Communication",
+    "runtime": "Runtime",
+    "dataloader": "DataLoader",
+    "cpu_exec": "CPU Exec",
+    "other": "Other",
+}
 
 #: Host ops that are collectives (beyond the plugin's ten names).
 COMM_HOST_RE = r"^(?:nccl|gloo|ucc|mpi|rccl|hccl|xccl):|^c10d::|^_?c10d_functional::|^record_param_comms$"
@@ -238,7 +246,8 @@ register(
     AnalysisSpec(
         name="overview",
         func=overview,
-        help="step time split into Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec, Other (TensorBoard plugin overview)",
+        help="step time split into Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec, Other "
+        "(TensorBoard plugin overview)",
         options=(
             Option(
                 "plugin_compat",

@@ -450,8 +450,10 @@ def _verdict(rk: pl.DataFrame, late: pl.DataFrame, n: int) -> list[str]:
         mine = late.filter(pl.col("rank") == r["rank"]).sort("total_wait_ns", descending=True)
         worst = mine.row(0, named=True)
         lines.append(
-            f"straggler: rank {r['rank']} arrived last at {r['times_last']} of {r['instances']} collectives and cost the others "
-            f"{r['wait_caused_us']:,.0f} µs of wait ({100 * r['wait_share']:.0f} %); main cause {r['main_cause']}; worst: instance "
+            f"straggler: rank {r['rank']} arrived last at {r['times_last']} of {r['instances']} collectives and cost "
+            "the others "
+            f"{r['wait_caused_us']:,.0f} µs of wait ({100 * r['wait_share']:.0f} %); main cause {r['main_cause']}; "
+            "worst: instance "
             f"{worst['instance']} ({worst['coll_type']}, step {worst['step']}): {worst['detail']}" + _also_late(worst)
         )
     if not lines:
@@ -463,7 +465,8 @@ register(
     AnalysisSpec(
         name="stragglers",
         func=stragglers,
-        help="ranks that arrive last at collectives, the wait they cost, and why (host launch, compute, input pipeline, transfer)",
+        help="ranks that arrive last at collectives, the wait they cost, and why (host launch, compute, input "
+        "pipeline, transfer)",
         options=(
             ALIGN_OPTION,
             Option("min_skew_us", float, 10.0, "ignore instances whose arrival skew is below this (µs)"),

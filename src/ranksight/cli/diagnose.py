@@ -50,7 +50,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         con.print(f"no finding ({len(rules)} rules run on {len(run)} rank(s): {', '.join(rules)})")
     for i, f in enumerate(found, 1):
         con.print(
-            f"[{_STYLE[f.severity]}]{i}. [{f.severity.upper()}] {f.title}[/] ({f.rule}; ranks {', '.join(map(str, f.ranks))})",
+            f"[{_STYLE[f.severity]}]{i}. [{f.severity.upper()}] {f.title}[/] ({f.rule}; ranks "
+            f"{', '.join(map(str, f.ranks))})",
             markup=True,
             highlight=False,
         )

@@ -50,7 +50,10 @@ def _add(p: argparse.ArgumentParser) -> None:
     for a in p._actions:
         if a.dest == "traces":
             a.metavar = "RUN"  # argparse cannot print a tuple metavar for a positional
-            a.help = "the baseline (BASE), then the run to compare (TEST): each a trace file, a folder of rank files, or a quoted glob"
+            a.help = (
+                "the baseline (BASE), then the run to compare (TEST): each a trace file, a folder of rank files, or a "
+                "quoted glob"
+            )
         elif a.dest == "ranks":
             a.help = "only this rank, on both sides (repeatable)"
     p.add_argument(
@@ -59,14 +62,29 @@ def _add(p: argparse.ArgumentParser) -> None:
         default="table",
         help="output format (markdown: for PR comments)",
     )
-    p.add_argument("--fail-if-slower", type=parse_percent, default=None, metavar="PCT",
-                   help="exit 1 when --metric regressed significantly by more than PCT (e.g. 5%%)")  # fmt: skip
-    p.add_argument("--metric", default="step_time", metavar="NAME",
-                   help="what the gate checks: step_time (default), a step-breakdown category (kernel, memcpy, memset, "
-                   "communication, runtime, dataloader, cpu_exec, other), memory_peak, or mfu (a drop is the regression)")  # fmt: skip
+    p.add_argument(
+        "--fail-if-slower",
+        type=parse_percent,
+        default=None,
+        metavar="PCT",
+        help="exit 1 when --metric regressed significantly by more than PCT (e.g. 5%%)",
+    )
+    p.add_argument(
+        "--metric",
+        default="step_time",
+        metavar="NAME",
+        help="what the gate checks: step_time (default), a step-breakdown category (kernel, memcpy, memset, "
+        "communication, runtime, dataloader, cpu_exec, other), memory_peak, or mfu (a drop is the "
+        "regression)",
+    )
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of Welch's t-test (default 0.05)")
-    p.add_argument("--min-change", type=parse_percent, default=0.02, metavar="PCT",
-                   help="smallest relative change reported as a change (default 2%%)")  # fmt: skip
+    p.add_argument(
+        "--min-change",
+        type=parse_percent,
+        default=0.02,
+        metavar="PCT",
+        help="smallest relative change reported as a change (default 2%%)",
+    )
     p.add_argument("--top", type=int, default=5, help="top contributors shown (default 5)")
     p.add_argument(
         "--rows",
@@ -104,15 +122,28 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     base = _load(args, ctx, args.traces[0])
     test = _load(args, ctx, args.traces[1])
     res = diff(
-        base, test, ranks=args.ranks, alpha=args.alpha, min_change=args.min_change, top=args.top,
-        kernel_templates=not args.keep_templates, shapes=args.shapes, labels=_labels(args),
-    )  # fmt: skip
+        base,
+        test,
+        ranks=args.ranks,
+        alpha=args.alpha,
+        min_change=args.min_change,
+        top=args.top,
+        kernel_templates=not args.keep_templates,
+        shapes=args.shapes,
+        labels=_labels(args),
+    )
     verdict = gate(res, threshold=args.fail_if_slower, metric=args.metric) if args.fail_if_slower is not None else None
     if args.format == "json":
         extra: dict[str, Any] = {"labels": list(res.labels), "verdict": res.verdict, "method": res.method}
         if verdict is not None:
-            extra["gate"] = {"failed": verdict.failed, "line": verdict.line, "metric": verdict.metric,
-                             "threshold": args.fail_if_slower, "change": verdict.change, "p_value": verdict.p_value}  # fmt: skip
+            extra["gate"] = {
+                "failed": verdict.failed,
+                "line": verdict.line,
+                "metric": verdict.metric,
+                "threshold": args.fail_if_slower,
+                "change": verdict.change,
+                "p_value": verdict.p_value,
+            }
         sys.stdout.write(tables_to_json(res.tables, res.notes, extra=extra) + "\n")
     elif args.format == "csv":
         print_tables(res.tables, "csv")

@@ -185,8 +185,12 @@ class LabeledTrace:
         (ids are positions in this summary's sorted category and name lists)."""
         ops = ops_df if isinstance(ops_df, pl.DataFrame) else pl.from_pandas(ops_df)
         if "kind" not in ops.columns:
-            ops = ops.with_columns(pl.when(pl.col("name").str.starts_with("Memcpy") | pl.col("name").str.starts_with("Memset"))
-                                   .then(pl.lit("memcpy")).otherwise(pl.lit("other")).alias("kind"))  # fmt: skip
+            ops = ops.with_columns(
+                pl.when(pl.col("name").str.starts_with("Memcpy") | pl.col("name").str.starts_with("Memset"))
+                .then(pl.lit("memcpy"))
+                .otherwise(pl.lit("other"))
+                .alias("kind")
+            )
         s = self._summary(ops)
         cats = sorted(s["cat"].unique().to_list())
         names = sorted(s["name"].unique().to_list())

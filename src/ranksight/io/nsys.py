@@ -303,7 +303,8 @@ def decode_nsys(path: str | Path, unit: NsysUnit | None = None, *, max_bytes: in
     size = os.path.getsize(p)
     if max_bytes and size > max_bytes:
         raise InputTooLargeError(
-            f"the export is {size} bytes, above the limit of {max_bytes}; raise it with --max-size (or max_bytes=) if the file is trusted",
+            f"the export is {size} bytes, above the limit of {max_bytes}; raise it with --max-size (or max_bytes=) if "
+            "the file is trusted",
             path=p,
         )
     if unit is None:
@@ -329,7 +330,8 @@ def _decode(con: sqlite3.Connection, path: str, unit: NsysUnit, size: int) -> De
     session = _session_start(con, have)
     if session is None:
         warnings.append(
-            "no TARGET_INFO_SESSION_START_TIME: times are relative to the capture start and cannot be aligned with other exports"
+            "no TARGET_INFO_SESSION_START_TIME: times are relative to the capture start and cannot be aligned with "
+            "other exports"
         )
     ctx = _Ctx(con, have, unit, _strings(con, have), session or 0, warnings)
     props = _device_properties(con, have, unit)
@@ -702,7 +704,8 @@ def _foreign_correlations(ctx: _Ctx) -> pl.DataFrame | None:
         if not {"globalPid", "deviceId", "correlationId"} <= set(cols):
             continue
         sql = (
-            f'SELECT DISTINCT globalPid >> 24, correlationId FROM "{t}" WHERE globalPid IN ({placeholders(len(u.global_pids))}) '
+            f'SELECT DISTINCT globalPid >> 24, correlationId FROM "{t}" WHERE globalPid IN '
+            f"({placeholders(len(u.global_pids))}) "
             f"AND deviceId NOT IN ({placeholders(len(u.devices))}) AND correlationId IS NOT NULL"
         )
         rows = ctx.con.execute(sql, (*u.global_pids, *u.devices)).fetchall()

@@ -142,7 +142,8 @@ def write_counters(
     for t in run:
         if "offset" not in t.spans.columns:  # an Nsight Systems export (docs/nsys.md): no JSON to rewrite
             raise UsageError(
-                f"{os.path.basename(t.path)} is not a Kineto JSON trace: counter tracks are written into Kineto traces only"
+                f"{os.path.basename(t.path)} is not a Kineto JSON trace: counter tracks are written into Kineto traces "
+                "only"
             )
         d = out_dir if out_dir is not None else os.path.dirname(t.path)
         plan.append((t, os.path.join(d, output_name(t.path, suffix))))

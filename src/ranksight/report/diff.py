@@ -34,12 +34,72 @@ __all__ = ["diff_sections", "diff_markdown", "print_diff", "DISPLAY_COLUMNS"]
 
 #: Columns shown per table on screens (every column stays in CSV and JSON).
 DISPLAY_COLUMNS: dict[str, tuple[str, ...]] = {
-    "summary": ("metric", "unit", "base_median", "base_iqr", "test_median", "test_iqr", "delta", "delta_pct", "ci_low", "ci_high", "p_value", "change"),
-    "contributors": ("kind", "name", "op", "base_us", "test_us", "delta_us", "share_of_change_pct", "q_value", "change"),
-    "ops": ("kind", "name", "base_calls", "test_calls", "base_us", "test_us", "delta_us", "delta_pct", "q_value", "change"),
-    "kernels": ("kind", "kernel", "test_kernel", "op", "match", "base_calls", "test_calls", "base_us", "test_us", "delta_us", "delta_pct", "change"),
-    "collectives": ("coll_type", "base_calls", "test_calls", "base_mb", "test_mb", "base_us", "test_us", "base_busbw_gbps", "test_busbw_gbps", "delta_us", "q_value", "change"),
-}  # fmt: skip
+    "summary": (
+        "metric",
+        "unit",
+        "base_median",
+        "base_iqr",
+        "test_median",
+        "test_iqr",
+        "delta",
+        "delta_pct",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "change",
+    ),
+    "contributors": (
+        "kind",
+        "name",
+        "op",
+        "base_us",
+        "test_us",
+        "delta_us",
+        "share_of_change_pct",
+        "q_value",
+        "change",
+    ),
+    "ops": (
+        "kind",
+        "name",
+        "base_calls",
+        "test_calls",
+        "base_us",
+        "test_us",
+        "delta_us",
+        "delta_pct",
+        "q_value",
+        "change",
+    ),
+    "kernels": (
+        "kind",
+        "kernel",
+        "test_kernel",
+        "op",
+        "match",
+        "base_calls",
+        "test_calls",
+        "base_us",
+        "test_us",
+        "delta_us",
+        "delta_pct",
+        "change",
+    ),
+    "collectives": (
+        "coll_type",
+        "base_calls",
+        "test_calls",
+        "base_mb",
+        "test_mb",
+        "base_us",
+        "test_us",
+        "base_busbw_gbps",
+        "test_busbw_gbps",
+        "delta_us",
+        "q_value",
+        "change",
+    ),
+}
 
 _TITLES = {
     "summary": "Step time and breakdown (per step)",
@@ -53,7 +113,8 @@ _TEXT = {
     "contributors": "Kernels by GPU time; CPU ops and runtime calls by exposed time (self time while the GPU is idle). "
     "share_of_change_pct = delta / step-time delta.",
     "ops": "Inclusive time per step; names normalised; sorted by |delta|.",
-    "kernels": "Keyed by kernel name and launching op; test_kernel is set when the kernels were matched through their op.",
+    "kernels": "Keyed by kernel name and launching op; test_kernel is set when the kernels were matched through their "
+    "op.",
 }
 
 
@@ -72,10 +133,15 @@ def diff_sections(result: DiffResult, *, rows: int | None = 20) -> list[dict[str
         text = result.verdict if name == "summary" else _TEXT.get(name, "")
         if name == "contributors" and df.height == 0:
             text = "No kernel, operator or runtime call changed beyond step-to-step noise."
-        out.append({
-            "id": f"diff-{name}", "title": _TITLES[name], "text": text, "table": _display(name, df),
-            "rows": None if name in ("summary", "contributors") else rows,
-        })  # fmt: skip
+        out.append(
+            {
+                "id": f"diff-{name}",
+                "title": _TITLES[name],
+                "text": text,
+                "table": _display(name, df),
+                "rows": None if name in ("summary", "contributors") else rows,
+            }
+        )
     out.append(
         {"id": "diff-method", "title": "Method and notes", "text": "\n".join(result.notes), "table": None, "rows": None}
     )

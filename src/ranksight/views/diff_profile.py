@@ -213,8 +213,12 @@ def rank_profile(trace: Trace, *, kernel_templates: bool = True, shapes: bool = 
 
     kernels, sigs = _kernels(trace, knorm, onorm)
     out = {
-        "ops": _ops(trace, onorm), "kernels": kernels, "kernel_sigs": sigs, "exposed": _exposed(trace, onorm), "memory": _memory(trace),
-    }  # fmt: skip
+        "ops": _ops(trace, onorm),
+        "kernels": kernels,
+        "kernel_sigs": sigs,
+        "exposed": _exposed(trace, onorm),
+        "memory": _memory(trace),
+    }
     rank = pl.lit(trace.rank, dtype=pl.Int32).alias("rank")
     return {k: v.with_columns(rank) for k, v in out.items()}
 

@@ -361,16 +361,19 @@ def snapshot_tables(path: str, *, points: int = 200, top: int = 20) -> tuple[dic
         notes.append(f"{ooms.height} out-of-memory event(s) recorded: see snapshot_oom")
     if curve.height == 0:
         notes.append(
-            "snapshot without history (device_traces empty: record with torch.cuda.memory._record_memory_history()): peak = the snapshot's allocated"
+            "snapshot without history (device_traces empty: record with torch.cuda.memory._record_memory_history()): "
+            "peak = the snapshot's allocated"
         )
     else:
         notes.append(
-            "history levels anchored at the snapshot's segments (the history is a ring buffer): level = snapshot − changes recorded later"
+            "history levels anchored at the snapshot's segments (the history is a ring buffer): level = snapshot − "
+            "changes recorded later"
         )
         neg = curve.filter(pl.col("allocated_bytes") < 0)
         if neg.height:
             notes.append(
-                f"{neg.height} history points fall below 0: actions after the history stopped, or a history from another snapshot"
+                f"{neg.height} history points fall below 0: actions after the history stopped, or a history from "
+                "another snapshot"
             )
         if t0 is None:
             notes.append(
@@ -378,6 +381,7 @@ def snapshot_tables(path: str, *, points: int = 200, top: int = 20) -> tuple[dic
             )
     if points > 0 and curve.height > points:
         notes.append(
-            f"snapshot_curve: at most {points} points per device (the largest allocated per bucket of actions); --points 0 for all"
+            f"snapshot_curve: at most {points} points per device (the largest allocated per bucket of actions); "
+            "--points 0 for all"
         )
     return tables, notes

@@ -148,7 +148,8 @@ def join_log_to_traces(log: NcclLog, colls: Mapping[int, pl.DataFrame]) -> tuple
                 continue
             if ties > 1:
                 notes.append(
-                    f"rank {r}, group size {n}: the traced sequence fits {ties} places in the log equally well (repeated steps); the earliest is used"
+                    f"rank {r}, group size {n}: the traced sequence fits {ties} places in the log equally well "
+                    "(repeated steps); the earliest is used"
                 )
             pos = np.arange(t.height) + off
             ok = (pos >= 0) & (pos < lg.height)
@@ -177,7 +178,8 @@ def join_log_to_traces(log: NcclLog, colls: Mapping[int, pl.DataFrame]) -> tuple
             )
             if hits < t.height:
                 notes.append(
-                    f"rank {r}, group size {n}: {hits} of {t.height} traced collectives agree with the log in type and size"
+                    f"rank {r}, group size {n}: {hits} of {t.height} traced collectives agree with the log in type and "
+                    "size"
                 )
     out = pl.concat(rows) if rows else pl.DataFrame(schema=JOIN_SCHEMA)
     return out.sort(["rank", "idx"]), notes

@@ -344,12 +344,30 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
     )
     del cols, parent_row
     out = out.with_columns(
-        pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).cast(pl.UInt32).alias("parent_row"),
+        pl.when(pl.col("parent_row") >= 0)
+        .then(pl.col("parent_row"))
+        .otherwise(None)
+        .cast(pl.UInt32)
+        .alias("parent_row"),
         pl.col("type").cast(pl.String),
     ).select(
-        "row", "tid", "name", "type", "start_ns", "end_ns", "external_id", "parent_row", "depth",
-        "host_total_ns", "host_self_ns", "device_self_ns", "device_total_ns", "tc_self_ns", "tc_total_ns", "tc_eligible",
-    )  # fmt: skip
+        "row",
+        "tid",
+        "name",
+        "type",
+        "start_ns",
+        "end_ns",
+        "external_id",
+        "parent_row",
+        "depth",
+        "host_total_ns",
+        "host_self_ns",
+        "device_self_ns",
+        "device_total_ns",
+        "tc_self_ns",
+        "tc_total_ns",
+        "tc_eligible",
+    )
     owner_row = np.where(owner >= 0, rows[np.maximum(owner, 0)], -1)
     runtimes = rts.select("row", pl.Series("owner_row", owner_row)).with_columns(
         pl.when(pl.col("owner_row") >= 0).then(pl.col("owner_row")).otherwise(None).cast(pl.UInt32).alias("owner_row")
@@ -358,11 +376,26 @@ def build_op_tree(trace: Trace, *, tensor_core_rules: str = "current") -> OpTree
 
 
 def _empty_tree(trace: Trace) -> OpTree:
-    nodes = pl.DataFrame(schema={
-        "row": pl.UInt32, "tid": pl.Int64, "name": pl.Categorical, "type": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
-        "external_id": pl.Int64, "parent_row": pl.UInt32, "depth": pl.Int64, "host_total_ns": pl.Int64, "host_self_ns": pl.Int64,
-        "device_self_ns": pl.Int64, "device_total_ns": pl.Int64, "tc_self_ns": pl.Int64, "tc_total_ns": pl.Int64, "tc_eligible": pl.Boolean,
-    })  # fmt: skip
+    nodes = pl.DataFrame(
+        schema={
+            "row": pl.UInt32,
+            "tid": pl.Int64,
+            "name": pl.Categorical,
+            "type": pl.String,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "external_id": pl.Int64,
+            "parent_row": pl.UInt32,
+            "depth": pl.Int64,
+            "host_total_ns": pl.Int64,
+            "host_self_ns": pl.Int64,
+            "device_self_ns": pl.Int64,
+            "device_total_ns": pl.Int64,
+            "tc_self_ns": pl.Int64,
+            "tc_total_ns": pl.Int64,
+            "tc_eligible": pl.Boolean,
+        }
+    )
     rts = trace.kind(*LAUNCH_KINDS, columns=["row"]).with_columns(pl.lit(None, pl.UInt32).alias("owner_row"))
     return OpTree(nodes, rts, [], [])
 

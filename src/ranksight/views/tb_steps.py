@@ -68,9 +68,11 @@ def plugin_steps(trace: Trace, *, keep_all: bool = False, launch_kinds: tuple[st
     n = host.height
     if n == 0:
         return host.with_columns(
-            pl.lit(None, pl.Int64).alias("start_ns"), pl.lit(None, pl.Int64).alias("end_ns"),
-            pl.lit(0, pl.Int64).alias("matched"), pl.lit(True).alias("kept"),
-        )  # fmt: skip
+            pl.lit(None, pl.Int64).alias("start_ns"),
+            pl.lit(None, pl.Int64).alias("end_ns"),
+            pl.lit(0, pl.Int64).alias("matched"),
+            pl.lit(True).alias("kept"),
+        )
     hs = host["host_start_ns"].to_numpy()
     he = host["host_end_ns"].to_numpy()
     gpu = trace.gpu_events.filter(pl.col("dur_ns").is_not_null()).select("row", "ts_ns", "end_ns", "launch_row")

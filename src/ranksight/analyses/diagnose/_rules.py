@@ -104,7 +104,8 @@ def rule_dataloader_bound(ctx: Context) -> list[Finding]:
             severity=_sev(share, 0.25, 0.10),
             impact=_r(share, 4),
             ranks=sorted(int(r) for r in per["rank"]),
-            summary=f"{100 * share:.1f}% of the step time is in DataLoader (rank {worst}, mean {float(per['dl'][0]) / 1e3:.1f} ms of {float(per['tot'][0]) / 1e3:.1f} ms per step)"
+            summary=f"{100 * share:.1f}% of the step time is in DataLoader (rank {worst}, mean "
+            f"{float(per['dl'][0]) / 1e3:.1f} ms of {float(per['tot'][0]) / 1e3:.1f} ms per step)"
             + ("; single-process loading (num_workers=0)" if single else ""),
             evidence={
                 "dataloader_share_by_rank": {str(r): _r(100 * s) for r, s in per.select("rank", "share").iter_rows()},
@@ -194,7 +195,8 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
                 severity=_sev(idle, 0.7, 0.5),
                 impact=_r(idle * ks["tiny_share"], 4),
                 ranks=[r],
-                summary=f"rank {r}: median kernel {ks['median_kernel_us']:.1f} µs, {100 * ks['tiny_share']:.0f}% of kernels < {TINY_KERNEL_US:g} µs, GPU busy {util:.1f}% of the steps",
+                summary=f"rank {r}: median kernel {ks['median_kernel_us']:.1f} µs, {100 * ks['tiny_share']:.0f}% of "
+                f"kernels < {TINY_KERNEL_US:g} µs, GPU busy {util:.1f}% of the steps",
                 evidence={
                     "device": row["device"],
                     "busy_pct_outside_dataloader": _r(util),
@@ -238,7 +240,8 @@ def rule_low_gpu_utilization(ctx: Context) -> list[Finding]:
             severity=_sev(1 - util / 100, 0.75, 0.6),
             impact=_r(1 - util / 100, 4),
             ranks=sorted({int(r) for r in low["rank"]}),
-            summary=f"GPU busy {util:.1f}% of the step window (rank {worst['rank']}, device {worst['device']}; threshold {LOW_UTILIZATION_PCT:g}%)",
+            summary=f"GPU busy {util:.1f}% of the step window (rank {worst['rank']}, device {worst['device']}; "
+            f"threshold {LOW_UTILIZATION_PCT:g}%)",
             evidence={
                 "utilization_pct_by_rank_device": {
                     f"{r}/{d}": _r(u) for r, d, u in low.select("rank", "device", "utilization_pct").iter_rows()
@@ -249,7 +252,8 @@ def rule_low_gpu_utilization(ctx: Context) -> list[Finding]:
                 "definition": "gpu-metrics utilization_pct",
             },
             fixes=[
-                "look at the other findings for where the GPU waits (data loading, synchronisation, launches, communication)",
+                "look at the other findings for where the GPU waits (data loading, synchronisation, launches, "
+                "communication)",
                 "raise the batch size (or micro-batch) to give the GPU more work per step",
                 "overlap host work with GPU work (non_blocking copies, prefetching the next batch)",
             ],
@@ -285,7 +289,8 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
             severity=_sev(share, 0.3, 0.15),
             impact=_r(share, 4),
             ranks=sorted(int(r) for r in j["rank"]),
-            summary=f"{100 * share:.1f}% of the GPU time is communication with no compute under it (rank {w['rank']}: {w['exposed_comm_us'] / 1e3:.1f} ms exposed of {w['comm_us'] / 1e3:.1f} ms)",
+            summary=f"{100 * share:.1f}% of the GPU time is communication with no compute under it (rank {w['rank']}: "
+            f"{w['exposed_comm_us'] / 1e3:.1f} ms exposed of {w['comm_us'] / 1e3:.1f} ms)",
             evidence={
                 "exposed_share_pct_by_rank": {str(r): _r(100 * s) for r, s in j.select("rank", "share").iter_rows()},
                 "exposed_comm_us": _r(w["exposed_comm_us"]),
@@ -294,8 +299,10 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
                 "top_comm_kernels_us": {n: _r(u) for n, u in top.iter_rows()},
             },
             fixes=[
-                "DDP: tune bucket_cap_mb, gradient_as_bucket_view=True, static_graph=True so all-reduces start during backward",
-                "FSDP: backward_prefetch=BACKWARD_PRE, forward_prefetch=True, limit_all_gathers; FSDP2: reshard_after_forward",
+                "DDP: tune bucket_cap_mb, gradient_as_bucket_view=True, static_graph=True so all-reduces start during "
+                "backward",
+                "FSDP: backward_prefetch=BACKWARD_PRE, forward_prefetch=True, limit_all_gathers; FSDP2: "
+                "reshard_after_forward",
                 "accumulate gradients over micro-batches with no_sync() to all-reduce less often",
                 "check the interconnect (NCCL_DEBUG=INFO: algorithm, transport) if transfers themselves are slow",
             ],
@@ -388,7 +395,8 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
                 severity=_sev(share, 0.10, 0.03),
                 impact=_r(share, 4),
                 ranks=[r],
-                summary=f"rank {r}: {n_sync} synchronisations in {steps.height} steps block the CPU for {100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
+                summary=f"rank {r}: {n_sync} synchronisations in {steps.height} steps block the CPU for "
+                f"{100 * share:.1f}% of the step time ({blocked / 1e3 / steps.height:.0f} µs per step)",
                 evidence={
                     "by_name": {n: {"count": int(k), "us": _r(u)} for n, k, u in by_name.iter_rows()},
                     "per_step_count": {
@@ -405,7 +413,8 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
                     },
                 },
                 fixes=[
-                    "avoid .item(), .cpu(), .tolist(), print(tensor) and Python control flow on GPU values inside the step; keep metrics on the GPU and read them every N steps",
+                    "avoid .item(), .cpu(), .tolist(), print(tensor) and Python control flow on GPU values inside the "
+                    "step; keep metrics on the GPU and read them every N steps",
                     "use non_blocking=True copies and CUDA events instead of torch.cuda.synchronize()",
                     "find the call sites with torch.cuda.set_sync_debug_mode('warn')",
                 ],
@@ -453,7 +462,8 @@ def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
                 severity=_sev(share, 0.05, 0.01),
                 impact=_r(share, 4),
                 ranks=[r],
-                summary=f"rank {r}: {m.height} copies of {m['bytes'].sum() / 2**20:.1f} MiB use pageable host memory ({us / 1e3:.2f} ms, {100 * share:.2f}% of step time)",
+                summary=f"rank {r}: {m.height} copies of {m['bytes'].sum() / 2**20:.1f} MiB use pageable host memory "
+                f"({us / 1e3:.2f} ms, {100 * share:.2f}% of step time)",
                 evidence={
                     "copies": m.height,
                     "bytes": int(m["bytes"].sum()),
@@ -550,7 +560,8 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
                 severity="high" if share >= 0.5 else "medium",
                 impact=_r(share * (1 - tc_pct / 100), 4),
                 ranks=[r],
-                summary=f"rank {r}: Tensor-Core-eligible ops take {100 * share:.0f}% of device time but only {tc_pct:.1f}% of kernel time runs on Tensor Cores"
+                summary=f"rank {r}: Tensor-Core-eligible ops take {100 * share:.0f}% of device time but only "
+                f"{tc_pct:.1f}% of kernel time runs on Tensor Cores"
                 + (f" (FLOPs by type: {', '.join(f'{k} {v:.0f}%' for k, v in dtypes.items())})" if dtypes else ""),
                 evidence={
                     "tensor_core_pct": _r(tc_pct),
@@ -562,8 +573,10 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
                     "gpu": gpu,
                 },
                 fixes=[
-                    "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 with a GradScaler)",
-                    "for FP32 models: torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
+                    "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 with a "
+                    "GradScaler)",
+                    "for FP32 models: torch.backends.cuda.matmul.allow_tf32 = True / "
+                    "torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
                     "convolutions: channels_last memory format; keep channel and matrix dimensions multiples of 8",
                 ],
             )
@@ -614,7 +627,9 @@ def rule_memory_near_capacity(ctx: Context) -> list[Finding]:
                 severity="high" if pct >= 95 else "medium",
                 impact=_r(pct / 100, 4),
                 ranks=[int(row["rank"])],
-                summary=f"rank {row['rank']} {row['device']}: peak {pct:.1f}% of {row['capacity_bytes'] / 2**30:.1f} GiB (allocated {row['peak_allocated_bytes'] / 2**30:.2f} GiB at step {row['peak_step']}, in {row['peak_op']})",
+                summary=f"rank {row['rank']} {row['device']}: peak {pct:.1f}% of {row['capacity_bytes'] / 2**30:.1f} "
+                f"GiB (allocated {row['peak_allocated_bytes'] / 2**30:.2f} GiB at step {row['peak_step']}, in "
+                f"{row['peak_op']})",
                 evidence={
                     k: row[k]
                     for k in (
@@ -659,7 +674,9 @@ def rule_memory_fragmentation(ctx: Context) -> list[Finding]:
                 severity="medium" if res_pct >= 50 else "low",
                 impact=_r(f * res_pct / 100, 4),
                 ranks=[int(row["rank"])],
-                summary=f"rank {row['rank']} {row['device']}: at the allocated peak {100 * f:.0f}% of reserved memory is unused (up to {row['max_unused_reserved_bytes'] / 2**30:.2f} GiB reserved but not allocated)",
+                summary=f"rank {row['rank']} {row['device']}: at the allocated peak {100 * f:.0f}% of reserved memory "
+                f"is unused (up to {row['max_unused_reserved_bytes'] / 2**30:.2f} GiB reserved but not "
+                "allocated)",
                 evidence={
                     k: row[k]
                     for k in (
@@ -675,7 +692,8 @@ def rule_memory_fragmentation(ctx: Context) -> list[Finding]:
                 fixes=[
                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of fragmenting)",
                     "avoid tensors whose sizes change every step (pad to a few fixed shapes / buckets)",
-                    "torch.cuda.memory._record_memory_history() and the memory_viz snapshot to see which blocks fragment",
+                    "torch.cuda.memory._record_memory_history() and the memory_viz snapshot to see which blocks "
+                    "fragment",
                 ],
             )
         )
@@ -706,11 +724,14 @@ def rule_full_launch_queue(ctx: Context) -> list[Finding]:
                 severity=_sev(share, 0.5, 0.25),
                 impact=_r(share, 4),
                 ranks=[int(row["rank"])],
-                summary=f"rank {row['rank']} stream {row['stream']}: launch queue full for {100 * share:.1f}% of the trace ({row['duration_at_max_queue_length_us'] / 1e3:.1f} ms)",
+                summary=f"rank {row['rank']} stream {row['stream']}: launch queue full for {100 * share:.1f}% of the "
+                f"trace ({row['duration_at_max_queue_length_us'] / 1e3:.1f} ms)",
                 evidence=dict(row),
                 fixes=[
-                    "the GPU is the bottleneck here: cut GPU work (fusion with torch.compile, fewer and larger kernels, CUDA graphs)",
-                    "host work queued behind the blocked launches (data loading, logging) is delayed: move it to other threads/processes",
+                    "the GPU is the bottleneck here: cut GPU work (fusion with torch.compile, fewer and larger "
+                    "kernels, CUDA graphs)",
+                    "host work queued behind the blocked launches (data loading, logging) is delayed: move it to other "
+                    "threads/processes",
                 ],
             )
         )
@@ -745,7 +766,9 @@ def rule_load_imbalance(ctx: Context) -> list[Finding]:
             severity=_sev(imb, 0.3, 0.15),
             impact=_r(min(impact, 1.0), 4),
             ranks=[int(top["rank"])],
-            summary=f"rank {top['rank']} does {100 * imb:.0f}% more {'GPU' if gpu else 'CPU'} work per step than the median rank ({top['work'] / 1e3:.1f} vs {med / 1e3:.1f} ms); the others wait for it at collectives",
+            summary=f"rank {top['rank']} does {100 * imb:.0f}% more {'GPU' if gpu else 'CPU'} work per step than the "
+            f"median rank ({top['work'] / 1e3:.1f} vs {med / 1e3:.1f} ms); the others wait for it at "
+            "collectives",
             evidence={
                 "work_us_by_rank": {str(r): _r(w) for r, w in per.select("rank", "work").iter_rows()},
                 "slowest_rank": int(top["rank"]),
@@ -757,7 +780,8 @@ def rule_load_imbalance(ctx: Context) -> list[Finding]:
             },
             fixes=[
                 "balance the data per rank (bucket or pack sequences by length; equal samples per rank)",
-                "balance pipeline stages / expert routing; check the slow rank's hardware (clocks, thermals, NVLink/PCIe placement)",
+                "balance pipeline stages / expert routing; check the slow rank's hardware (clocks, thermals, "
+                "NVLink/PCIe placement)",
                 "ranksight analyze stragglers names the late rank per collective and why",
             ],
         )

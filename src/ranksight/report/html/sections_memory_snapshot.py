@@ -48,7 +48,8 @@ def _tables(ctx: Ctx, path: str) -> Any:
     "CUDA memory snapshot",
     group="Memory",
     order=20,
-    help="What filled GPU memory, from a PyTorch CUDA memory snapshot (ranksight report TRACES --snapshot FILE): reserved "
+    help="What filled GPU memory, from a PyTorch CUDA memory snapshot (ranksight report TRACES --snapshot FILE): "
+    "reserved "
     "and allocated bytes, fragmentation, allocated/reserved over the recorded history, and the largest allocations "
     "with the Python frames that made them.",
 )
