@@ -63,7 +63,9 @@ def shared_oracles() -> Path:
     return shared_or_skip("oracles/hta-0.6")
 
 
-def write_trace(path: Path, events: list[dict[str, Any]], *, compact: bool = False, gz: bool = False, **top: Any) -> Path:
+def write_trace(
+    path: Path, events: list[dict[str, Any]], *, compact: bool = False, gz: bool = False, **top: Any
+) -> Path:
     doc = {**top, "traceEvents": events}
     text = json.dumps(doc, separators=(",", ":")) if compact else json.dumps(doc, indent=1)
     if gz:

@@ -26,8 +26,9 @@ import pytest
 
 pd = pytest.importorskip("pandas")
 
-from ranksight.hta import TraceAnalysis  # noqa: E402
 from tests.conftest import DATA, SHARED  # noqa: E402
+
+from ranksight.hta import TraceAnalysis  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent / "hta"
 EXAMPLE = Path(__file__).resolve().parents[2] / "src" / "ranksight" / "data" / "examples" / "dlrm"
@@ -61,11 +62,26 @@ TRACES = {
 }
 
 #: traces with fractional-µs timestamps: HTA rounds them (ranksight keeps ns), so only hta_compat
-NS_TRACES = {"amd_trace", "nccl_parser_config", "ns_resolution_trace", "mtia_inference_trace", "triton_example",
-             "h100_cudagraph_infer", "h100_ddp_gloo_2ranks", "h100_train_compiled", "h100_train_eager", "h100_train_modules",
-             "h100_train_near_capacity"}
+NS_TRACES = {
+    "amd_trace",
+    "nccl_parser_config",
+    "ns_resolution_trace",
+    "mtia_inference_trace",
+    "triton_example",
+    "h100_cudagraph_infer",
+    "h100_ddp_gloo_2ranks",
+    "h100_train_compiled",
+    "h100_train_eager",
+    "h100_train_modules",
+    "h100_train_near_capacity",
+}
 #: traces with cuda_sync events: HTA counts them as GPU busy in the temporal breakdown
-SYNC_TRACES = {"critical_path_alexnet", "critical_path_simple_add", "critical_path_cuda_event_sync", "critical_path_cuda_event_sync_multi_stream"}
+SYNC_TRACES = {
+    "critical_path_alexnet",
+    "critical_path_simple_add",
+    "critical_path_cuda_event_sync",
+    "critical_path_cuda_event_sync_multi_stream",
+}
 #: traces with overlapping events on one stream: HTA's idle gaps go negative (ranksight clips)
 STREAM_OVERLAP_TRACES = {"negative_queue_length_values_check", "trace_diff_test"}
 
@@ -77,7 +93,10 @@ KNOWN_DIFFERENCES = {
     ("triton_example", "kernel_type_all"): "same",
     ("triton_example", "kernels_all"): "same",
     # torch.compile on PyTorch 2.11: every Triton launch is also a cpu_op with a stream arg
-    **{("h100_train_compiled", a): "same as triton_example" for a in ("temporal", "kernel_type", "kernels", "kernel_type_all", "kernels_all")},
+    **{
+        ("h100_train_compiled", a): "same as triton_example"
+        for a in ("temporal", "kernel_type", "kernels", "kernel_type_all", "kernels_all")
+    },
 }
 
 ANALYSES = ("temporal", "idle", "idle_stats", "kernel_type", "kernels", "kernel_type_all", "kernels_all", "overlap")
@@ -132,21 +151,23 @@ def trace_path(folder: str) -> Path:
     return p
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def analyzer(folder: str, mode: str) -> TraceAnalysis:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return TraceAnalysis(trace_dir=trace_path(folder), hta_compat=(mode == "hta_compat"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def results(folder: str, mode: str) -> dict:
     a = analyzer(folder, mode)
     out = {"temporal": a.get_temporal_breakdown(visualize=False), "overlap": a.get_comm_comp_overlap(visualize=False)}
     idle, stats = a.get_idle_time_breakdown(ranks=a.run.ranks, visualize=False, show_idle_interval_stats=True)
     out["idle"], out["idle_stats"] = idle, stats.reset_index()
     out["kernel_type"], out["kernels"] = a.get_gpu_kernel_breakdown(visualize=False)
-    out["kernel_type_all"], out["kernels_all"] = a.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0, num_kernels=100000)
+    out["kernel_type_all"], out["kernels_all"] = a.get_gpu_kernel_breakdown(
+        visualize=False, duration_ratio=1.0, num_kernels=100000
+    )
     return out
 
 
@@ -186,7 +207,9 @@ RATIOS = {
 STATS = {"idle_stats": ["mean", "std", "min", "25%", "50%", "75%", "max"]}
 
 
-def _exclusions(folder: str, analysis: str, oracle: pd.DataFrame, ours: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _exclusions(
+    folder: str, analysis: str, oracle: pd.DataFrame, ours: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rows left out of a compared pair for a documented reason (pinned elsewhere)."""
     if folder == "dlrm_8ranks" and analysis.startswith("idle"):
         # HTA classes kernels without a CPU launch as host_wait using the timestamp of event 0

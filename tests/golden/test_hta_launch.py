@@ -32,8 +32,9 @@ import pytest
 
 pd = pytest.importorskip("pandas")
 
-from ranksight.hta import TraceAnalysis  # noqa: E402
 from tests.conftest import DATA, SHARED  # noqa: E402
+
+from ranksight.hta import TraceAnalysis  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent / "hta"
 EXAMPLE = Path(__file__).resolve().parents[2] / "src" / "ranksight" / "data" / "examples" / "dlrm"
@@ -45,8 +46,17 @@ TRACES = {
     "cupti_profiler": ("data", "hta/cupti_profiler"),
     "df_index_resolver": ("shared", "hta/df_index_resolver"),
     "dlrm_8ranks": ("example", ""),
-    **{f"h100_{n.replace('-', '_')}": ("data", f"generated/h100/{n}") for n in (
-        "cudagraph-infer", "ddp-gloo-2ranks", "train-compiled", "train-eager", "train-modules", "train-near-capacity")},
+    **{
+        f"h100_{n.replace('-', '_')}": ("data", f"generated/h100/{n}")
+        for n in (
+            "cudagraph-infer",
+            "ddp-gloo-2ranks",
+            "train-compiled",
+            "train-eager",
+            "train-modules",
+            "train-near-capacity",
+        )
+    },
     "history_with_gpu_user_annotation": ("data", "hta/with_gpu_user_annotation"),
     "ns_resolution_trace": ("data", "hta/ns_resolution_trace"),
     "timeline_analysis_sampled_rank0": ("data", "hta/trace_filter/sampled_rank-0.json.gz"),
@@ -54,8 +64,20 @@ TRACES = {
     "trace_filter_sampled_ranks01": ("data", "hta/trace_filter"),
     "triton_example": ("data", "hta/triton_example"),
 }
-NS_TRACES = {"amd_trace", "ns_resolution_trace", "triton_example", "cpu_only", *(f for f in TRACES if f.startswith("h100_"))}
-QUEUE_TIES = {"dlrm_8ranks", "df_index_resolver", "trace_diff_control", "trace_diff_test", "negative_queue_length_values_check"}
+NS_TRACES = {
+    "amd_trace",
+    "ns_resolution_trace",
+    "triton_example",
+    "cpu_only",
+    *(f for f in TRACES if f.startswith("h100_")),
+}
+QUEUE_TIES = {
+    "dlrm_8ranks",
+    "df_index_resolver",
+    "trace_diff_control",
+    "trace_diff_test",
+    "negative_queue_length_values_check",
+}
 #: back-to-back copies at equal µs: HTA's unstable order changes which points are above 0
 BW_TIES: set[str] = set()  # trace_diff_test (not run: time) has back-to-back copies at equal µs
 
@@ -147,7 +169,9 @@ def test_aten_op_kernels_and_delay(folder: str) -> None:
     key = ["aten_op_name", "kernel_sequence"]
     j = o.merge(mine, on=key, how="left", suffixes=("_o", ""), indicator=True)
     ties = _equal_start_aten_ops(analyzer(folder)._hta_run()[r])
-    exact = j[~j["aten_op_name"].isin(ties) & ~j["kernel_sequence"].isin(o[o["aten_op_name"].isin(ties)]["kernel_sequence"])]
+    exact = j[
+        ~j["aten_op_name"].isin(ties) & ~j["kernel_sequence"].isin(o[o["aten_op_name"].isin(ties)]["kernel_sequence"])
+    ]
     assert (exact["_merge"] == "both").all(), exact[exact["_merge"] != "both"][key]
     assert (exact["occurrence_count"] == exact["occurrence_count_o"]).all()
     tol = 2.0 if folder in NS_TRACES else 1e-3
@@ -174,8 +198,14 @@ def test_frequent_cuda_kernel_sequences(folder: str, tmp_path: Path) -> None:
     # ns traces: HTA's µs rounding shortens each summed event by up to 2 µs (count × kernels of the pattern)
     per = 2.0 if folder in NS_TRACES else 0.0
     kernels = o["pattern"].str.count(r"\|").to_numpy()
-    assert np.all(np.abs(mine["GPU kernel duration (us)"].to_numpy() - o["GPU kernel duration (us)"].to_numpy()) <= per * o["count"].to_numpy() * kernels)
-    assert np.all(np.abs(mine["CPU op duration (us)"].to_numpy() - o["CPU op duration (us)"].to_numpy()) <= per * o["count"].to_numpy())
+    assert np.all(
+        np.abs(mine["GPU kernel duration (us)"].to_numpy() - o["GPU kernel duration (us)"].to_numpy())
+        <= per * o["count"].to_numpy() * kernels
+    )
+    assert np.all(
+        np.abs(mine["CPU op duration (us)"].to_numpy() - o["CPU op duration (us)"].to_numpy())
+        <= per * o["count"].to_numpy()
+    )
     assert (tmp_path / ("overlaid_" + Path(a._hta_run()[all_ranks(folder)[0]].path).name)).exists()
 
 
@@ -193,7 +223,10 @@ def test_queue_length_summary(folder: str) -> None:
     assert list(mine.columns) == list(o.columns)
     exact = ["count", "min", "25%", "50%", "75%", "max"]
     for c in exact:
-        assert np.array_equal(mine["queue_length"][c].to_numpy(float), o["queue_length"][c].to_numpy(float)), (folder, c)
+        assert np.array_equal(mine["queue_length"][c].to_numpy(float), o["queue_length"][c].to_numpy(float)), (
+            folder,
+            c,
+        )
     rtol = 5e-2 if folder in QUEUE_TIES else 1e-9
     for c in ("mean", "std"):
         assert np.allclose(mine["queue_length"][c], o["queue_length"][c], rtol=rtol, equal_nan=True), (folder, c)
@@ -217,7 +250,12 @@ def test_queue_length_time_series(folder: str) -> None:
 def test_time_spent_blocked_on_full_queue(folder: str) -> None:
     a = analyzer(folder)
     mine = a.get_time_spent_blocked_on_full_queue(a.get_queue_length_time_series(ranks=all_ranks(folder)))
-    assert list(mine.columns) == ["rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length"]
+    assert list(mine.columns) == [
+        "rank",
+        "stream",
+        "duration_at_max_queue_length",
+        "relative_duration_at_max_queue_length",
+    ]
     assert len(mine) == 0  # no oracle trace reaches 1024 queued launches (oracles.md §4.7)
 
 
@@ -239,10 +277,14 @@ def test_memory_bw_time_series(folder: str) -> None:
     if o is None or len(o) == 0:
         assert not got
         return
-    mine = pd.concat([d.assign(rank=r) for r, d in got.items()])[["rank", "ts", "pid", "name", "memory_bw_gbps"]].head(len(o))
+    mine = pd.concat([d.assign(rank=r) for r, d in got.items()])[["rank", "ts", "pid", "name", "memory_bw_gbps"]].head(
+        len(o)
+    )
     assert mine["name"].tolist() == o["name"].tolist()
     assert np.array_equal(mine["ts"].to_numpy(float), o["ts"].to_numpy(float))
-    assert np.allclose(mine["memory_bw_gbps"].to_numpy(float), o["memory_bw_gbps"].to_numpy(float), rtol=1e-9, atol=1e-9)
+    assert np.allclose(
+        mine["memory_bw_gbps"].to_numpy(float), o["memory_bw_gbps"].to_numpy(float), rtol=1e-9, atol=1e-9
+    )
 
 
 # ---- steps, stragglers, annotations, CUPTI ----------------------------------------------------

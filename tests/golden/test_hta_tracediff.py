@@ -16,8 +16,9 @@ import pytest
 
 pd = pytest.importorskip("pandas")
 
-from ranksight.hta import DeviceType, LabeledTrace, TraceDiff  # noqa: E402
 from tests.conftest import shared_or_skip  # noqa: E402
+
+from ranksight.hta import DeviceType, LabeledTrace, TraceDiff  # noqa: E402
 
 ORACLE = Path(__file__).resolve().parent / "hta" / "tracediff" / "tracediff_trace_diff_control_vs_test"
 MANIFEST = json.loads((ORACLE / "manifest.json").read_text())
@@ -28,7 +29,8 @@ CALLS = {
     "compare_traces_gpu_demo": ("TraceDiff.compare_traces(control_t, test_t, None, 1, 1010, 1010, DeviceType.GPU)",
                                 lambda c, t: TraceDiff.compare_traces(c, t, None, 1, 1010, 1010, DeviceType.GPU)),
     "compare_traces_default": ("TraceDiff.compare_traces(control_t, test_t)", lambda c, t: TraceDiff.compare_traces(c, t)),
-    "compare_traces_cpu_short": ("TraceDiff.compare_traces(control_t, test_t, device_type=DeviceType.CPU, use_short_name=True)",
+    "compare_traces_cpu_short": ("TraceDiff.compare_traces(control_t, test_t, device_type=DeviceType.CPU, "
+                                 "use_short_name=True)",
                                  lambda c, t: TraceDiff.compare_traces(c, t, device_type=DeviceType.CPU, use_short_name=True)),
     "ops_diff_cpu_demo": ("TraceDiff.ops_diff(control_t, test_t, 3, 1, 1010, 1010, DeviceType.CPU)",
                           lambda c, t: TraceDiff.ops_diff(c, t, 3, 1, 1010, 1010, DeviceType.CPU)),
@@ -41,7 +43,9 @@ CALLS = {
 @pytest.fixture(scope="module")
 def sides():
     root = shared_or_skip("traces/hta/trace_diff")
-    return LabeledTrace(label="Control", trace_dir=root / "control"), LabeledTrace(label="Test", trace_dir=root / "test")
+    return LabeledTrace(label="Control", trace_dir=root / "control"), LabeledTrace(
+        label="Test", trace_dir=root / "test"
+    )
 
 
 def test_every_oracle_call_is_covered():

@@ -8,11 +8,11 @@ import warnings
 from pathlib import Path
 
 import pytest
+from tests.conftest import SHARED, run_cli
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.errors import RanksightError
-from tests.conftest import SHARED, run_cli
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "src" / "ranksight" / "data" / "examples" / "dlrm")
 NAMES = ("temporal", "idle", "kernel-types", "kernels", "kernel-spread", "overlap")
@@ -51,7 +51,11 @@ def test_cli_kernels_launch_view_without_kernel_config_is_one_line():
 
 
 TRACES = SHARED / "traces"
-FILES = sorted(p for p in TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz"))) if TRACES.exists() else []
+FILES = (
+    sorted(p for p in TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    if TRACES.exists()
+    else []
+)
 
 
 @pytest.mark.shared

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import run_cli
 
 distributed = pytest.importorskip("distributed", reason="SKIPPED LOUDLY: Dask is not installed (pip install '.[dask]')")
@@ -41,15 +40,37 @@ def cluster(tmp_path_factory):
     log = tmp_path_factory.mktemp("dask")
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    procs = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=open(log / "scheduler.log", "w"), stderr=subprocess.STDOUT, env=env)]
+    procs = [
+        subprocess.Popen(
+            [*dask, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=open(log / "scheduler.log", "w"),
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    ]
     try:
         _wait_port(port)
         for i in range(2):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nworkers", "1", "--nthreads", "1",
-                 "--no-dashboard", "--local-directory", str(log / f"w{i}")],
-                stdout=open(log / f"worker{i}.log", "w"), stderr=subprocess.STDOUT, env=env))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        addr,
+                        "--nworkers",
+                        "1",
+                        "--nthreads",
+                        "1",
+                        "--no-dashboard",
+                        "--local-directory",
+                        str(log / f"w{i}"),
+                    ],
+                    stdout=open(log / f"worker{i}.log", "w"),
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            )
         client = distributed.Client(addr, timeout=60)
         client.wait_for_workers(2, timeout=120)
         client.close()

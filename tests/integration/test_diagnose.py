@@ -8,10 +8,10 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from tests.conftest import DATA
 
 import ranksight
 from ranksight.analyses.diagnose import SCHEMA, SCHEMA_VERSION, Finding, findings
-from tests.conftest import DATA
 
 NW0 = "kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 NW4 = "kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
@@ -83,12 +83,32 @@ def test_memory_near_capacity_on_a_hand_built_trace(make_trace):
     gib = 1 << 30
 
     def mem(ts, addr, b, alloc, res):
-        return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
-                "args": {"Addr": addr, "Bytes": b, "Total Allocated": alloc, "Total Reserved": res, "Device Type": 1, "Device Id": 0}}
+        return {
+            "ph": "i",
+            "s": "t",
+            "cat": "cpu_instant_event",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "args": {
+                "Addr": addr,
+                "Bytes": b,
+                "Total Allocated": alloc,
+                "Total Reserved": res,
+                "Device Type": 1,
+                "Device Id": 0,
+            },
+        }
 
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::matmul", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}},
-          mem(1, 1, 76 * gib, 76 * gib, 78 * gib), mem(5, 1, -76 * gib, 0, 78 * gib)]
-    run = ranksight.load(make_trace(ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 80 * gib}]))
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::matmul", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}},
+        mem(1, 1, 76 * gib, 76 * gib, 78 * gib),
+        mem(5, 1, -76 * gib, 0, 78 * gib),
+    ]
+    run = ranksight.load(
+        make_trace(ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 80 * gib}])
+    )
     f = {x.rule: x for x in findings(run)[0]}["memory-near-capacity"]
     assert f.severity == "high" and f.evidence["peak_op"] == "aten::matmul" and "97.5%" in f.summary
 

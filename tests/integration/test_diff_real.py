@@ -13,10 +13,10 @@ import json
 
 import polars as pl
 import pytest
+from tests.conftest import shared_or_skip
 
 import ranksight
 from ranksight.analyses.diff import diff, gate
-from tests.conftest import shared_or_skip
 
 R50 = "kineto/2021-07-08_c6e5fe20/tb_plugin/samples"
 W0 = f"{R50}/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
@@ -44,15 +44,22 @@ def test_resnet_num_workers_cli_json(cli, data):
     assert "Welch" in doc["method"]
     cats = {x["metric"]: x for x in _rows(doc, "summary")}
     if "dataloader" in cats:  # with the overview analysis: the category that changed is the DataLoader
-        assert cats["dataloader"]["change"] == "decreased" and cats["dataloader"]["base_median"] == pytest.approx(59.463)
+        assert cats["dataloader"]["change"] == "decreased" and cats["dataloader"]["base_median"] == pytest.approx(
+            59.463
+        )
     if "mfu" in cats:  # with the mfu analysis: same FLOPs in a shorter step
-        assert cats["mfu"]["unit"] == "%" and cats["mfu"]["change"] == "increased" and 30 < cats["mfu"]["base_median"] < 36
+        assert (
+            cats["mfu"]["unit"] == "%" and cats["mfu"]["change"] == "increased" and 30 < cats["mfu"]["base_median"] < 36
+        )
 
 
 def test_resnet_reverse_gate_fails_and_markdown(data, capsys):
     from ranksight.cli import main
 
-    assert main(["diff", str(data(W4)), str(data(W0)), "--format", "markdown", "--fail-if-slower", "5%", "--rows", "5"]) == 1
+    assert (
+        main(["diff", str(data(W4)), str(data(W0)), "--format", "markdown", "--fail-if-slower", "5%", "--rows", "5"])
+        == 1
+    )
     out = capsys.readouterr().out
     lines = out.rstrip().splitlines()
     assert lines[-1].startswith("FAIL: step_time +25.9%")
@@ -80,9 +87,17 @@ def test_bert_h100_vs_mi300x_kernels_matched_through_ops(data):
     # the four addmm GEMMs (cuBLAS/CUTLASS ↔ hipBLASLt Cijk_*) and flash attention ↔ attn_fwd
     addmm = through.filter(pl.col("op") == "aten::addmm")
     assert addmm.height == 4 and addmm["test_kernel"].str.starts_with("Cijk_Alik_Bljk").all()
-    assert sorted(addmm["base_calls"].to_list()) == [1.0, 4.0, 4.0, 17.0] and (addmm["base_calls"] == addmm["test_calls"]).all()
+    assert (
+        sorted(addmm["base_calls"].to_list()) == [1.0, 4.0, 4.0, 17.0]
+        and (addmm["base_calls"] == addmm["test_calls"]).all()
+    )
     fa = through.filter(pl.col("op") == "aten::_flash_attention_forward").row(0, named=True)
-    assert (fa["kernel"], fa["test_kernel"], fa["base_us"], fa["test_us"]) == ("pytorch_flash::flash_fwd_kernel", "attn_fwd", 37.408, 113.656)
+    assert (fa["kernel"], fa["test_kernel"], fa["base_us"], fa["test_us"]) == (
+        "pytorch_flash::flash_fwd_kernel",
+        "attn_fwd",
+        37.408,
+        113.656,
+    )
     # elementwise kernels differ only by template arguments: matched by name
     assert k.filter((pl.col("op") == "aten::gelu") & (pl.col("match") == "name")).height == 1
     assert k.filter(pl.col("change").is_in(["added", "removed"])).height == 0
@@ -119,7 +134,10 @@ def test_two_spans_of_num_workers_0_differ_only_in_data_loading():
     13 % shorter (p < 0.001) and that is reported. The GPU side is unchanged: no kernel time
     changed and no compute kernel changed."""
     d = shared_or_skip(f"traces/{R50}/resnet50_num_workers_0")
-    res = diff(ranksight.load(d / "worker0.1623143089861.pt.trace.json.gz"), ranksight.load(d / "worker0.1623143566756.pt.trace.json.gz"))
+    res = diff(
+        ranksight.load(d / "worker0.1623143089861.pt.trace.json.gz"),
+        ranksight.load(d / "worker0.1623143566756.pt.trace.json.gz"),
+    )
     s = res["summary"]
     assert s.filter(pl.col("metric") == "step_time")["change"][0] == "decreased"
     if "kernel" in s["metric"].to_list():

@@ -78,6 +78,13 @@ def test_cli_nccl_log_missing_file(cli, tmp_path: Path) -> None:  # noqa: ANN001
 
 def test_cli_nccl_log_topology_csv(cli) -> None:  # noqa: ANN001
     logs = DATA / "nccl_logs"
-    r = cli("nccl-log", str(logs / "cluster-gpu-node-a.log"), str(logs / "cluster-gpu-node-b.log"), "--topology", "--format", "csv")
+    r = cli(
+        "nccl-log",
+        str(logs / "cluster-gpu-node-a.log"),
+        str(logs / "cluster-gpu-node-b.log"),
+        "--topology",
+        "--format",
+        "csv",
+    )
     assert r.returncode == 0, r.stderr
     assert "# rings" in r.stdout and "# trees" in r.stdout and "NET/IB/0/GDRDMA" in r.stdout

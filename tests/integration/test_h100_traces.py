@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from tests.conftest import DATA
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.analyses.diagnose import findings
-from tests.conftest import DATA
 
 H100 = DATA / "generated" / "h100"
 SETS = ("train-eager", "train-compiled", "cudagraph-infer", "ddp-gloo-2ranks", "train-near-capacity", "train-modules")
@@ -61,8 +61,14 @@ def test_counts_and_kernel_time_equal_the_json(name: str) -> None:
         t = r[rank]
         ev = doc["traceEvents"]
         assert t.stats["events"] == len(ev)
-        cats = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset", "cpu_op": "cpu_op", "cuda_runtime": "cuda_runtime",
-                "cuda_driver": "cuda_driver"}
+        cats = {
+            "kernel": "kernel",
+            "memcpy": "gpu_memcpy",
+            "memset": "gpu_memset",
+            "cpu_op": "cpu_op",
+            "cuda_runtime": "cuda_runtime",
+            "cuda_driver": "cuda_driver",
+        }
         for kind, cat in cats.items():
             assert t.kind(kind).height == sum(e.get("cat") == cat for e in ev), (path.name, kind)
         # kernel busy time: union of [ts, ts + dur] in ns, from the JSON's fractional µs
@@ -79,7 +85,11 @@ def test_every_gpu_event_is_linked_to_its_launch(name: str) -> None:
         ev = t.events
         gpu = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
         assert gpu.height > 0 and gpu["launch_row"].null_count() == 0
-        launches = ev.select(pl.col("row").alias("launch_row"), pl.col("correlation").alias("launch_corr"), pl.col("kind").alias("launch_kind"))
+        launches = ev.select(
+            pl.col("row").alias("launch_row"),
+            pl.col("correlation").alias("launch_corr"),
+            pl.col("kind").alias("launch_kind"),
+        )
         j = gpu.join(launches, on="launch_row")
         assert j.height == gpu.height
         assert (j["correlation"] == j["launch_corr"]).all()
@@ -91,8 +101,11 @@ def test_steps_are_the_profiler_steps_of_the_json(name: str) -> None:
     for path in files(name):
         doc = raw(path)
         t = run(name)[doc.get("distributedInfo", {}).get("rank", 0)]
-        cpu_steps = {int(e["name"].split("#")[1]): round(e["dur"] * 1000) for e in doc["traceEvents"]
-                     if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")}
+        cpu_steps = {
+            int(e["name"].split("#")[1]): round(e["dur"] * 1000)
+            for e in doc["traceEvents"]
+            if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")
+        }
         st = t.steps
         assert st["step"].to_list() == sorted(cpu_steps) == [2, 3, 4]
         for step, dur in zip(st["step"].to_list(), (st["end_ns"] - st["start_ns"]).to_list()):
@@ -140,7 +153,10 @@ def test_ddp_rank1_straggles_on_its_dataloader() -> None:
     assert inst.height == 8 and set(inst["cause"]) == {"data"}
     first = inst.filter(pl.col("segment_us") > pl.col("carried_us"))
     assert first.height == 3 and first["evidence"].str.starts_with(f"[cpu] {FETCH}").all()
-    assert res.notes[0].startswith("straggler: rank 1 arrived last at 8 of 9 collectives") and "main cause data" in res.notes[0]
+    assert (
+        res.notes[0].startswith("straggler: rank 1 arrived last at 8 of 9 collectives")
+        and "main cause data" in res.notes[0]
+    )
     f = {x.rule: x for x in findings(r)[0]}
     assert f["dataloader-bound"].ranks == [1] and "num_workers=0" in f["dataloader-bound"].summary
     ex = run_analysis("exposed-comm", r)["per_rank"].sort("rank")
@@ -178,9 +194,18 @@ def test_module_device_time_equals_the_kernels_launched_inside_its_frames() -> N
     ev = doc["traceEvents"]
     frames = [e for e in ev if e.get("cat") == "python_function" and e.get("name") == "nn.Module: GPT_0"]
     assert len(frames) == 3
-    launches = {e["args"]["correlation"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
-                and any(f["tid"] == e["tid"] and f["ts"] <= e["ts"] <= f["ts"] + f["dur"] for f in frames)}
-    gpu_us = sum(e["dur"] for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("correlation") in launches)
+    launches = {
+        e["args"]["correlation"]
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver")
+        and "correlation" in e.get("args", {})
+        and any(f["tid"] == e["tid"] and f["ts"] <= e["ts"] <= f["ts"] + f["dur"] for f in frames)
+    }
+    gpu_us = sum(
+        e["dur"]
+        for e in ev
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("correlation") in launches
+    )
     m = run_analysis("modules", run("train-modules")).main
     root = m.filter(pl.col("path") == "GPT_0").row(0, named=True)
     assert root["calls"] == 3 and root["device_total_us"] == pytest.approx(gpu_us, abs=0.01)

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import SHARED, shared_or_skip
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.errors import MissingDataError
-from tests.conftest import SHARED, shared_or_skip
 
 NAMES = ("memory", "modules", "mfu", "diagnose")
 DLRM = Path(ranksight.__file__).parent / "data" / "examples" / "dlrm"
@@ -64,11 +64,16 @@ def _oracle(events: list[dict[str, Any]]) -> dict[str, int]:
 
     return {
         "memory_events": sum(1 for e in events if name(e) == "[memory]"),
-        "module_frames": sum(1 for e in events if cat(e) in ("python_function", "python") and name(e).startswith("nn.Module: ")),
+        "module_frames": sum(
+            1 for e in events if cat(e) in ("python_function", "python") and name(e).startswith("nn.Module: ")
+        ),
         "steps": len({name(e) for e in events if e.get("ph") == "X" and name(e).startswith("ProfilerStep#")}),
         "flop_ops": sum(
-            1 for e in events
-            if cat(e) in ("cpu_op", "operator") and FLOP_OPS.fullmatch(name(e)) and (e.get("args") or {}).get("Input Dims")
+            1
+            for e in events
+            if cat(e) in ("cpu_op", "operator")
+            and FLOP_OPS.fullmatch(name(e))
+            and (e.get("args") or {}).get("Input Dims")
         ),
     }
 
@@ -185,4 +190,6 @@ def test_cli_views_on_dlrm(cli, args, rc):
     if rc == 0:
         assert "model_gflop" in r.stdout and "aten::" in r.stdout
     else:
-        assert r.stderr.count("\n") == 1 and r.stderr.startswith("ranksight: error: no ") and "Traceback" not in r.stderr
+        assert (
+            r.stderr.count("\n") == 1 and r.stderr.startswith("ranksight: error: no ") and "Traceback" not in r.stderr
+        )

@@ -32,7 +32,12 @@ def test_analyze_memory_snapshot_alone(cli) -> None:
     assert "snapshot_devices" in r.stdout and "snapshot_blocks" in r.stdout
     tabs = csv_tables(r.stdout)
     d = tabs["snapshot_devices"].row(0, named=True)
-    assert (d["device"], d["reserved_bytes"], d["peak_allocated_bytes"], d["ooms"]) == ("cuda:0", 176160768, 167845888, 0)
+    assert (d["device"], d["reserved_bytes"], d["peak_allocated_bytes"], d["ooms"]) == (
+        "cuda:0",
+        176160768,
+        167845888,
+        0,
+    )
     assert tabs["snapshot_blocks"]["top_frame"][0] == "__init__ (work/model.py:12)"
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from tests.unit.nsys_make import gpid, kernel, make_nsys, nvtx, runtime, sql
 
 from ranksight.report.html import read_payload
-from tests.unit.nsys_make import gpid, kernel, make_nsys, nvtx, runtime, sql
 
 H100 = "nsys_ai/tests/fixtures/h100_2gpu_1s.sqlite"
 NCCL_LIKE = "(lower(s.value) LIKE '%nccl%')"
@@ -38,8 +38,13 @@ def sql_stats(path: Path) -> dict[int, dict[str, float]]:
     out: dict[int, dict[str, float]] = {}
     devices = [d for (d,) in sql(path, "SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY 1")]
     for d in devices:
-        k = sql(path, f"SELECT start, end, {NCCL_LIKE} FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
-                        "WHERE deviceId = ?", d)
+        k = sql(
+            path,
+            f"SELECT start, end, {NCCL_LIKE} FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = "
+            "k.demangledName "
+            "WHERE deviceId = ?",
+            d,
+        )
         other = []
         for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
             if sql(path, "SELECT count(*) FROM sqlite_master WHERE name = ?", t)[0][0]:
@@ -50,10 +55,16 @@ def sql_stats(path: Path) -> dict[int, dict[str, float]]:
         span = max(e for _, e in allw) - min(s for s, _ in allw)
         busy, c_u, m_u = _union_ns(allw), _union_ns(comp), _union_ns(comm)
         out[d] = {
-            "kernels": len(k), "kernel_sum_us": sum(e - s for s, e, _ in k) / 1e3,
-            "nccl_kernels": len(comm), "nccl_sum_us": sum(e - s for s, e in comm) / 1e3,
-            "kernel_time_us": span / 1e3, "idle_us": (span - busy) / 1e3, "compute_us": c_u / 1e3,
-            "non_compute_us": (busy - c_u) / 1e3, "comm_us": m_u / 1e3, "overlap_us": (c_u + m_u - _union_ns(comp + comm)) / 1e3,
+            "kernels": len(k),
+            "kernel_sum_us": sum(e - s for s, e, _ in k) / 1e3,
+            "nccl_kernels": len(comm),
+            "nccl_sum_us": sum(e - s for s, e in comm) / 1e3,
+            "kernel_time_us": span / 1e3,
+            "idle_us": (span - busy) / 1e3,
+            "compute_us": c_u / 1e3,
+            "non_compute_us": (busy - c_u) / 1e3,
+            "comm_us": m_u / 1e3,
+            "overlap_us": (c_u + m_u - _union_ns(comp + comm)) / 1e3,
         }
     return out
 
@@ -99,9 +110,15 @@ def check_gpu_sections(doc: dict, stats: dict[int, dict[str, float]]) -> None:
         assert k["count"].sum() == s["kernels"]
         assert k["sum_us"].sum() == pytest.approx(s["kernel_sum_us"], abs=1e-2)
         comm = k.filter(pl.col("kernel_type") == "COMMUNICATION")
-        assert comm["count"].sum() == s["nccl_kernels"] and comm["sum_us"].sum() == pytest.approx(s["nccl_sum_us"], abs=1e-2)
+        assert comm["count"].sum() == s["nccl_kernels"] and comm["sum_us"].sum() == pytest.approx(
+            s["nccl_sum_us"], abs=1e-2
+        )
         o = overlap.row(rank, named=True)
-        assert (o["compute_us"], o["comm_us"], o["overlap_us"]) == (approx(s["compute_us"]), approx(s["comm_us"]), approx(s["overlap_us"]))
+        assert (o["compute_us"], o["comm_us"], o["overlap_us"]) == (
+            approx(s["compute_us"]),
+            approx(s["comm_us"]),
+            approx(s["overlap_us"]),
+        )
 
 
 def test_report_on_the_h100_export_matches_sql(cli, data, tmp_path: Path) -> None:
@@ -131,16 +148,44 @@ def two_rank_nccl(path: Path) -> Path:
                 corr += 1
                 t = base + 100_000 + i * 100_000
                 rt.append(runtime(t - 20_000, t - 15_000, corr, "cudaLaunchKernel_v7000", pid=pid, tid=pid))
-                ker.append(kernel(t, t + 100_000, corr, "void gemm_kernel<float>(float const*, float*)", pid=pid, device=rank, context=rank + 1))
+                ker.append(
+                    kernel(
+                        t,
+                        t + 100_000,
+                        corr,
+                        "void gemm_kernel<float>(float const*, float*)",
+                        pid=pid,
+                        device=rank,
+                        context=rank + 1,
+                    )
+                )
             corr += 1
             t = base + 1_600_000
             rt.append(runtime(t - 20_000, t - 15_000, corr, "cudaLaunchKernelExC_v11060", pid=pid, tid=pid))
-            ker.append(kernel(t, t + 1_000_000, corr, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-                              pid=pid, device=rank, context=rank + 1, stream=20))
-    return make_nsys(path, {
-        "CUPTI_ACTIVITY_KIND_RUNTIME": rt, "CUPTI_ACTIVITY_KIND_KERNEL": ker, "NVTX_EVENTS": nv,
-        "PROCESSES": [{"globalPid": gpid(300), "pid": 300, "name": "python"}, {"globalPid": gpid(301), "pid": 301, "name": "python"}],
-    })
+            ker.append(
+                kernel(
+                    t,
+                    t + 1_000_000,
+                    corr,
+                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                    pid=pid,
+                    device=rank,
+                    context=rank + 1,
+                    stream=20,
+                )
+            )
+    return make_nsys(
+        path,
+        {
+            "CUPTI_ACTIVITY_KIND_RUNTIME": rt,
+            "CUPTI_ACTIVITY_KIND_KERNEL": ker,
+            "NVTX_EVENTS": nv,
+            "PROCESSES": [
+                {"globalPid": gpid(300), "pid": 300, "name": "python"},
+                {"globalPid": gpid(301), "pid": 301, "name": "python"},
+            ],
+        },
+    )
 
 
 def test_report_collectives_from_nccl_kernels_match_sql(cli, tmp_path: Path) -> None:
@@ -158,7 +203,9 @@ def test_report_collectives_from_nccl_kernels_match_sql(cli, tmp_path: Path) -> 
         assert set(mine["coll_type"]) == {"all_reduce"}
     # 500 µs of each all-reduce overlap the last 5 GEMMs: overlap = 2 × 500 µs per rank
     assert all(s["overlap_us"] == 1000.0 for s in stats.values())
-    steps = table(doc, "step-overview", next(b["id"] for b in section(doc, "step-overview")["blocks"] if b["type"] == "table"))
+    steps = table(
+        doc, "step-overview", next(b["id"] for b in section(doc, "step-overview")["blocks"] if b["type"] == "table")
+    )
     assert steps.height >= 2
 
 
@@ -174,11 +221,16 @@ def test_info_and_rank_by_cli(cli, data, tmp_path: Path) -> None:
 
 
 def test_step_range_cli(cli, tmp_path: Path) -> None:
-    p = make_nsys(tmp_path / "iters.sqlite", {
-        "NVTX_EVENTS": [nvtx(1000 * i, 1000 * i + 900, f"iteration {i + 10}") for i in range(3)],
-        "CUPTI_ACTIVITY_KIND_RUNTIME": [runtime(1000 * i + 10, 1000 * i + 20, i + 1, "cudaLaunchKernel_v7000") for i in range(3)],
-        "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(1000 * i + 30, 1000 * i + 500, i + 1, "k") for i in range(3)],
-    })
+    p = make_nsys(
+        tmp_path / "iters.sqlite",
+        {
+            "NVTX_EVENTS": [nvtx(1000 * i, 1000 * i + 900, f"iteration {i + 10}") for i in range(3)],
+            "CUPTI_ACTIVITY_KIND_RUNTIME": [
+                runtime(1000 * i + 10, 1000 * i + 20, i + 1, "cudaLaunchKernel_v7000") for i in range(3)
+            ],
+            "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(1000 * i + 30, 1000 * i + 500, i + 1, "k") for i in range(3)],
+        },
+    )
     r = cli("analyze", "steps", str(p), "--step-range", "iteration", "--format", "csv")
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if ln[:1].isdigit()]

@@ -19,12 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ranksight.cli import main
 from tests.conftest import SHARED
 
+from ranksight.cli import main
+
 TRACES = SHARED / "traces"
-FILES = sorted(p for p in TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz"))) if TRACES.exists() else []
+FILES = (
+    sorted(p for p in TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    if TRACES.exists()
+    else []
+)
 
 #: Files that are not profiler traces: path → (exit code, text the one-line error must contain).
 REJECTED = {
@@ -42,7 +46,11 @@ def _events(path: Path) -> list[Any]:
 
 
 def _gpu_work(events: list[Any]) -> int:
-    return sum(1 for e in events if isinstance(e, dict) and e.get("ph") == "X" and str(e.get("cat", "")).lower() in GPU_CATEGORIES)
+    return sum(
+        1
+        for e in events
+        if isinstance(e, dict) and e.get("ph") == "X" and str(e.get("cat", "")).lower() in GPU_CATEGORIES
+    )
 
 
 @pytest.mark.shared

@@ -31,7 +31,12 @@ def test_overview_json_on_resnet(cli: Callable[..., Any], data: Callable[[str], 
 
 def test_all_four_on_a_dlrm_example_rank(cli: Callable[..., Any]) -> None:
     first: dict[str, list[dict[str, str]]] = {}
-    for name, extra in [("overview", []), ("gpu-metrics", []), ("ops", ["--group-by", "shape"]), ("kernel-config", ["--group-by", "op"])]:
+    for name, extra in [
+        ("overview", []),
+        ("gpu-metrics", []),
+        ("ops", ["--group-by", "shape"]),
+        ("kernel-config", ["--group-by", "op"]),
+    ]:
         r = cli("analyze", name, DLRM_RANK3, "--format", "csv", *extra)
         assert r.returncode == 0, (name, r.stderr)
         table = r.stdout.split("\n\n")[0]

@@ -37,15 +37,44 @@ kernels = st.lists(kernel, min_size=1, max_size=25)
 
 def _events(ks: list[tuple], rank: int) -> list[dict]:
     ev: list[dict] = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 1000, "pid": 1, "tid": 1, "args": {}},
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 1000, "dur": 1000, "pid": 1, "tid": 1, "args": {}},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "ts": 0,
+            "dur": 1000,
+            "pid": 1,
+            "tid": 1,
+            "args": {},
+        },
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#2",
+            "ts": 1000,
+            "dur": 1000,
+            "pid": 1,
+            "tid": 1,
+            "args": {},
+        },
     ]
     for i, (stream, ts, dur, name, launch) in enumerate(ks):
         cat = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
         args = {"stream": stream, "device": 0}
         if launch is not None:
             args["correlation"] = i + 1
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": launch, "dur": 1, "pid": 1, "tid": 1, "args": {"correlation": i + 1}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "ts": launch,
+                    "dur": 1,
+                    "pid": 1,
+                    "tid": 1,
+                    "args": {"correlation": i + 1},
+                }
+            )
         ev.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": stream, "args": args})
     return ev
 

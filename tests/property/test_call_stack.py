@@ -43,9 +43,18 @@ def events(draw):  # noqa: ANN001, ANN201
     rows = []
     for r in range(k):
         ts = draw(st.integers(0, 30))
-        rows.append({"row": r, "pid": draw(st.integers(0, 1)), "tid": draw(st.integers(0, 2)), "ts_ns": ts,
-                     "end_ns": ts + draw(st.integers(1, 20))})
-    return pl.DataFrame(rows, schema={"row": pl.UInt32, "pid": pl.Int32, "tid": pl.Int32, "ts_ns": pl.Int64, "end_ns": pl.Int64})
+        rows.append(
+            {
+                "row": r,
+                "pid": draw(st.integers(0, 1)),
+                "tid": draw(st.integers(0, 2)),
+                "ts_ns": ts,
+                "end_ns": ts + draw(st.integers(1, 20)),
+            }
+        )
+    return pl.DataFrame(
+        rows, schema={"row": pl.UInt32, "pid": pl.Int32, "tid": pl.Int32, "ts_ns": pl.Int64, "end_ns": pl.Int64}
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -58,8 +67,10 @@ def test_call_stack_matches_the_marker_definition(ev: pl.DataFrame) -> None:
 
 def test_crossing_event_is_a_child_of_the_open_one() -> None:
     # A[0,10) holds B[2,5) and C[5,8); D[8,12) crosses A and still opens inside it (depth 1)
-    ev = pl.DataFrame({"row": [0, 1, 2, 3], "pid": [1] * 4, "tid": [1] * 4, "ts_ns": [0, 2, 5, 8], "end_ns": [10, 5, 8, 12]},
-                      schema={"row": pl.UInt32, "pid": pl.Int32, "tid": pl.Int32, "ts_ns": pl.Int64, "end_ns": pl.Int64})
+    ev = pl.DataFrame(
+        {"row": [0, 1, 2, 3], "pid": [1] * 4, "tid": [1] * 4, "ts_ns": [0, 2, 5, 8], "end_ns": [10, 5, 8, 12]},
+        schema={"row": pl.UInt32, "pid": pl.Int32, "tid": pl.Int32, "ts_ns": pl.Int64, "end_ns": pl.Int64},
+    )
     got = nest(ev).sort("row")
     assert got["parent_row"].to_list() == [None, 0, 0, 0]
     assert got["depth"].to_list() == [0, 1, 1, 1]

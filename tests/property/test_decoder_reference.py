@@ -22,7 +22,9 @@ CATS = st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "user_annotation", "
 # µs with up to 3 decimals, up to epoch scale, as decimal text
 US = st.builds(
     lambda i, f, nd: Decimal(i) + (Decimal(f) / (10**nd) if nd else 0),
-    st.integers(0, 2 * 10**15), st.integers(0, 999), st.integers(0, 3),
+    st.integers(0, 2 * 10**15),
+    st.integers(0, 999),
+    st.integers(0, 3),
 ).map(lambda d: d if d.as_tuple().exponent >= -3 else d.quantize(Decimal("0.001")))
 IDS = st.one_of(st.integers(-1, 2**31 - 1), st.sampled_from(["Spans", "Traces", ""]))
 
@@ -87,7 +89,9 @@ def reference(path: Path) -> dict[str, list]:
             names[s] = synth - len(names)
         return names[s]
 
-    out: dict[str, list] = {k: [] for k in ("ph", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "correlation", "external_id", "stream")}
+    out: dict[str, list] = {
+        k: [] for k in ("ph", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "correlation", "external_id", "stream")
+    }
     for ev in doc["traceEvents"]:
         a = ev.get("args") or {}
         out["ph"].append(ev["ph"])
@@ -116,9 +120,17 @@ def test_decoder_matches_reference(tmp_path, evs, compact):
     # flow events (ph s/t/f) are rows of the flow table, every other event a row of events
     is_flow = [p in ("s", "t", "f") for p in ref["ph"]]
     assert d.stats["events"] == len(ref["ph"])
-    for ev, sel in ((d.events, [not f for f in is_flow]), (d.tables["flow"].filter(pl.col("ph").is_in(["s", "t", "f"])), is_flow)):
-        _same_events(d, p, ev, {c: [v for v, s in zip(vals, sel) if s] for c, vals in ref.items()},
-                     [i for i, s in enumerate(sel) if s])
+    for ev, sel in (
+        (d.events, [not f for f in is_flow]),
+        (d.tables["flow"].filter(pl.col("ph").is_in(["s", "t", "f"])), is_flow),
+    ):
+        _same_events(
+            d,
+            p,
+            ev,
+            {c: [v for v, s in zip(vals, sel) if s] for c, vals in ref.items()},
+            [i for i, s in enumerate(sel) if s],
+        )
     # typed side columns
     k = d.tables["kernel"]
     for row, e in enumerate(evs):

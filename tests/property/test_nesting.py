@@ -54,7 +54,9 @@ def test_matches_brute_force(spans, points):
 
 
 def test_hand_built():
-    spans = pl.DataFrame({"tid": [1, 1, 1, 1, 2, 1], "ts_ns": [0, 10, 12, 30, 0, 50], "end_ns": [100, 20, 15, 40, 5, 50]})
+    spans = pl.DataFrame(
+        {"tid": [1, 1, 1, 1, 2, 1], "ts_ns": [0, 10, 12, 30, 0, 50], "end_ns": [100, 20, 15, 40, 5, 50]}
+    )
     pts = pl.DataFrame({"tid": [1, 1, 1, 1, 1, 2, 2, 3], "ts_ns": [13, 10, 20, 35, 100, 3, 5, 1]})
     assert innermost_enclosing(spans, pts).to_list() == [2, 1, 0, 3, None, 4, None, None]
     # parents: the zero-length span at 50 sits inside span 0
@@ -62,8 +64,10 @@ def test_hand_built():
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 60), st.integers(0, 30)), max_size=30),
-       st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100)), max_size=20))
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 60), st.integers(0, 30)), max_size=30),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100)), max_size=20),
+)
 def test_crossing_spans_follow_the_definition(raw, points):
     """Any spans, crossing ones included: the innermost enclosing span is the last-started one
     containing the instant, and a span's parent the innermost one before it in (start, −end, row)."""

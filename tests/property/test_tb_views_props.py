@@ -13,10 +13,10 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranksight.views import intervals as _intervals
-from ranksight.views.tb_op_tree import _nest
 from ranksight.analyses.gpu_metrics import weighted_cover
 from ranksight.analyses.overview import covered_in_windows
+from ranksight.views import intervals as _intervals
+from ranksight.views.tb_op_tree import _nest
 
 intervals = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 25), st.integers(0, 2)), min_size=0, max_size=40)
 
@@ -66,7 +66,10 @@ def test_nesting_matches_the_plugin_stack(spec: list[tuple[int, int, int]]) -> N
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 30), st.floats(0, 3)), max_size=25), st.lists(st.integers(0, 140), min_size=1, max_size=6))
+@given(
+    st.lists(st.tuples(st.integers(0, 100), st.integers(0, 30), st.floats(0, 3)), max_size=25),
+    st.lists(st.integers(0, 140), min_size=1, max_size=6),
+)
 def test_weighted_cover_is_an_integral(spec: list[tuple[int, int, float]], xs: list[int]) -> None:
     s = np.array([a for a, _, _ in spec], dtype=np.int64)
     e = s + np.array([d for _, d, _ in spec], dtype=np.int64)
@@ -109,7 +112,10 @@ def test_nesting_of_a_long_staircase_is_the_plugins() -> None:
     tid = [0] * k + [1, 1]
     start = list(range(k)) + [0, 1]
     end = [s + 2 for s in range(k)] + [10, 5]
-    df = pl.DataFrame({"tid": tid, "start_ns": start, "end_ns": end}, schema={"tid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    df = pl.DataFrame(
+        {"tid": tid, "start_ns": start, "end_ns": end},
+        schema={"tid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
     parent, depth, kept = _nest(df)
     ref_parent, ref_kept = reference_stack(tid, start, end)
     assert list(kept) == ref_kept

@@ -78,7 +78,9 @@ class Page:
         self.blocked: list[str] = []
         self.url = path.resolve().as_uri()
         self.page = browser.new_page(viewport={"width": 1280, "height": 900})
-        self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        self.page.on(
+            "console", lambda m: self.console.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None
+        )
         self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
         self.page.on("request", lambda r: self.requests.append(r.url))
 
@@ -152,7 +154,12 @@ def test_demo_report(browser, reports, shots):
         assert tip.is_visible() and "rank 0" in tip.inner_text()
         # a table sorts: click count (numeric → descending first), then again (ascending)
         t = pg.page.locator("#table-top-kernels-table")
-        col = [c["name"] for c in next(b for s in pg.doc["sections"] for b in s["blocks"] if b["id"] == "top-kernels-table")["columns"]].index("count")
+        col = [
+            c["name"]
+            for c in next(b for s in pg.doc["sections"] for b in s["blocks"] if b["id"] == "top-kernels-table")[
+                "columns"
+            ]
+        ].index("count")
         t.locator("thead tr").first.locator("th").nth(col).click()
         vals = [int(x.replace(",", "")) for x in t.locator(f"tbody tr td:nth-child({col + 1})").all_inner_texts()]
         assert vals == sorted(vals, reverse=True) and len(vals) == 25
@@ -221,8 +228,12 @@ def test_malicious_names_render_as_text(browser, reports, shots):
         assert page.locator("script").count() == 2
         assert page.locator("main img, main b, main i, main style, main svg[onload]").count() == 0
         text = page.locator("main").inner_text()
-        for name in ("</script><script>window.__pwned=1</script>", '<img src=x onerror="window.__pwned=2">',
-                     "<svg onload=window.__pwned=4>", "{{ 7*7 }} ${alert(3)}"):
+        for name in (
+            "</script><script>window.__pwned=1</script>",
+            '<img src=x onerror="window.__pwned=2">',
+            "<svg onload=window.__pwned=4>",
+            "{{ 7*7 }} ${alert(3)}",
+        ):
             assert name in text, name
         # the title too
         assert "</script><script>window.__pwned=9</script><b>t</b>" in page.locator("header h1").inner_text()

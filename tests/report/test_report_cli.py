@@ -42,7 +42,9 @@ def test_report_writes_refuses_and_forces(cli, data, tmp_path):
 
 
 def test_report_refuses_to_overwrite_input(cli, make_trace):
-    p = make_trace([{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {"stream": 7}}])
+    p = make_trace(
+        [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {"stream": 7}}]
+    )
     r = cli("report", str(p), "-o", str(p), "--force")
     assert r.returncode == 2 and "input" in r.stderr
 

@@ -11,7 +11,10 @@ from ranksight.report.html import build_payload
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from diff_traces import Op, write_steps  # noqa: E402
 
-OPS = [Op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 400), Op("aten::mm", 500, 100, kernels=[("gemm", 200)])]
+OPS = [
+    Op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 400),
+    Op("aten::mm", 500, 100, kernels=[("gemm", 200)]),
+]
 
 
 def _section(doc: dict) -> dict:
@@ -49,4 +52,6 @@ def test_report_cli_baseline(cli, make_trace, tmp_path):
     sec = _section(doc)
     assert sec["shown"]
     first = next(b for b in sec["blocks"] if b["type"] == "text")
-    assert doc["strings"][first["text"]].startswith(f"{Path(test).stem} is 40.0% slower per step than {Path(base).stem}")
+    assert doc["strings"][first["text"]].startswith(
+        f"{Path(test).stem} is 40.0% slower per step than {Path(base).stem}"
+    )

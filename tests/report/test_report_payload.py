@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ranksight
 from ranksight.report.html import build_payload, read_payload, render_html
@@ -52,7 +54,7 @@ def string_refs_ok(doc: dict) -> None:
                 for k in ("categories", "rows", "cols"):
                     for i in b.get(k, []):
                         ok(i)
-                for ser in b["series"] if "series" in b else []:
+                for ser in b.get("series", []):
                     ok(ser["name"])
             elif b["type"] == "kv":
                 for it in b["items"]:
@@ -75,7 +77,11 @@ def test_encode_table_columnar_exact():
     st = StringTable()
     df = pl.DataFrame({"name": ["k1", "k2", "k1"], "n": [1, 2, None], "t": [1.23456789, float("nan"), 2.0]})
     b = encode_table(df, st, id="t", title="T", sort=("t", True), units={"t": "µs"})
-    assert b["columns"] == [{"name": "name", "kind": "str"}, {"name": "n", "kind": "int"}, {"name": "t", "kind": "float", "unit": "µs"}]
+    assert b["columns"] == [
+        {"name": "name", "kind": "str"},
+        {"name": "n", "kind": "int"},
+        {"name": "t", "kind": "float", "unit": "µs"},
+    ]
     assert b["data"] == [[0, 1, 0], [1, 2, None], [1.2346, None, 2.0]]
     assert b["rows"] == 3 and b["sort"] == {"column": "t", "descending": True}
     assert st.strings == ["k1", "k2"]
@@ -90,7 +96,11 @@ def test_script_json_cannot_close_the_script():
 def test_csp_pins_the_script_and_blocks_network():
     js = script_text()
     csp = csp_for(js)
-    assert "default-src 'none'" in csp and "connect-src 'none'" in csp and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+    assert (
+        "default-src 'none'" in csp
+        and "connect-src 'none'" in csp
+        and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+    )
     assert "</script" not in js.lower()
 
 
@@ -209,10 +219,6 @@ def test_wide_heatmaps_are_bucketed(demo_run, monkeypatch):
     assert b["values"] == [[2.0, 5.0], [0.0, 3.0]]
 
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(alphabet=st.sampled_from("<>/&'\"\u2028\u2029!-scriptSCRIPT \\"), max_size=40), max_size=5))
 def test_script_json_round_trips_and_never_closes_a_tag(names):
@@ -234,7 +240,9 @@ def test_summary_headlines_match_their_analyses(demo_run, demo_session):
     assert pr["idle_pct"].to_list() == run_analysis("temporal", demo_run)["temporal"].sort("rank")["idle_pct"].to_list()
     assert doc.tables["top_kernels"].group_by("rank").len()["len"].max() == 2
     # memory has no data in the example: its headline is left out, with the reason
-    assert "peak_mem_gib" not in pr.columns and any(n.startswith("`memory`: no [memory] events") for n in doc.notes), doc.notes
+    assert "peak_mem_gib" not in pr.columns and any(n.startswith("`memory`: no [memory] events") for n in doc.notes), (
+        doc.notes
+    )
     assert set(doc.columns) == set(pr.columns)
     only = build_summary(demo_session, ranks=[3])
     assert only.tables["per_rank"]["rank"].to_list() == [3] and set(only.tables["top_kernels"]["rank"].to_list()) == {3}
@@ -246,7 +254,9 @@ def test_all_to_all_pair_heatmap_exact(demo_run):
     from ranksight.report.html.sections_dist import all_to_all
 
     ctx = Ctx(demo_run)
-    per_rank = pl.DataFrame({"instance": [0, 0], "rank": [0, 1], "send_bytes": [3 * 2**20, 2**20], "recv_bytes": [2**20, 3 * 2**20]})
+    per_rank = pl.DataFrame(
+        {"instance": [0, 0], "rank": [0, 1], "send_bytes": [3 * 2**20, 2**20], "recv_bytes": [2**20, 3 * 2**20]}
+    )
     pairs = pl.DataFrame({"instance": [0, 1, 0], "src": [0, 0, 1], "dst": [1, 1, 0], "bytes": [2**20, 2**20, 2**19]})
     ctx.session.seed("all-to-all", AnalysisResult({"per_rank": per_rank, "imbalance": pl.DataFrame(), "pairs": pairs}))
     blocks = all_to_all(ctx)

@@ -40,7 +40,9 @@ def test_wait_heatmap_and_diff_bars(go, demo_run):
     w = run_analysis("stragglers", demo_run)["wait_by_step"]
     fig = wait_heatmap_figure(w)
     assert len(fig.data[0].z) == 8 and len(fig.data[0].x) == w.width - 1
-    df = pd.DataFrame({"control_counts": [1, 2, 3], "test_counts": [1, 4, 0], "diff_counts": [0, 2, -3]}, index=["a", "b", "c"])
+    df = pd.DataFrame(
+        {"control_counts": [1, 2, 3], "test_counts": [1, 4, 0], "diff_counts": [0, 2, -3]}, index=["a", "b", "c"]
+    )
     fig = diff_bars_figure(df, "counts", "diff_counts", "calls")
     assert [list(t.y) for t in fig.data] == [["c", "b"], ["c", "b"]]
     assert diff_bars_figure(df.iloc[:1], "counts", "diff_counts", "calls") is None

@@ -56,8 +56,13 @@ def test_a_memory_snapshot_given_as_a_trace_says_where_it_goes(tmp_path):
 
     p = tmp_path / "snap.pickle"
     p.write_bytes(pickle.dumps({"segments": [], "device_traces": []}, protocol=4))
-    assert_one_error(cli("info", p), p, "byte 0", "found byte 0x80; it looks like a pickle (a PyTorch memory snapshot?)",
-                     "`ranksight analyze memory --snapshot FILE`")
+    assert_one_error(
+        cli("info", p),
+        p,
+        "byte 0",
+        "found byte 0x80; it looks like a pickle (a PyTorch memory snapshot?)",
+        "`ranksight analyze memory --snapshot FILE`",
+    )
 
 
 def test_json_that_is_not_a_trace(tmp_path):
@@ -65,7 +70,9 @@ def test_json_that_is_not_a_trace(tmp_path):
     assert_one_error(cli("info", p), p, "not a trace: the JSON has no 'traceEvents' list (top-level keys: epochs, lr)")
 
 
-@pytest.mark.parametrize("value,what", [('{"a": 1}', "an object"), ('"abc"', "a string"), ("null", "null"), ("7", "a number")])
+@pytest.mark.parametrize(
+    "value,what", [('{"a": 1}', "an object"), ('"abc"', "a string"), ("null", "null"), ("7", "a number")]
+)
 def test_trace_events_not_a_list(tmp_path, value, what):
     p = write(tmp_path / "t.json", '{"schemaVersion": 1, "traceEvents": ' + value + "}")
     assert_one_error(cli("info", p), p, f"not a trace: 'traceEvents' is {what}, not a list of events")
@@ -88,8 +95,10 @@ def test_truncated_json_is_salvaged_with_a_warning(tmp_path):
     p = write(tmp_path / "t.json", text[:cut])
     r = cli("info", p, "--format", "json")
     assert r.rc == 0
-    assert r.warnings[0] == ("ranksight: warning: rank 0: a truncated file: kept 5 complete events, lost 29 bytes "
-                             "after the last one (last complete event at ts 120000 ns)")
+    assert r.warnings[0] == (
+        "ranksight: warning: rank 0: a truncated file: kept 5 complete events, lost 29 bytes "
+        "after the last one (last complete event at ts 120000 ns)"
+    )
     # a hand-made trace has relative times and no base: said once, not hidden
     assert "no baseTimeNanoseconds before the cut" in r.warnings[1]
     assert json.loads(r.out)["tables"]["files"][0]["events"] == 5
@@ -153,7 +162,8 @@ def test_gzip_content_under_a_json_name(tmp_path):
     r = cli("info", p)
     assert r.rc == 0
     assert r.warnings == [
-        "ranksight: warning: rank 0: the content is gzip-compressed although the name does not end in .gz"]
+        "ranksight: warning: rank 0: the content is gzip-compressed although the name does not end in .gz"
+    ]
 
 
 # ---- wrong types ------------------------------------------------------------------------------------
@@ -183,7 +193,9 @@ def test_negative_dur_loads_and_health_flags_it(tmp_path):
 
 
 def test_nan_and_infinity_are_repaired(tmp_path):
-    p, d = _one(tmp_path, '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1.5, "dur": NaN, "args": {"x": Infinity}}')
+    p, d = _one(
+        tmp_path, '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1.5, "dur": NaN, "args": {"x": Infinity}}'
+    )
     assert d.events["ts_ns"].to_list() == [1500] and d.events["dur_ns"].to_list() == [None]
     assert any("repaired" in w for w in d.warnings)
     assert cli("info", p).rc == 0
@@ -253,8 +265,11 @@ def test_duplicate_ranks(tmp_path):
 def test_mixed_world_sizes(tmp_path):
     for r, ws in ((0, 2), (1, 2), (2, 4)):
         write(tmp_path / f"r{r}.json", doc(distributedInfo={"rank": r, "world_size": ws}))
-    assert_one_error(cli("info", tmp_path), tmp_path / "r2.json",
-                     "ranks of different runs mixed: world_size 2: r0.json (+1 more); world_size 4: r2.json")
+    assert_one_error(
+        cli("info", tmp_path),
+        tmp_path / "r2.json",
+        "ranks of different runs mixed: world_size 2: r0.json (+1 more); world_size 4: r2.json",
+    )
     # selecting one run's ranks is the way out
     assert cli("info", tmp_path, "--rank", "0", "--rank", "1").rc == 0
 
@@ -283,7 +298,9 @@ def test_world_size_written_after_the_events_is_checked_by_health(tmp_path):
 
 
 def test_only_metadata(tmp_path):
-    p = write(tmp_path / "t.json", doc([{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "x"}}]))
+    p = write(
+        tmp_path / "t.json", doc([{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "x"}}])
+    )
     r = cli("info", p, "--format", "json")
     assert r.rc == 0 and json.loads(r.out)["tables"]["files"][0]["events"] == 1
     c = _checks(p)
@@ -336,8 +353,11 @@ def test_rich_markup_in_names_is_printed_literally(tmp_path):
 
 def test_deeply_nested_args(tmp_path):
     deep = '{"a":' * 20_000 + "1" + "}" * 20_000
-    p = write(tmp_path / "t.json", doc()[:-2] + ',{"ph":"X","cat":"cpu_op","name":"deep","pid":10,"tid":11,'
-              '"ts":140,"dur":1,"args":' + deep + "}]}")
+    p = write(
+        tmp_path / "t.json",
+        doc()[:-2] + ',{"ph":"X","cat":"cpu_op","name":"deep","pid":10,"tid":11,'
+        '"ts":140,"dur":1,"args":' + deep + "}]}",
+    )
     assert cli("info", p).rc == 0
     # reading that event's args back in Python: a clear error instead of a RecursionError
     t = ranksight.load(p)[0]
@@ -354,7 +374,10 @@ def test_deeply_nested_metadata_value(tmp_path):
 def test_deeply_nested_args_in_an_event_that_needs_repair(tmp_path):
     # the repair path (serde_json) handles deep nesting of args it does not type, too
     deep = '{"a":' * 20_000 + "1" + "}" * 20_000
-    p = write(tmp_path / "t.json", '{"traceEvents":[{"ph":"X","name":"a\x01","pid":1,"tid":1,"ts":1,"dur":NaN,"args":' + deep + "}]}")
+    p = write(
+        tmp_path / "t.json",
+        '{"traceEvents":[{"ph":"X","name":"a\x01","pid":1,"tid":1,"ts":1,"dur":NaN,"args":' + deep + "}]}",
+    )
     d = decode(p)
     assert d.events.height == 1 and any("repaired" in w for w in d.warnings)
 
@@ -367,8 +390,11 @@ def test_single_long_line_and_size_cap(tmp_path):
     assert "\n" not in text and len(text) > 1_500_000
     p = write(tmp_path / "t.json", text)
     assert ranksight.load(p)[0].events.height == 20_000
-    assert_one_error(cli("info", p, "--max-size", "1MB"), p,
-                     "decompressed size exceeds the cap of 1048576 bytes; raise it with --max-size")
+    assert_one_error(
+        cli("info", p, "--max-size", "1MB"),
+        p,
+        "decompressed size exceeds the cap of 1048576 bytes; raise it with --max-size",
+    )
 
 
 def test_decompression_bomb_is_capped_and_the_cap_can_be_raised(tmp_path):
@@ -431,8 +457,10 @@ def test_symlink_loop(tmp_path):
     write(tmp_path / "rank0.json", doc())
     r = cli("info", tmp_path)
     assert r.rc == 0
-    assert r.warnings == [f"ranksight: warning: skipped 2 file(s) that are not readable traces: {a}: symbolic link loop; "
-                          f"{b}: symbolic link loop"]
+    assert r.warnings == [
+        f"ranksight: warning: skipped 2 file(s) that are not readable traces: {a}: symbolic link loop; "
+        f"{b}: symbolic link loop"
+    ]
 
 
 def test_directory_symlink_loop_is_not_followed(tmp_path):
@@ -483,8 +511,16 @@ def test_unreadable_file(tmp_path, not_root):
 def test_subprocess_one_line_no_traceback_and_verbose_traceback(tmp_path):
     p = write(tmp_path / "t.json", "{not json")
     env = {**os.environ, "COLUMNS": "200"}
-    r = subprocess.run([sys.executable, "-m", "ranksight", "info", str(p)], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "ranksight", "info", str(p)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"ranksight: error: {p}, byte 1")
-    r = subprocess.run([sys.executable, "-m", "ranksight", "-v", "info", str(p)], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 2 and "Traceback" in r.stderr and r.stderr.rstrip().splitlines()[-1].startswith("ranksight: error:")
+    r = subprocess.run(
+        [sys.executable, "-m", "ranksight", "-v", "info", str(p)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert (
+        r.returncode == 2
+        and "Traceback" in r.stderr
+        and r.stderr.rstrip().splitlines()[-1].startswith("ranksight: error:")
+    )

@@ -11,7 +11,7 @@ import copy
 import gzip
 import json
 import warnings
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 AMD = "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _doc(rel: str) -> dict[str, Any]:
     return json.loads(gzip.decompress((DATA / rel).read_bytes()))
 
@@ -86,7 +86,10 @@ def test_real_amd_trace_baseline():
 def test_real_ns_trace_zero_byte_memsets_are_info():
     r = one(DATA / "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "launch_without_gpu")
     assert (r["status"], r["count"]) == ("info", 235)
-    assert r["detail"].startswith("235 of 6330 launches own no GPU event (copies/sets only") and "cudaMemsetAsync ×235" in r["detail"]
+    assert (
+        r["detail"].startswith("235 of 6330 launches own no GPU event (copies/sets only")
+        and "cudaMemsetAsync ×235" in r["detail"]
+    )
 
 
 def test_real_alexnet_trace_integer_microseconds_and_epoch_base():
@@ -120,9 +123,14 @@ def test_real_2021_trace_orphan_kernels_and_zero_length_kernels():
 
 def test_dropped_launch_makes_orphan_gpu_events(tmp_path):
     k = KERNELS[1]
-    p = edited(tmp_path, lambda ev, _: ev.__setitem__(_launch_of(k), {"ph": "i", "name": "removed", "pid": 1, "tid": 1, "ts": 0}))
+    p = edited(
+        tmp_path,
+        lambda ev, _: ev.__setitem__(_launch_of(k), {"ph": "i", "name": "removed", "pid": 1, "tid": 1, "ts": 0}),
+    )
     r = one(p, "gpu_without_launch")
-    assert (r["status"], r["count"]) == ("warning", 1) and r["detail"].startswith("1 of 16 GPU events have no launching call: Cijk_")
+    assert (r["status"], r["count"]) == ("warning", 1) and r["detail"].startswith(
+        "1 of 16 GPU events have no launching call: Cijk_"
+    )
 
 
 def test_dropped_kernel_makes_a_launch_without_gpu(tmp_path):
@@ -137,6 +145,7 @@ def _shift_onto_previous(by_us: float):  # noqa: ANN202
     def fn(ev, _):  # noqa: ANN001, ANN202
         a, b = ev[KERNELS[1]], ev[KERNELS[2]]  # a: 17.6 µs, b: 6.72 µs, same stream
         b["ts"] = a["ts"] + a["dur"] - by_us
+
     return fn
 
 
@@ -179,6 +188,7 @@ def test_zero_length_and_negative_kernels(tmp_path):
     def fn(ev, _):  # noqa: ANN001, ANN202
         ev[KERNELS[0]]["dur"] = 0
         ev[KERNELS[2]]["dur"] = -3.5
+
     c = checks(edited(tmp_path, fn))
     assert (c[(0, "zero_length_kernels")]["status"], c[(0, "zero_length_kernels")]["count"]) == ("info", 1)
     r = c[(0, "negative_durations")]
@@ -193,8 +203,14 @@ def _child_and_parent() -> tuple[int, int]:
         if ev[i]["cat"] != "cpu_op":
             continue
         a = ev[i]
-        around = [j for j in cpu if j != i and ev[j]["tid"] == a["tid"] and ev[j]["ts"] <= a["ts"]
-                  and a["ts"] + a["dur"] <= ev[j]["ts"] + ev[j]["dur"]]
+        around = [
+            j
+            for j in cpu
+            if j != i
+            and ev[j]["tid"] == a["tid"]
+            and ev[j]["ts"] <= a["ts"]
+            and a["ts"] + a["dur"] <= ev[j]["ts"] + ev[j]["dur"]
+        ]
         if not around:
             continue
         j = max(around, key=lambda j: (ev[j]["ts"], -(ev[j]["ts"] + ev[j]["dur"])))
@@ -210,13 +226,18 @@ def test_cpu_range_ending_after_its_parent(tmp_path, past_us, check):
     def fn(ev, _):  # noqa: ANN001, ANN202
         c, p = ev[child], ev[parent]
         c["dur"] = round(p["ts"] + p["dur"] + past_us - c["ts"], 3)
+
     p = edited(tmp_path, fn)
     c = checks(p)
     r = c[(0, check)]
     assert r["count"] >= 1 and r["status"] == ("warning" if check == "cpu_nesting" else "info")
     # the edited child crosses its parent by exactly the amount added
     t = ranksight.load(p, cache=False)[0]
-    cpu = t.kind(*NESTING_KINDS).filter(pl.col("dur_ns").is_not_null()).select("row", "pid", "tid", "ts_ns", "end_ns", "kind")
+    cpu = (
+        t.kind(*NESTING_KINDS)
+        .filter(pl.col("dur_ns").is_not_null())
+        .select("row", "pid", "tid", "ts_ns", "end_ns", "kind")
+    )
     x = crossings(cpu)
     assert x.filter(pl.col("row") == child)["cross"].to_list() == [round(past_us * 1000)]
     assert x.filter(pl.col("row") == parent)["cross"].to_list() == [0]
@@ -242,6 +263,7 @@ def test_complete_last_step(tmp_path):
         for e in ev:
             if e.get("name") == "ProfilerStep#2":
                 e["name"] = "not a step"
+
     r = one(edited(tmp_path, fn), "incomplete_last_step")
     assert (r["status"], r["detail"]) == ("ok", "step #1 looks complete")
 
@@ -269,10 +291,12 @@ def _two_ranks(tmp_path: Path, fn1=None) -> Path:  # noqa: ANN001
     d = tmp_path / "run"
     d.mkdir()
     edited(d, lambda ev, doc: doc.update(distributedInfo={"rank": 0, "world_size": 2}), name="rank0.json")
+
     def second(ev, doc):  # noqa: ANN001, ANN202
         doc.update(distributedInfo={"rank": 1, "world_size": 2})
         if fn1:
             fn1(ev, doc)
+
     edited(d, second, name="rank1.json")
     return d
 
@@ -288,6 +312,7 @@ def test_rank_with_a_clock_one_hour_off(tmp_path):
         for e in ev:
             if isinstance(e.get("ts"), (int, float)):
                 e["ts"] += 3.6e9
+
     c = checks(_two_ranks(tmp_path, shift))
     assert c[(None, "rank_clock")]["status"] == "warning"
     assert "do not overlap the other ranks' time window" in c[(None, "rank_clock")]["detail"]
@@ -296,6 +321,7 @@ def test_rank_with_a_clock_one_hour_off(tmp_path):
 def test_rank_with_an_odd_span(tmp_path):
     def stretch(ev, _):  # noqa: ANN001, ANN202
         ev[KERNELS[-1]]["dur"] = 100_000.0  # one rank runs 10x longer
+
     d = _two_ranks(tmp_path, stretch)
     edited(d, lambda ev, doc: doc.update(distributedInfo={"rank": 2, "world_size": 3}), name="rank2.json")
     for r in (0, 1):
@@ -319,11 +345,13 @@ def test_mixed_time_bases(tmp_path):
 
 
 def test_overlap_amounts_exact():
-    df = pl.DataFrame({
-        "k": [0, 0, 0, 0, 0, 0, 1, 1],
-        "ts_ns": [40, 10, 0, 200, 250, 400, 0, 5],
-        "end_ns": [60, 50, 100, 300, 350, 400, 10, 20],
-    })
+    df = pl.DataFrame(
+        {
+            "k": [0, 0, 0, 0, 0, 0, 1, 1],
+            "ts_ns": [40, 10, 0, 200, 250, 400, 0, 5],
+            "end_ns": [60, 50, 100, 300, 350, 400, 10, 20],
+        }
+    )
     o = _overlap_amounts(df, ["k"])
     assert o["ts_ns"].to_list() == [0, 10, 40, 200, 250, 400, 0, 5]
     assert o["over_prev_max"].to_list() == [0, 40, 20, 0, 50, 0, 0, 5]
@@ -333,13 +361,15 @@ def test_crossings_exact():
     # thread 1: A[0,100] > B[10,50] > C[40,60] crosses B by 10 although A covers it;
     # D[200,300], E[250,350] crosses D by 50; F[400,400] (zero length) nests.
     # thread 2: G[0,10], H[5,20] crosses G by 10.
-    df = pl.DataFrame({
-        "pid": [1] * 6 + [1, 1],
-        "tid": [1] * 6 + [2, 2],
-        "ts_ns": [0, 10, 40, 200, 250, 400, 0, 5],
-        "end_ns": [100, 50, 60, 300, 350, 400, 10, 20],
-        "kind": ["cpu_op"] * 7 + ["python_function"],
-    })
+    df = pl.DataFrame(
+        {
+            "pid": [1] * 6 + [1, 1],
+            "tid": [1] * 6 + [2, 2],
+            "ts_ns": [0, 10, 40, 200, 250, 400, 0, 5],
+            "end_ns": [100, 50, 60, 300, 350, 400, 10, 20],
+            "kind": ["cpu_op"] * 7 + ["python_function"],
+        }
+    )
     x = crossings(df)
     assert x["cross"].to_list() == [0, 0, 10, 0, 50, 0, 0, 10]
     assert x["cross_python"].to_list() == [False] * 7 + [True]
@@ -353,7 +383,11 @@ def test_health_command_and_info_hint():
     r = cli("health", p, "--format", "json")
     assert r.rc == 0
     doc = json.loads(r.out)
-    assert [row["check"] for row in doc["tables"]["problems"]] == ["distributed_info", "incomplete_last_step", "outside_steps"]
+    assert [row["check"] for row in doc["tables"]["problems"]] == [
+        "distributed_info",
+        "incomplete_last_step",
+        "outside_steps",
+    ]
     assert doc["notes"][0] == "health: 1 warning(s): incomplete_last_step"
     assert cli("health", p, "--fail-on-warning", "-q").rc == 1
     assert cli("health", DATA / "hta/cpu_only", "--fail-on-warning", "-q").rc == 0

@@ -21,7 +21,7 @@ import resource
 import tempfile
 import time
 import warnings
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -45,19 +45,42 @@ MAX_SECONDS_PER_EXAMPLE = 20.0
 MAX_RSS_GROWTH_KB = 1_500_000
 
 WEIRD: list[Any] = [
-    None, "", "abc", "N/A", "0x1f", "-0x-1", "stream 7", "\u0000\u001b[31m", "[/]", -1, 0, 1, 1.5, -2.25,
-    1e308, -1e308, 2**63, -(2**63) - 1, 2**64, 10**30, True, [], [1, [2]], {}, {"a": {"b": [None]}},
+    None,
+    "",
+    "abc",
+    "N/A",
+    "0x1f",
+    "-0x-1",
+    "stream 7",
+    "\u0000\u001b[31m",
+    "[/]",
+    -1,
+    0,
+    1,
+    1.5,
+    -2.25,
+    1e308,
+    -1e308,
+    2**63,
+    -(2**63) - 1,
+    2**64,
+    10**30,
+    True,
+    [],
+    [1, [2]],
+    {},
+    {"a": {"b": [None]}},
 ]
 FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "args")
 ARGS = ("correlation", "stream", "device", "External id", "Input Dims", "grid", "Collective name", "Bytes")
 
 
-@lru_cache(maxsize=None)
+@cache
 def source(i: int) -> bytes:
     return gzip.decompress((DATA / SOURCES[i]).read_bytes())
 
 
-@lru_cache(maxsize=None)
+@cache
 def source_doc(i: int) -> dict[str, Any]:
     return json.loads(source(i))
 
@@ -75,10 +98,10 @@ def apply_bytes(data: bytes, ops: list[tuple[str, int, int, int, bytes]]) -> byt
         elif kind == "cut":
             del b[a:]
         elif kind == "dup":
-            b[z % n:z % n] = b[lo:hi]
+            b[z % n : z % n] = b[lo:hi]
         elif kind == "swap":
             k = min(hi - lo, n - hi)
-            b[lo:lo + k], b[hi:hi + k] = b[hi:hi + k], b[lo:lo + k]
+            b[lo : lo + k], b[hi : hi + k] = b[hi : hi + k], b[lo : lo + k]
         elif kind == "insert":
             b[a:a] = extra
         elif kind == "delete":
@@ -107,7 +130,9 @@ def apply_fields(i: int, edits: list[tuple[int, str, str, int]], reorder: int) -
 
 op = st.tuples(
     st.sampled_from(["flip", "cut", "dup", "swap", "insert", "delete"]),
-    st.integers(0, 1 << 20), st.integers(0, 1 << 20), st.integers(0, 1 << 20),
+    st.integers(0, 1 << 20),
+    st.integers(0, 1 << 20),
+    st.integers(0, 1 << 20),
     st.binary(max_size=24),
 )
 edit = st.tuples(st.integers(0, 1 << 16), st.sampled_from(FIELDS), st.sampled_from(ARGS), st.integers(0, 1 << 10))

@@ -106,8 +106,11 @@ def _violations(path: Path, root: Path = SRC) -> list[str]:
             elif isinstance(f, ast.Attribute) and f.attr in FORBIDDEN_METHODS:
                 bad.append(f"{where} .{f.attr}()")
             # numpy.load(allow_pickle=True), subprocess(..., shell=True)
-            bad += [f"{where} {kw.arg}=True" for kw in node.keywords
-                    if kw.arg in ("allow_pickle", "shell") and isinstance(kw.value, ast.Constant) and kw.value.value is True]
+            bad += [
+                f"{where} {kw.arg}=True"
+                for kw in node.keywords
+                if kw.arg in ("allow_pickle", "shell") and isinstance(kw.value, ast.Constant) and kw.value.value is True
+            ]
     return bad
 
 
@@ -140,10 +143,16 @@ def test_the_memory_snapshot_unpickler_refuses_code(capsys):
     with pytest.raises(pickle.UnpicklingError):
         ms.SafeUnpickler(io.BytesIO(payload)).load()
     assert "unpickled code ran" not in capsys.readouterr().out
-    assert ms.SafeUnpickler(io.BytesIO(pickle.dumps({"segments": [1, "a", None]}))).load() == {"segments": [1, "a", None]}
+    assert ms.SafeUnpickler(io.BytesIO(pickle.dumps({"segments": [1, "a", None]}))).load() == {
+        "segments": [1, "a", None]
+    }
 
 
 def test_the_audit_can_fail(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("import pickle\nx = eval('1')\nimport numpy as np\nnp.load('f', allow_pickle=True)\n")
-    assert _violations(probe, tmp_path) == ["probe.py:1 import pickle", "probe.py:2 eval()", "probe.py:4 allow_pickle=True"]
+    assert _violations(probe, tmp_path) == [
+        "probe.py:1 import pickle",
+        "probe.py:2 eval()",
+        "probe.py:4 allow_pickle=True",
+    ]

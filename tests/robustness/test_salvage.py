@@ -25,7 +25,9 @@ from _helpers import cli
 from ranksight.errors import TraceFormatError
 from ranksight.io.kineto import decode
 
-TRACE = Path(__file__).resolve().parents[1] / "data/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+TRACE = (
+    Path(__file__).resolve().parents[1] / "data/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+)
 SEED = 8
 CUTS = 20
 WS = " \t\r\n"

@@ -24,14 +24,26 @@ class Op:
     children: Sequence[Op] = field(default_factory=list)
 
 
-def step_events(lengths: Sequence[float], ops: Sequence[Op] | Sequence[Sequence[Op]], *, start: float = 1000.0, first_step: int = 1) -> list[dict[str, Any]]:
+def step_events(
+    lengths: Sequence[float], ops: Sequence[Op] | Sequence[Sequence[Op]], *, start: float = 1000.0, first_step: int = 1
+) -> list[dict[str, Any]]:
     """Events of consecutive steps; ``ops`` is one list for every step or one list per step."""
     per_step = ops if ops and isinstance(ops[0], (list, tuple)) else [ops] * len(lengths)
     ev: list[dict[str, Any]] = []
     corr = 100
     t0 = start
     for i, (length, step_ops) in enumerate(zip(lengths, per_step)):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{first_step + i}", "pid": 1, "tid": 1, "ts": t0, "dur": length})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{first_step + i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t0,
+                "dur": length,
+            }
+        )
         stack = [(o, t0) for o in step_ops]
         while stack:
             op, base = stack.pop(0)
@@ -39,7 +51,9 @@ def step_events(lengths: Sequence[float], ops: Sequence[Op] | Sequence[Sequence[
             args: dict[str, Any] = {"External id": corr}
             if op.dims is not None:
                 args["Input Dims"] = op.dims
-            ev.append({"ph": "X", "cat": "cpu_op", "name": op.name, "pid": 1, "tid": 1, "ts": ts, "dur": op.dur, "args": args})
+            ev.append(
+                {"ph": "X", "cat": "cpu_op", "name": op.name, "pid": 1, "tid": 1, "ts": ts, "dur": op.dur, "args": args}
+            )
             gpu_t = ts + 3
             for j, (kname, kdur) in enumerate(op.kernels):
                 corr += 1
@@ -53,5 +67,7 @@ def step_events(lengths: Sequence[float], ops: Sequence[Op] | Sequence[Sequence[
     return ev
 
 
-def write_steps(make_trace: Any, lengths: Sequence[float], ops: Sequence[Op] | Sequence[Sequence[Op]], **kw: Any) -> Any:
+def write_steps(
+    make_trace: Any, lengths: Sequence[float], ops: Sequence[Op] | Sequence[Sequence[Op]], **kw: Any
+) -> Any:
     return make_trace(step_events(lengths, ops, **kw))

@@ -11,24 +11,125 @@ from typing import Any
 
 COLUMNS: dict[str, list[str]] = {
     "CUPTI_ACTIVITY_KIND_KERNEL": [
-        "start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId", "globalPid", "demangledName",
-        "shortName", "mangledName", "launchType", "registersPerThread", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
-        "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread", "graphNodeId", "graphId",
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "greenContextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "demangledName",
+        "shortName",
+        "mangledName",
+        "launchType",
+        "registersPerThread",
+        "gridX",
+        "gridY",
+        "gridZ",
+        "blockX",
+        "blockY",
+        "blockZ",
+        "staticSharedMemory",
+        "dynamicSharedMemory",
+        "localMemoryPerThread",
+        "graphNodeId",
+        "graphId",
     ],
     "CUPTI_ACTIVITY_KIND_MEMCPY": [
-        "start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "bytes", "copyKind", "srcKind", "dstKind",
-        "srcDeviceId", "dstDeviceId",
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "bytes",
+        "copyKind",
+        "srcKind",
+        "dstKind",
+        "srcDeviceId",
+        "dstDeviceId",
     ],
-    "CUPTI_ACTIVITY_KIND_MEMSET": ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "value", "bytes", "memKind"],
+    "CUPTI_ACTIVITY_KIND_MEMSET": [
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "value",
+        "bytes",
+        "memKind",
+    ],
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [
-        "start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "syncType", "eventId", "eventSyncId",
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "syncType",
+        "eventId",
+        "eventSyncId",
     ],
-    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": ["timestamp", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "eventId", "eventSyncId"],
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue", "callchainId"],
-    "CUPTI_ACTIVITY_KIND_DRIVER": ["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue", "callchainId"],
-    "NVTX_EVENTS": ["start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid", "textId", "domainId"],
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": [
+        "timestamp",
+        "deviceId",
+        "contextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "eventId",
+        "eventSyncId",
+    ],
+    "CUPTI_ACTIVITY_KIND_RUNTIME": [
+        "start",
+        "end",
+        "eventClass",
+        "globalTid",
+        "correlationId",
+        "nameId",
+        "returnValue",
+        "callchainId",
+    ],
+    "CUPTI_ACTIVITY_KIND_DRIVER": [
+        "start",
+        "end",
+        "eventClass",
+        "globalTid",
+        "correlationId",
+        "nameId",
+        "returnValue",
+        "callchainId",
+    ],
+    "NVTX_EVENTS": [
+        "start",
+        "end",
+        "eventType",
+        "rangeId",
+        "category",
+        "color",
+        "text",
+        "globalTid",
+        "endGlobalTid",
+        "textId",
+        "domainId",
+    ],
     "TARGET_INFO_SESSION_START_TIME": ["utcEpochNs", "utcTime", "localTime", "systemClockNs"],
-    "TARGET_INFO_GPU": ["vmId", "id", "name", "totalMemory", "smCount", "computeMajor", "computeMinor", "maxWarpsPerSm", "threadsPerWarp"],
+    "TARGET_INFO_GPU": [
+        "vmId",
+        "id",
+        "name",
+        "totalMemory",
+        "smCount",
+        "computeMajor",
+        "computeMinor",
+        "maxWarpsPerSm",
+        "threadsPerWarp",
+    ],
     "TARGET_INFO_CUDA_DEVICE": ["gpuId", "cudaId", "pid", "uuid", "numMultiprocessors"],
     "PROCESSES": ["globalPid", "pid", "name"],
 }
@@ -79,7 +180,9 @@ def make_nsys(
 
     all_tables = dict(tables)
     if session_start is not None:
-        all_tables.setdefault("TARGET_INFO_SESSION_START_TIME", [{"utcEpochNs": session_start, "utcTime": "2023-11-14T22:13:20"}])
+        all_tables.setdefault(
+            "TARGET_INFO_SESSION_START_TIME", [{"utcEpochNs": session_start, "utcTime": "2023-11-14T22:13:20"}]
+        )
     for name, rows in all_tables.items():
         cols = list(COLUMNS[name])
         if reverse_columns:
@@ -105,12 +208,15 @@ def make_nsys(
 #: As in the real exports (ids, names, labels).
 ENUMS = {
     "ENUM_CUDA_MEMCPY_OPER": [
-        (0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"), (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
-        (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"), (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"),
+        (0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"),
+        (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
+        (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"),
+        (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"),
         (10, "CUDA_MEMCPY_KIND_PTOP", "Peer-to-Peer"),
     ],
     "ENUM_CUDA_MEM_KIND": [
-        (0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"), (1, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"),
+        (0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"),
+        (1, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"),
         (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"),
     ],
     "ENUM_CUPTI_SYNC_TYPE": [
@@ -123,20 +229,66 @@ ENUMS = {
 }
 
 
-def kernel(start: int, end: int, corr: int, name: str, *, pid: int = 100, device: int = 0, stream: int = 7, context: int = 1, **kw: Any) -> dict[str, Any]:
+def kernel(
+    start: int,
+    end: int,
+    corr: int,
+    name: str,
+    *,
+    pid: int = 100,
+    device: int = 0,
+    stream: int = 7,
+    context: int = 1,
+    **kw: Any,
+) -> dict[str, Any]:
     row = {
-        "start": start, "end": end, "deviceId": device, "contextId": context, "streamId": stream, "correlationId": corr,
-        "globalPid": gpid(pid), "demangledName": name, "shortName": name.split("(")[0], "registersPerThread": 32,
-        "gridX": 4, "gridY": 2, "gridZ": 1, "blockX": 128, "blockY": 1, "blockZ": 1, "staticSharedMemory": 1024,
-        "dynamicSharedMemory": 2048, "localMemoryPerThread": 0, "launchType": 0, "graphNodeId": 0, "graphId": 0,
+        "start": start,
+        "end": end,
+        "deviceId": device,
+        "contextId": context,
+        "streamId": stream,
+        "correlationId": corr,
+        "globalPid": gpid(pid),
+        "demangledName": name,
+        "shortName": name.split("(")[0],
+        "registersPerThread": 32,
+        "gridX": 4,
+        "gridY": 2,
+        "gridZ": 1,
+        "blockX": 128,
+        "blockY": 1,
+        "blockZ": 1,
+        "staticSharedMemory": 1024,
+        "dynamicSharedMemory": 2048,
+        "localMemoryPerThread": 0,
+        "launchType": 0,
+        "graphNodeId": 0,
+        "graphId": 0,
     }
     row.update(kw)
     return row
 
 
 def runtime(start: int, end: int, corr: int, name: str, *, pid: int = 100, tid: int = 100) -> dict[str, Any]:
-    return {"start": start, "end": end, "eventClass": 0, "globalTid": gtid(pid, tid), "correlationId": corr, "nameId": name, "returnValue": 0}
+    return {
+        "start": start,
+        "end": end,
+        "eventClass": 0,
+        "globalTid": gtid(pid, tid),
+        "correlationId": corr,
+        "nameId": name,
+        "returnValue": 0,
+    }
 
 
-def nvtx(start: int, end: int | None, text: str, *, pid: int = 100, tid: int = 100, event_type: int = 59) -> dict[str, Any]:
-    return {"start": start, "end": end, "eventType": event_type, "text": text, "globalTid": gtid(pid, tid), "domainId": 0}
+def nvtx(
+    start: int, end: int | None, text: str, *, pid: int = 100, tid: int = 100, event_type: int = 59
+) -> dict[str, Any]:
+    return {
+        "start": start,
+        "end": end,
+        "eventType": event_type,
+        "text": text,
+        "globalTid": gtid(pid, tid),
+        "domainId": 0,
+    }

@@ -5,18 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.unit.dist_traces import rank_events, write_rank
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.data import example_path
-from tests.unit.dist_traces import rank_events, write_rank
 
 
 def test_pairs_from_splits(tmp_path: Path) -> None:
     spec = {0: ("[10, 30]", "[10, 20]", 40, 30), 1: ("[20, 5]", "[30, 5]", 25, 35)}
     for r, (ins, outs, n_in, n_out) in spec.items():
-        c = {"start": 100, "end": 150, "seq": 0, "name": "all_to_allv", "nelems": n_in, "out_nelems": n_out, "in_split": ins, "out_split": outs,
-             "group_size": 2, "ranks": "[0, 1]", "kernel": "ncclDevKernel_SendRecv"}
+        c = {
+            "start": 100,
+            "end": 150,
+            "seq": 0,
+            "name": "all_to_allv",
+            "nelems": n_in,
+            "out_nelems": n_out,
+            "in_split": ins,
+            "out_split": outs,
+            "group_size": 2,
+            "ranks": "[0, 1]",
+            "kernel": "ncclDevKernel_SendRecv",
+        }
         write_rank(tmp_path, r, rank_events(colls=[c]), world=2)
     res = run_analysis("all-to-all", ranksight.load(tmp_path))
     pairs = res["pairs"]

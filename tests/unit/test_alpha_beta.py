@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.unit.dist_traces import rank_events, write_rank
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.analyses.alpha_beta import AlphaBetaModel, fit_alpha_beta, parse_bytes, theil_sen
 from ranksight.errors import MissingDataError
-from tests.unit.dist_traces import rank_events, write_rank
 
 ALPHA_US = 10.0
 BETA_GBPS = 10.0  # bytes per ns
@@ -28,7 +28,9 @@ def _two_ranks(tmp_path: Path, outlier: bool) -> ranksight.Run:
         transfer = ALPHA_US + b / BETA_GBPS / 1e3  # µs
         if outlier and i == 5:
             transfer *= 5
-        colls.append({"start": t0, "end": t0 + transfer, "nelems": b // 4, "group_size": 2, "ranks": "[0, 1]", "seq": i})
+        colls.append(
+            {"start": t0, "end": t0 + transfer, "nelems": b // 4, "group_size": 2, "ranks": "[0, 1]", "seq": i}
+        )
         t0 += 1000
     for r in (0, 1):
         write_rank(tmp_path, r, rank_events(colls=colls, steps=[(1, 900, t0)]), world=2)
@@ -47,7 +49,9 @@ def test_fit_recovers_alpha_beta(tmp_path: Path, outlier: bool) -> None:
     assert f["ring_link_gbps"] == pytest.approx(BETA_GBPS, rel=1e-4)
     if outlier:
         assert f["r2"] < 0.9  # the outlier hurts R², not the robust fit
-        assert res["residuals"]["residual_us"].abs().max() == pytest.approx(4 * (ALPHA_US + 32768 / BETA_GBPS / 1e3), abs=1e-2)
+        assert res["residuals"]["residual_us"].abs().max() == pytest.approx(
+            4 * (ALPHA_US + 32768 / BETA_GBPS / 1e3), abs=1e-2
+        )
     else:
         assert f["r2"] == pytest.approx(1.0)
     pred = res["predictions"].row(0, named=True)
@@ -55,7 +59,14 @@ def test_fit_recovers_alpha_beta(tmp_path: Path, outlier: bool) -> None:
 
 
 def test_predict_api_and_ring_rescaling() -> None:
-    pts = pl.DataFrame({"coll_type": ["all_reduce"] * 3, "group_size": [8] * 3, "bytes": [1000, 2000, 3000], "transfer_ns": [2000.0, 3000.0, 4000.0]})
+    pts = pl.DataFrame(
+        {
+            "coll_type": ["all_reduce"] * 3,
+            "group_size": [8] * 3,
+            "bytes": [1000, 2000, 3000],
+            "transfer_ns": [2000.0, 3000.0, 4000.0],
+        }
+    )
     m = fit_alpha_beta(pts)
     assert m.predict("all_reduce", 8, 5000) == pytest.approx(6000.0)
     # another group size: ring model with a = α/14 per step and B = β·1.75
@@ -68,7 +79,14 @@ def test_predict_api_and_ring_rescaling() -> None:
 
 
 def test_flat_transfer_gives_constant_fit() -> None:
-    pts = pl.DataFrame({"coll_type": ["all_to_all"] * 3, "group_size": [8] * 3, "bytes": [100, 200, 300], "transfer_ns": [9000.0, 7000.0, 8000.0]})
+    pts = pl.DataFrame(
+        {
+            "coll_type": ["all_to_all"] * 3,
+            "group_size": [8] * 3,
+            "bytes": [100, 200, 300],
+            "transfer_ns": [9000.0, 7000.0, 8000.0],
+        }
+    )
     f = fit_alpha_beta(pts).fits[("all_to_all", 8)]
     assert f.beta_gbps is None and f.alpha_ns == 8000.0
 
@@ -82,7 +100,8 @@ def test_parse_bytes() -> None:
 
 @settings(max_examples=50, deadline=None)
 @given(
-    a=st.floats(0, 1e4), s=st.floats(1e-4, 10),
+    a=st.floats(0, 1e4),
+    s=st.floats(1e-4, 10),
     xs=st.lists(st.integers(1, 10**9), min_size=2, max_size=30, unique=True),
 )
 def test_theil_sen_exact_on_lines(a: float, s: float, xs: list[int]) -> None:

@@ -26,7 +26,6 @@ import pytest
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.views.gpu_work import covered_in_windows, hta_kernel_type, merge, segments
-from ranksight.errors import MissingDataError
 
 CPU = {"pid": 100, "tid": 100}
 
@@ -210,7 +209,13 @@ def test_kernel_spread(run):
 
 def test_overlap_by_hand(run):
     r = _row(run_analysis("overlap", run)["overlap"])
-    assert (r["compute_us"], r["comm_us"], r["union_us"], r["overlap_us"], r["exposed_comm_us"]) == (80.0, 60.0, 110.0, 30.0, 30.0)
+    assert (r["compute_us"], r["comm_us"], r["union_us"], r["overlap_us"], r["exposed_comm_us"]) == (
+        80.0,
+        60.0,
+        110.0,
+        30.0,
+        30.0,
+    )
     assert r["comp_comm_overlap_pctg"] == 50.0
     assert r["overlap_efficiency"] == 0.5  # 1 − (110 − 80) / (80 + 60 − 80)
 
@@ -230,13 +235,23 @@ def test_facade_drops_last_step_by_default(hand):
     a = TraceAnalysis(trace_files={0: str(hand)})
     # kept: K1, K2, C1, K0 (launched before step 2 starts at 100)
     t = a.get_temporal_breakdown(visualize=False).iloc[0]
-    assert (t["kernel_time(us)"], t["idle_time(us)"], t["compute_time(us)"], t["non_compute_time(us)"]) == (100.0, 30.0, 50.0, 20.0)
+    assert (t["kernel_time(us)"], t["idle_time(us)"], t["compute_time(us)"], t["non_compute_time(us)"]) == (
+        100.0,
+        30.0,
+        50.0,
+        20.0,
+    )
     assert a._hta_run()[0].steps["step"].to_list() == [1]
     assert a.run[0].steps["step"].to_list() == [1, 2]  # the native run keeps every step
     b = TraceAnalysis(trace_files={0: str(hand)}, include_last_profiler_step=True)
     t = b.get_temporal_breakdown(visualize=False).iloc[0]
     # every correlated GPU event; C2 (no correlation) is still dropped, as HTA does
-    assert (t["kernel_time(us)"], t["idle_time(us)"], t["compute_time(us)"], t["non_compute_time(us)"]) == (190.0, 80.0, 80.0, 30.0)
+    assert (t["kernel_time(us)"], t["idle_time(us)"], t["compute_time(us)"], t["non_compute_time(us)"]) == (
+        190.0,
+        80.0,
+        80.0,
+        30.0,
+    )
 
 
 def test_facade_shapes(hand):
@@ -244,17 +259,34 @@ def test_facade_shapes(hand):
 
     a = TraceAnalysis(trace_files={0: str(hand)}, include_last_profiler_step=True)
     assert list(a.get_temporal_breakdown(visualize=False).columns) == [
-        "rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
-        "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
+        "rank",
+        "idle_time(us)",
+        "compute_time(us)",
+        "non_compute_time(us)",
+        "kernel_time(us)",
+        "idle_time_pctg",
+        "compute_time_pctg",
+        "non_compute_time_pctg",
     ]
     df, stats = a.get_idle_time_breakdown(visualize=False)
     assert list(df.columns) == ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"] and stats is None
-    df, stats = a.get_idle_time_breakdown(streams=[7], visualize=False, show_idle_interval_stats=True, consecutive_kernel_delay=4)
+    df, stats = a.get_idle_time_breakdown(
+        streams=[7], visualize=False, show_idle_interval_stats=True, consecutive_kernel_delay=4
+    )
     assert set(df["stream"]) == {7} and stats.index.name == "idle_category"
     assert list(stats.columns) == ["rank", "stream", "count", "mean", "std", "min", "25%", "50%", "75%", "max"]
     kt, kd = a.get_gpu_kernel_breakdown(visualize=False)
     assert list(kt.columns) == ["kernel_type", "sum", "percentage"]
-    assert list(kd.columns) == ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "kernel_type", "rank"]
+    assert list(kd.columns) == [
+        "name",
+        "sum (us)",
+        "max (us)",
+        "min (us)",
+        "stddev",
+        "mean (us)",
+        "kernel_type",
+        "rank",
+    ]
     assert list(a.get_comm_comp_overlap(visualize=False).columns) == ["rank", "comp_comm_overlap_pctg"]
     # visualize=True without plotly installed does nothing else
     assert len(a.get_temporal_breakdown()) == 1

@@ -33,7 +33,9 @@ def _entries(cfg: CacheConfig) -> list[Path]:
 def test_second_load_reads_the_cache(cfg, trace_file):
     a = ranksight.load(trace_file, cache=cfg)[0]
     [entry] = _entries(cfg)
-    assert (entry / "events.parquet").exists() and json.loads((entry / "meta.json").read_text())["format_version"] == cache_mod.FORMAT_VERSION
+    assert (entry / "events.parquet").exists() and json.loads((entry / "meta.json").read_text())[
+        "format_version"
+    ] == cache_mod.FORMAT_VERSION
     b = ranksight.load(trace_file, cache=cfg)[0]
     assert b.events.equals(a.events)
     assert b.table("kernel").equals(a.table("kernel"))

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from tests.unit.dist_traces import rank_events, scenario, write_rank
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.analyses.collectives import comm_data, rank_collectives
-from tests.unit.dist_traces import rank_events, scenario, write_rank
 
 
 @pytest.fixture
@@ -87,12 +87,34 @@ def test_missing_collective_without_seq_stays_local(tmp_path: Path) -> None:
 def test_type_rules_and_precedence(tmp_path: Path) -> None:
     colls = [
         # collective args on the kernel row win over the kernel name
-        {"start": 100, "end": 150, "args_on": "kernel", "name": "_allgather_base", "nelems": 256, "out_nelems": 512, "group_size": 2,
-         "kernel": "ncclDevKernel_SendRecv"},
+        {
+            "start": 100,
+            "end": 150,
+            "args_on": "kernel",
+            "name": "_allgather_base",
+            "nelems": 256,
+            "out_nelems": 512,
+            "group_size": 2,
+            "kernel": "ncclDevKernel_SendRecv",
+        },
         # record_param_comms args win over a misleading kernel name (NCCL 2.13 named everything SendRecv)
-        {"start": 200, "end": 250, "args_on": "rpc", "name": "allreduce", "nelems": 100, "kernel": "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"},
+        {
+            "start": 200,
+            "end": 250,
+            "args_on": "rpc",
+            "name": "allreduce",
+            "nelems": 100,
+            "kernel": "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t",
+        },
         # no args: the nccl:* annotation names it, Input Dims give the size
-        {"start": 300, "end": 350, "args_on": "none", "annotation": "nccl:reduce_scatter", "nelems": 64, "kernel": "ncclDevKernel_Generic"},
+        {
+            "start": 300,
+            "end": 350,
+            "args_on": "none",
+            "annotation": "nccl:reduce_scatter",
+            "nelems": 64,
+            "kernel": "ncclDevKernel_Generic",
+        },
         # nothing but the kernel name (RCCL's generic name: unknown)
         {"start": 400, "end": 450, "args_on": "none", "kernel": "ncclDevKernel_Generic"},
         {"start": 500, "end": 550, "args_on": "none", "kernel": "multimem_all_reduce_kernel"},
@@ -100,7 +122,13 @@ def test_type_rules_and_precedence(tmp_path: Path) -> None:
     p = write_rank(tmp_path, 0, rank_events(colls=colls), world=2)
     df = rank_collectives(ranksight.load(p)[0])
     assert df["coll_type"].to_list() == ["all_gather", "all_reduce", "reduce_scatter", "unknown", "all_reduce"]
-    assert df["type_rule"].to_list() == ["kernel_args", "record_param_comms", "nccl_annotation", "kernel_name", "kernel_name"]
+    assert df["type_rule"].to_list() == [
+        "kernel_args",
+        "record_param_comms",
+        "nccl_annotation",
+        "kernel_name",
+        "kernel_name",
+    ]
     # all_gather: the gathered output; reduce_scatter: the full input (the annotation's Input Dims)
     assert df["bytes"].to_list()[:3] == [512 * 4, 400, 64 * 4]
     assert df["size_rule"].to_list()[:3] == ["kernel_args", "record_param_comms", "nccl_annotation"]

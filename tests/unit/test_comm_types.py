@@ -52,8 +52,24 @@ def test_canonical_type(name: str | None, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "size"),
-    [("Float", 4), ("float", 4), ("c10::BFloat16", 2), ("BFloat16", 2), ("c10::Half", 2), ("long int", 8), ("Long", 8), ("int", 4),
-     ("unsigned char", 1), ("signed char", 1), ("Double", 8), ("bool", 1), ("c10::Float8_e4m3fn", 1), ("Byte", 1), ("mystery", None), (None, None)],
+    [
+        ("Float", 4),
+        ("float", 4),
+        ("c10::BFloat16", 2),
+        ("BFloat16", 2),
+        ("c10::Half", 2),
+        ("long int", 8),
+        ("Long", 8),
+        ("int", 4),
+        ("unsigned char", 1),
+        ("signed char", 1),
+        ("Double", 8),
+        ("bool", 1),
+        ("c10::Float8_e4m3fn", 1),
+        ("Byte", 1),
+        ("mystery", None),
+        (None, None),
+    ],
 )
 def test_dtype_bytes(dtype: str | None, size: int | None) -> None:
     assert dtype_bytes(dtype) == size
@@ -70,7 +86,11 @@ def test_numel_args_shapes_and_tensor_lists() -> None:
 
 
 def test_kernel_name_details() -> None:
-    assert kernel_name_details("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)") == ("RING", "LL", "float")
+    assert kernel_name_details("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)") == (
+        "RING",
+        "LL",
+        "float",
+    )
     assert kernel_name_details("ncclDevKernel_AllGather_RING_LL128") == ("RING", "LL128", None)
     assert kernel_name_details("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t") == ("RING", "SIMPLE", "int8_t")
     assert kernel_name_details("ncclDevKernel_Generic") == (None, None, None)
@@ -135,7 +155,9 @@ def test_vectorised_bandwidth_agrees_with_busbw_factor() -> None:
 
     types = sorted(NCCL_TESTS) + ["barrier", "unknown"]
     rows = [(t, n, b) for t in types for n in (1, 2, 8, None) for b in (100, 5000, 1 << 20, 1 << 30, None)]
-    df = pl.DataFrame(rows, schema={"coll_type": pl.String, "group_size": pl.Int64, "bytes": pl.Int64}, orient="row").with_columns(pl.lit(1000, dtype=pl.Int64).alias("transfer_ns"))
+    df = pl.DataFrame(
+        rows, schema={"coll_type": pl.String, "group_size": pl.Int64, "bytes": pl.Int64}, orient="row"
+    ).with_columns(pl.lit(1000, dtype=pl.Int64).alias("transfer_ns"))
     out = _bandwidth(df)
     for t, n, b, f, bucket in out.select("coll_type", "group_size", "bytes", "busbw_factor", "size_bucket").iter_rows():
         assert f == (pytest.approx(busbw_factor(t, n)) if busbw_factor(t, n) is not None else None)

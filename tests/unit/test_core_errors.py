@@ -185,7 +185,11 @@ def test_a_panic_in_a_subprocess_prints_one_line(make_trace, tmp_path):
 
 
 def _public(names):
-    return {n for n in names if not n.startswith("_") or n in ("__version__", "_panic_for_tests", "__arrow_c_array__", "__len__")}
+    return {
+        n
+        for n in names
+        if not n.startswith("_") or n in ("__version__", "_panic_for_tests", "__arrow_c_array__", "__len__")
+    }
 
 
 def test_the_stub_lists_what_the_extension_exports():

@@ -15,28 +15,103 @@ from ranksight.io.kineto import decode
 
 EVENTS = [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 10, "tid": 11, "ts": 100.0, "dur": 50.0},
-    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": 101.5, "dur": 10.25,
-     "args": {"External id": 7, "Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": 102.001, "dur": 3.0,
-     "args": {"correlation": 55, "External id": 7, "cbid": 211}},
-    {"ph": "X", "cat": "kernel", "name": "sgemm_kernel", "pid": 0, "tid": 7, "ts": 149.0, "dur": 20.0,
-     "args": {"correlation": 55, "stream": 7, "device": 0, "grid": [4, 2, 1], "block": [128, 1, 1],
-              "registers per thread": 64, "shared memory": 1024, "blocks per SM": 0.1, "warps per SM": 0.4,
-              "est. achieved occupancy %": 12}},
-    {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 160.0, "dur": 5.0,
-     "args": {"correlation": 56, "stream": 7, "device": 0}},
-    {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 11, "ts": 103.0, "s": "t",
-     "args": {"Addr": 140000, "Bytes": 512, "Total Allocated": 2048, "Total Reserved": 4096, "Device Type": 1, "Device Id": 0}},
+    {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "aten::mm",
+        "pid": 10,
+        "tid": 11,
+        "ts": 101.5,
+        "dur": 10.25,
+        "args": {"External id": 7, "Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]},
+    },
+    {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 10,
+        "tid": 11,
+        "ts": 102.001,
+        "dur": 3.0,
+        "args": {"correlation": 55, "External id": 7, "cbid": 211},
+    },
+    {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "sgemm_kernel",
+        "pid": 0,
+        "tid": 7,
+        "ts": 149.0,
+        "dur": 20.0,
+        "args": {
+            "correlation": 55,
+            "stream": 7,
+            "device": 0,
+            "grid": [4, 2, 1],
+            "block": [128, 1, 1],
+            "registers per thread": 64,
+            "shared memory": 1024,
+            "blocks per SM": 0.1,
+            "warps per SM": 0.4,
+            "est. achieved occupancy %": 12,
+        },
+    },
+    {
+        "ph": "X",
+        "cat": "cuda_sync",
+        "name": "Stream Sync",
+        "pid": 0,
+        "tid": 7,
+        "ts": 160.0,
+        "dur": 5.0,
+        "args": {"correlation": 56, "stream": 7, "device": 0},
+    },
+    {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 10,
+        "tid": 11,
+        "ts": 103.0,
+        "s": "t",
+        "args": {
+            "Addr": 140000,
+            "Bytes": 512,
+            "Total Allocated": 2048,
+            "Total Reserved": 4096,
+            "Device Type": 1,
+            "Device Id": 0,
+        },
+    },
     {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 55, "pid": 10, "tid": 11, "ts": 102.001},
     {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 55, "pid": 0, "tid": 7, "ts": 149.0, "bp": "e"},
     {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
-    {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 90, "dur": 200},
+    {
+        "ph": "X",
+        "cat": "Trace",
+        "name": "PyTorch Profiler (0)",
+        "pid": "Spans",
+        "tid": "PyTorch Profiler",
+        "ts": 90,
+        "dur": 200,
+    },
 ]
 TOP = {
     "schemaVersion": 1,
-    "distributedInfo": {"backend": "nccl", "rank": 2, "world_size": 4,
-                        "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                                       "pg_size": 4, "ranks": [0, 1, 2, 3]}]},
+    "distributedInfo": {
+        "backend": "nccl",
+        "rank": 2,
+        "world_size": 4,
+        "pg_config": [
+            {
+                "pg_name": "0",
+                "pg_desc": "default_pg",
+                "backend_config": "cuda:nccl",
+                "pg_size": 4,
+                "ranks": [0, 1, 2, 3],
+            }
+        ],
+    },
     "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}],
     "customKey": {"a": [1, 2]},
     "baseTimeNanoseconds": 1_000_000_000,
@@ -52,8 +127,16 @@ def test_core_columns_exact(make_trace):
     assert d.stats["events"] == len(EVENTS)
     assert ev["ph"].cast(pl.String).to_list() == ["X", "X", "X", "X", "X", "i", "M", "X"]
     base = 1_000_000_000
-    assert ev["ts_ns"].to_list() == [base + 100_000, base + 101_500, base + 102_001, base + 149_000, base + 160_000,
-                                     base + 103_000, None, base + 90_000]
+    assert ev["ts_ns"].to_list() == [
+        base + 100_000,
+        base + 101_500,
+        base + 102_001,
+        base + 149_000,
+        base + 160_000,
+        base + 103_000,
+        None,
+        base + 90_000,
+    ]
     assert ev["dur_ns"].to_list() == [50_000, 10_250, 3_000, 20_000, 5_000, None, None, 200_000]
     assert ev["correlation"].to_list() == [None, None, 55, 55, 56, None, None, None]
     assert ev["external_id"].to_list() == [None, 7, 7, None, None, None, None, None]
@@ -78,14 +161,26 @@ def test_side_tables(make_trace):
     assert k["row"].to_list() == [3]
     r = k.row(0, named=True)
     assert (r["grid_x"], r["grid_y"], r["grid_z"], r["block_x"]) == (4, 2, 1, 128)
-    assert (r["registers_per_thread"], r["shared_memory_bytes"], r["blocks_per_sm"], r["est_occupancy_pct"]) == (64, 1024, 0.1, 12.0)
+    assert (r["registers_per_thread"], r["shared_memory_bytes"], r["blocks_per_sm"], r["est_occupancy_pct"]) == (
+        64,
+        1024,
+        0.1,
+        12.0,
+    )
     op = d.tables["op"]
     assert op["row"].to_list() == [1]
     assert op["input_dims"].cast(pl.String).to_list() == ["[[2,3],[3,4]]"]
     assert op["input_type"].cast(pl.String).to_list() == ['["float","float"]']
     mem = d.tables["memory"].row(0, named=True)
-    assert mem == {"row": 5, "addr": 140000, "bytes": 512, "total_allocated": 2048, "total_reserved": 4096,
-                   "device_type": 1, "device_id": 0}
+    assert mem == {
+        "row": 5,
+        "addr": 140000,
+        "bytes": 512,
+        "total_allocated": 2048,
+        "total_reserved": 4096,
+        "device_type": 1,
+        "device_id": 0,
+    }
     fl = d.tables["flow"]
     assert fl["row"].to_list() == [6, 7] and fl["flow_id"].to_list() == [55, 55]
     assert fl["flow_bp"].cast(pl.String).to_list() == [None, "e"]
@@ -98,7 +193,15 @@ def test_derived_model(make_trace):
     t = run[2]
     ev = t.events
     assert ev["kind"].cast(pl.String).to_list() == [
-        "user_annotation", "cpu_op", "cuda_runtime", "kernel", "sync", "memory", "metadata", "other"]
+        "user_annotation",
+        "cpu_op",
+        "cuda_runtime",
+        "kernel",
+        "sync",
+        "memory",
+        "metadata",
+        "other",
+    ]
     assert ev["kernel_class"].cast(pl.String).to_list()[3] == "COMPUTE"
     assert ev["kernel_class"][4] is None  # sync is not GPU work
     assert ev["launch_row"].to_list()[3] == 2
@@ -114,18 +217,85 @@ def test_derived_model(make_trace):
 
 
 def test_graph_launch_and_driver_apis(make_trace):
-    ev = [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {"correlation": 9}},
-        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 10}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "hipExtModuleLaunchKernel", "pid": 1, "tid": 1, "ts": 30, "dur": 5, "args": {"correlation": 11, "stream": "0x0"}},
-    ] + [
-        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 40 + i, "dur": 1, "args": {"correlation": 9, "stream": 7}}
-        for i in range(3)
-    ] + [
-        {"ph": "X", "cat": "kernel", "name": "triton_poi", "pid": 0, "tid": 7, "ts": 50, "dur": 1, "args": {"correlation": 10, "stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "Cijk_Ailk", "pid": 2, "tid": 0, "ts": 60, "dur": 1, "args": {"correlation": 11, "stream": 0}},
-        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic", "pid": 2, "tid": 0, "ts": 70, "dur": 1, "args": {"stream": 0}},
-    ]
+    ev = (
+        [
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaGraphLaunch",
+                "pid": 1,
+                "tid": 1,
+                "ts": 10,
+                "dur": 5,
+                "args": {"correlation": 9},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_driver",
+                "name": "cuLaunchKernelEx",
+                "pid": 1,
+                "tid": 1,
+                "ts": 20,
+                "dur": 5,
+                "args": {"correlation": 10},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "hipExtModuleLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": 30,
+                "dur": 5,
+                "args": {"correlation": 11, "stream": "0x0"},
+            },
+        ]
+        + [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"k{i}",
+                "pid": 0,
+                "tid": 7,
+                "ts": 40 + i,
+                "dur": 1,
+                "args": {"correlation": 9, "stream": 7},
+            }
+            for i in range(3)
+        ]
+        + [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "triton_poi",
+                "pid": 0,
+                "tid": 7,
+                "ts": 50,
+                "dur": 1,
+                "args": {"correlation": 10, "stream": 7},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "Cijk_Ailk",
+                "pid": 2,
+                "tid": 0,
+                "ts": 60,
+                "dur": 1,
+                "args": {"correlation": 11, "stream": 0},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_Generic",
+                "pid": 2,
+                "tid": 0,
+                "ts": 70,
+                "dur": 1,
+                "args": {"stream": 0},
+            },
+        ]
+    )
     t = ranksight.load(make_trace(ev))[0]
     e = t.events
     assert e["gpu_count"].to_list()[:3] == [3, 1, 1]
@@ -142,10 +312,32 @@ def test_gzip_and_plain_equal(make_trace):
 
 def test_bare_array_2021_format(tmp_path):
     p = tmp_path / "old.json"
-    p.write_text(json.dumps([{"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 5, "dur": 2,
-                              "args": {"correlation": 1, "external id": 3}},
-                             {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 1, "dur": 1,
-                              "args": {"correlation": 1}}]))
+    p.write_text(
+        json.dumps(
+            [
+                {
+                    "ph": "X",
+                    "cat": "Kernel",
+                    "name": "k",
+                    "pid": 0,
+                    "tid": "stream 7",
+                    "ts": 5,
+                    "dur": 2,
+                    "args": {"correlation": 1, "external id": 3},
+                },
+                {
+                    "ph": "X",
+                    "cat": "Runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 9,
+                    "tid": 9,
+                    "ts": 1,
+                    "dur": 1,
+                    "args": {"correlation": 1},
+                },
+            ]
+        )
+    )
     t = ranksight.load(p)[0]
     e = t.events
     assert e["tid"][0] == 7 and e["stream"][0] == 7 and e["external_id"][0] == 3
@@ -154,7 +346,9 @@ def test_bare_array_2021_format(tmp_path):
 
 
 def test_truncated_salvage_and_strict(tmp_path):
-    full = json.dumps({"traceEvents": [{"ph": "X", "name": f"e{i}", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(10)]})
+    full = json.dumps(
+        {"traceEvents": [{"ph": "X", "name": f"e{i}", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(10)]}
+    )
     cut = full[: full.index('"e7"') + 3]
     p = tmp_path / "cut.json"
     p.write_text(cut)
@@ -227,7 +421,9 @@ def test_duplicate_rank_names_both_files(make_trace, tmp_path):
     assert "a.json" in str(ei.value) and "b.json" in str(ei.value)
 
 
-@pytest.mark.parametrize("name,rank", [("rank-3.json", 3), ("x_rank_4.json", 4), ("rank5.trace.json", 5), ("worker6.pt.trace.json", 6)])
+@pytest.mark.parametrize(
+    "name,rank", [("rank-3.json", 3), ("x_rank_4.json", 4), ("rank5.trace.json", 5), ("worker6.pt.trace.json", 6)]
+)
 def test_rank_from_file_name(make_trace, name, rank):
     p = make_trace([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}], name=name)
     assert ranksight.load(p).ranks == [rank]

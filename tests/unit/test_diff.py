@@ -23,9 +23,9 @@ from diff_traces import Op, write_steps
 
 import ranksight
 from ranksight.analyses import REGISTRY, names
-from ranksight.views.diff_profile import rank_profile
 from ranksight.analyses.diff import diff, gate, gate_samples
 from ranksight.errors import MissingDataError, UsageError
+from ranksight.views.diff_profile import rank_profile
 
 BASE_LEN = [1000, 1010, 990, 1000]
 TEST_LEN = [700, 710, 690, 700]
@@ -84,11 +84,23 @@ def test_contributors_and_ops(pair):
     # only the DataLoader changed; its exposed time explains the whole step-time change
     assert c.height == 1
     r = c.row(0, named=True)
-    assert (r["kind"], r["name"], r["base_us"], r["test_us"], r["delta_us"]) == ("op", "enumerate(DataLoader)#__next__", 400.0, 100.0, -300.0)
+    assert (r["kind"], r["name"], r["base_us"], r["test_us"], r["delta_us"]) == (
+        "op",
+        "enumerate(DataLoader)#__next__",
+        400.0,
+        100.0,
+        -300.0,
+    )
     assert r["share_of_change_pct"] == pytest.approx(100.0)
     ops = res["ops"]
     dl = _row(ops, "name", "enumerate(DataLoader)#__next__")
-    assert (dl["base_calls"], dl["test_calls"], dl["base_us"], dl["test_us"], dl["change"]) == (1.0, 1.0, 400.0, 100.0, "decreased")
+    assert (dl["base_calls"], dl["test_calls"], dl["base_us"], dl["test_us"], dl["change"]) == (
+        1.0,
+        1.0,
+        400.0,
+        100.0,
+        "decreased",
+    )
     assert dl["base_share_pct"] == pytest.approx(40.0) and dl["test_share_pct"] == pytest.approx(100 / 7)
     mm = _row(ops, "name", "aten::mm")
     assert (mm["base_us"], mm["test_us"], mm["change"]) == (100.0, 100.0, "unchanged")
@@ -101,7 +113,13 @@ def test_kernels_normalised_and_unchanged(pair):
     assert k.height == 1
     r = k.row(0, named=True)
     assert (r["kernel"], r["test_kernel"], r["op"], r["match"]) == ("gemm_kernel", None, "aten::mm", "name")
-    assert (r["base_calls"], r["base_us"], r["test_us"], r["base_mean_us"], r["change"]) == (1.0, 200.0, 200.0, 200.0, "unchanged")
+    assert (r["base_calls"], r["base_us"], r["test_us"], r["base_mean_us"], r["change"]) == (
+        1.0,
+        200.0,
+        200.0,
+        200.0,
+        "unchanged",
+    )
     assert r["q_value"] == 1.0  # identical constant samples
 
 
@@ -114,14 +132,22 @@ def test_exposed_time_by_hand(make_trace):
     a = Op("aten::A", 0, 100, children=[b])
     t = ranksight.load(write_steps(make_trace, [200], [a]))[0]
     ex = rank_profile(t)["exposed"].sort("name")
-    assert dict(zip(ex["name"], ex["exposed_ns"])) == {"ProfilerStep#*": 100_000, "aten::A": 60_000, "aten::B": 2_950, "cudaLaunchKernel": 50}
+    assert dict(zip(ex["name"], ex["exposed_ns"])) == {
+        "ProfilerStep#*": 100_000,
+        "aten::A": 60_000,
+        "aten::B": 2_950,
+        "cudaLaunchKernel": 50,
+    }
 
 
 def test_dataloader_owns_its_children(make_trace):
     dl = Op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 400, children=[Op("aten::div", 100, 50)])
     t = ranksight.load(write_steps(make_trace, [500], [dl]))[0]
     ex = rank_profile(t)["exposed"]
-    assert dict(zip(ex["name"], ex["exposed_ns"])) == {"enumerate(DataLoader)#__next__": 400_000, "ProfilerStep#*": 100_000}
+    assert dict(zip(ex["name"], ex["exposed_ns"])) == {
+        "enumerate(DataLoader)#__next__": 400_000,
+        "ProfilerStep#*": 100_000,
+    }
 
 
 def test_kernels_matched_through_their_op(make_trace):
@@ -140,7 +166,12 @@ def test_kernels_matched_through_their_op(make_trace):
     k = diff(base, test)["kernels"]
     small = _row(k, "kernel", "sm90_xmma_gemm_bf16_tilesize64x64")
     assert (small["test_kernel"], small["op"], small["match"], small["base_us"], small["test_us"]) == (
-        "Cijk_Alik_Bljk_MT16x16", "aten::addmm", "op + shapes", 50.0, 60.0)
+        "Cijk_Alik_Bljk_MT16x16",
+        "aten::addmm",
+        "op + shapes",
+        50.0,
+        60.0,
+    )
     large = _row(k, "kernel", "sm90_xmma_gemm_bf16_tilesize128x128")
     assert (large["test_kernel"], large["delta_us"]) == ("Cijk_Alik_Bljk_MT128x128", -10.0)
     copy = _row(k, "kernel", "copy_kernel")
@@ -249,7 +280,9 @@ def test_a_failing_optional_analysis_does_not_lose_the_diff(pair, monkeypatch):
     with pytest.warns(UserWarning, match="analysis `mfu` failed"):
         res = diff(*pair)
     assert _row(res["summary"], "metric", "step_time")["change"] == "decreased"
-    assert any("analysis `mfu` failed: RuntimeError: boom; its part of the comparison is left out" in n for n in res.notes)
+    assert any(
+        "analysis `mfu` failed: RuntimeError: boom; its part of the comparison is left out" in n for n in res.notes
+    )
 
 
 def test_without_the_overview_analysis_step_time_alone(pair, monkeypatch, data):
@@ -263,5 +296,9 @@ def test_without_the_overview_analysis_step_time_alone(pair, monkeypatch, data):
     # the fallback windows are the plugin's: its oracle's six step times on the 2021 ResNet-50 sample
     from ranksight.views.diff_profile import step_windows
 
-    t = ranksight.load(data("kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"))[0]
+    t = ranksight.load(
+        data(
+            "kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+        )
+    )[0]
     assert step_windows(t)["total_ns"].to_list() == [187948000, 175153000, 179733000, 174564000, 182172000, 165983000]

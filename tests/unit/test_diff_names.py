@@ -26,7 +26,10 @@ ELEMENTWISE = (
         ("hipblasLtMatmul", "hipblasLtMatmul"),  # lower-case after hip: a library name, kept
         ("aten::mm", "aten::mm"),
         # templates are kept in op names by default: CppNode<X> differ by X
-        ("torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>", "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>"),
+        (
+            "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>",
+            "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>",
+        ),
     ],
 )
 def test_normalize_op(raw, expected):
@@ -41,7 +44,8 @@ def test_normalize_op(raw, expected):
         ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "ncclKernel_AllReduce_RING_LL_Sum_float"),
         ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD (Device -> Device)"),  # '(' after a space: text
         ("Memset (Device)", "Memset (Device)"),
-        ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>(float*, float const*, int)",
+        ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>(float*, float const*, "
+         "int)",
          "(anonymous namespace)::softmax_warp_forward"),
         ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8::Params)",
          "cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>"),
@@ -57,7 +61,10 @@ def test_keep_templates_and_shapes_options():
     assert normalize_kernel(ELEMENTWISE, templates=False).startswith("at::native::vectorized_elementwise_kernel<4, ")
     sm90 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_warpgroupsize1x1x1_execute"
     assert normalize_kernel(sm90) == sm90
-    assert normalize_kernel(sm90, shapes=True) == "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize*_warpgroupsize*_execute"
+    assert (
+        normalize_kernel(sm90, shapes=True)
+        == "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize*_warpgroupsize*_execute"
+    )
     assert normalize_kernel("Cijk_Alik_Bljk_MT32x64x128_MI16x16x1_SN", shapes=True) == "Cijk_Alik_Bljk_MT*_MI*_SN"
     assert normalize_op("aten::mm [[1, 512], [512, 512]]", shapes=True) == "aten::mm"
     assert normalize_op("torch::autograd::CppNode<X<Y> >", templates=True) == "torch::autograd::CppNode"

@@ -28,7 +28,10 @@ def test_welch_worked_by_hand():
 
 
 def test_edge_cases():
-    w = welch(np.array([[5.0, 5, 5], [5.0, 5, 5], [1.0, np.nan, np.nan]]), np.array([[5.0, 5, 5], [6.0, 6, 6], [1.0, 2.0, 3.0]]))
+    w = welch(
+        np.array([[5.0, 5, 5], [5.0, 5, 5], [1.0, np.nan, np.nan]]),
+        np.array([[5.0, 5, 5], [6.0, 6, 6], [1.0, 2.0, 3.0]]),
+    )
     assert w.p_value[0] == 1.0 and w.ci_low[0] == w.ci_high[0] == 0.0  # identical constants
     assert w.p_value[1] == 0.0 and w.delta[1] == 1.0  # constants that differ: exact
     assert np.isnan(w.p_value[2]) and w.n_base[2] == 1  # one sample: no noise estimate

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -63,7 +62,13 @@ def _results(run: ranksight.Run) -> dict[str, object]:
 
 @pytest.mark.parametrize(
     "rel",
-    ["generated/h100/ddp-gloo-2ranks", "generated/h100/train-modules", "hta/trace_filter", "hta/amd_trace", "generated/cpu-ddp-gloo-4ranks"],
+    [
+        "generated/h100/ddp-gloo-2ranks",
+        "generated/h100/train-modules",
+        "hta/trace_filter",
+        "hta/amd_trace",
+        "generated/cpu-ddp-gloo-4ranks",
+    ],
 )
 def test_every_analysis_is_the_same_on_spilled_events(tmp_path, data, spill, rel):
     src = _copy(data(rel), tmp_path / "traces")

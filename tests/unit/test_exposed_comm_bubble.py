@@ -5,23 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.unit.dist_traces import rank_events, write_rank
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.analyses.bubble import expected_bubble
-from tests.unit.dist_traces import rank_events, write_rank
 
 
 def test_exposed_comm_split(tmp_path: Path) -> None:
     # rank 0: compute [0, 100), all-reduce [50, 150); rank 1: compute [0, 110), all-reduce [120, 150)
     # rank 0 waits [50, 120) for rank 1; exposed [100, 150) = 50, of which waiting [100, 120) = 20
     for r, (kend, cstart) in enumerate([(100, 50), (110, 120)]):
-        ev = rank_events(colls=[{"start": cstart, "end": 150, "launch": 10, "seq": 0, "group_size": 2, "ranks": "[0, 1]"}],
-                         kernels=[{"name": "gemm", "start": 0, "end": kend, "launch": 1}], steps=[(1, 0, 200)])
+        ev = rank_events(
+            colls=[{"start": cstart, "end": 150, "launch": 10, "seq": 0, "group_size": 2, "ranks": "[0, 1]"}],
+            kernels=[{"name": "gemm", "start": 0, "end": kend, "launch": 1}],
+            steps=[(1, 0, 200)],
+        )
         write_rank(tmp_path, r, ev, world=2)
     res = run_analysis("exposed-comm", ranksight.load(tmp_path))
     row = res["per_step"].row(0, named=True)
-    assert (row["step_us"], row["compute_us"], row["comm_us"], row["hidden_us"], row["exposed_us"]) == (200.0, 100.0, 100.0, 50.0, 50.0)
+    assert (row["step_us"], row["compute_us"], row["comm_us"], row["hidden_us"], row["exposed_us"]) == (
+        200.0,
+        100.0,
+        100.0,
+        50.0,
+        50.0,
+    )
     assert (row["exposed_wait_us"], row["exposed_transfer_us"]) == (20.0, 30.0)
     assert row["overlap_efficiency"] == 0.5 and row["perfect_overlap_step_us"] == 150.0
     r1 = res["per_step"].row(1, named=True)
@@ -36,16 +45,32 @@ def test_exposed_comm_single_rank_note(data) -> None:  # noqa: ANN001
 
 def _stage(tmp_path: Path, rank: int, compute: list[tuple[float, float]], p2p: list[tuple[str, float, float]]) -> None:
     kernels = [{"name": f"fwdbwd{i}", "start": s, "end": e, "launch": 0} for i, (s, e) in enumerate(compute)]
-    colls = [{"start": s, "end": e, "launch": 0, "args_on": "none", "annotation": a, "kernel": "ncclDevKernel_SendRecv"} for a, s, e in p2p]
+    colls = [
+        {"start": s, "end": e, "launch": 0, "args_on": "none", "annotation": a, "kernel": "ncclDevKernel_SendRecv"}
+        for a, s, e in p2p
+    ]
     write_rank(tmp_path, rank, rank_events(colls=colls, kernels=kernels, steps=[(1, 0, 60)]), world=2)
 
 
 def test_bubble_gpipe_two_stages_two_microbatches(tmp_path: Path) -> None:
     # GPipe, p = 2, m = 2, F = B = 10 µs: stage 0 F1 F2 . . B2 B1; stage 1 . F1 F2 B2 B1 .
-    _stage(tmp_path, 0, [(0, 10), (10, 20), (40, 50), (50, 60)],
-           [("nccl:send 0->1", 10, 11), ("nccl:send 0->1", 20, 21), ("nccl:recv 0<-1", 21, 40), ("nccl:recv 0<-1", 40, 41)])
-    _stage(tmp_path, 1, [(10, 20), (20, 30), (30, 40), (40, 50)],
-           [("nccl:recv 1<-0", 0, 10), ("nccl:recv 1<-0", 20, 21), ("nccl:send 1->0", 40, 41), ("nccl:send 1->0", 50, 51)])
+    _stage(
+        tmp_path,
+        0,
+        [(0, 10), (10, 20), (40, 50), (50, 60)],
+        [
+            ("nccl:send 0->1", 10, 11),
+            ("nccl:send 0->1", 20, 21),
+            ("nccl:recv 0<-1", 21, 40),
+            ("nccl:recv 0<-1", 40, 41),
+        ],
+    )
+    _stage(
+        tmp_path,
+        1,
+        [(10, 20), (20, 30), (30, 40), (40, 50)],
+        [("nccl:recv 1<-0", 0, 10), ("nccl:recv 1<-0", 20, 21), ("nccl:send 1->0", 40, 41), ("nccl:send 1->0", 50, 51)],
+    )
     res = run_analysis("bubble", ranksight.load(tmp_path))
     per = res["per_stage_step"].sort("rank")
     assert per["bubble_us"].to_list() == [20.0, 20.0]

@@ -38,18 +38,38 @@ def test_matmul_class(name, dims, expected):
 
 def test_conv2d_with_stride_and_padding():
     # ResNet stem: 32x3x224x224, 64x3x7x7, stride 2, pad 3 -> 112x112 output
-    flops, _, est = f("aten::conv2d", [[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], []], concrete=["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "1"])
+    flops, _, est = f(
+        "aten::conv2d",
+        [[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], []],
+        concrete=["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "1"],
+    )
     assert flops == 2 * 32 * (64 * 3 * 7 * 7) * 112 * 112 and not est
     # the same through aten::convolution and miopen/cudnn argument orders
-    conv = f("aten::convolution", [[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []], concrete=["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "False", "[0, 0]", "1"])
-    cudnn = f("aten::cudnn_convolution", [[32, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7, concrete=["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"])
-    miopen = f("aten::miopen_convolution", [[32, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7, concrete=["", "", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False"])
+    conv = f(
+        "aten::convolution",
+        [[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []],
+        concrete=["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "False", "[0, 0]", "1"],
+    )
+    cudnn = f(
+        "aten::cudnn_convolution",
+        [[32, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7,
+        concrete=["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"],
+    )
+    miopen = f(
+        "aten::miopen_convolution",
+        [[32, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7,
+        concrete=["", "", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False"],
+    )
     assert conv[0] == cudnn[0] == miopen[0] == flops
 
 
 def test_conv_grouped_and_estimated():
     # depthwise 3x3: weight [C, 1, 3, 3], groups C, stride 1 pad 1 -> same size
-    flops, _, _ = f("aten::conv2d", [[2, 8, 10, 10], [8, 1, 3, 3], [], [], [], [], []], concrete=["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "8"])
+    flops, _, _ = f(
+        "aten::conv2d",
+        [[2, 8, 10, 10], [8, 1, 3, 3], [], [], [], [], []],
+        concrete=["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "8"],
+    )
     assert flops == 2 * 2 * (8 * 1 * 9) * 100
     # no concrete inputs (2021 traces): stride 1, same padding, flagged
     flops, _, est = f("aten::conv2d", [[2, 8, 10, 10], [4, 8, 3, 3], [], [], [], [], []])
@@ -59,8 +79,16 @@ def test_conv_grouped_and_estimated():
 def test_conv_backward_uses_output_mask():
     dims = [[10, 512, 7, 7], [10, 512, 7, 7], [512, 512, 3, 3], [], [], [], [], [], [], [], []]
     fwd = 2 * 10 * (512 * 512 * 9) * 49
-    both = f("aten::convolution_backward", dims, concrete=["", "", "", "[0]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"])
-    weight_only = f("aten::convolution_backward", dims, concrete=["", "", "", "[0]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[False, True, False]"])
+    both = f(
+        "aten::convolution_backward",
+        dims,
+        concrete=["", "", "", "[0]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"],
+    )
+    weight_only = f(
+        "aten::convolution_backward",
+        dims,
+        concrete=["", "", "", "[0]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[False, True, False]"],
+    )
     assert both[0] == 2 * fwd and weight_only[0] == fwd
 
 
@@ -73,7 +101,10 @@ def test_attention_forward_and_backward():
     bwd = f("aten::_scaled_dot_product_flash_attention_backward", [[b, h, s, d]] * 4 + [[]] * 8)[0]
     assert bwd == 2.5 * fwd  # 5 matmuls vs 2
     # grouped-query attention: FLOPs follow the query heads
-    assert f("aten::scaled_dot_product_attention", [[1, 8, 128, 64], [1, 2, 256, 64], [1, 2, 256, 64]])[0] == 2 * 8 * 128 * 256 * 128
+    assert (
+        f("aten::scaled_dot_product_attention", [[1, 8, 128, 64], [1, 2, 256, 64], [1, 2, 256, 64]])[0]
+        == 2 * 8 * 128 * 256 * 128
+    )
 
 
 def test_not_countable():
@@ -83,7 +114,11 @@ def test_not_countable():
 
 
 def test_dtype_and_input_index():
-    _, itype, _ = f("aten::addmm", [[32], [64, 128], [128, 32], [], []], types=["float", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"])
+    _, itype, _ = f(
+        "aten::addmm",
+        [[32], [64, 128], [128, 32], [], []],
+        types=["float", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"],
+    )
     assert dtype_of(itype) == "bf16"
     assert dtype_of("c10::Float8_e4m3fn") == "fp8" and dtype_of("float") == "fp32" and dtype_of("Scalar") is None
 

@@ -11,12 +11,12 @@ import warnings
 import pandas as pd
 import polars as pl
 import pytest
+from tests.conftest import DATA
+from tests.golden.test_hta_breakdown import EXAMPLE, GOLDEN
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.hta import TraceAnalysis
-from tests.conftest import DATA
-from tests.golden.test_hta_breakdown import EXAMPLE, GOLDEN
 
 
 def _ta(rel: str, **kw) -> TraceAnalysis:
@@ -50,7 +50,13 @@ def test_kernel_stats_are_per_kernel_after_others():
     hta_all = _oracle("trace_filter_sampled_ranks01", "gpu_kernel_breakdown_all_kernels.csv")
     name = "ampere_sgemm_128x64_nn"
     h = hta[(hta["name"] == name) & (hta["rank"] == 1)].iloc[0]
-    assert (h["sum (us)"], h["max (us)"], h["min (us)"], h["mean (us)"], h["stddev"]) == (1956.0, 1956.0, 1956.0, 1956.0, 0.0)
+    assert (h["sum (us)"], h["max (us)"], h["min (us)"], h["mean (us)"], h["stddev"]) == (
+        1956.0,
+        1956.0,
+        1956.0,
+        1956.0,
+        0.0,
+    )
     o = ours[(ours["name"] == name) & (ours["rank"] == 1)].iloc[0]
     a = hta_all[(hta_all["name"] == name) & (hta_all["rank"] == 1)].iloc[0]
     for c in ("sum (us)", "max (us)", "min (us)", "mean (us)", "stddev"):
@@ -61,7 +67,9 @@ def test_kernel_stats_are_per_kernel_after_others():
     from ranksight.hta._base import filter_last_step
 
     k = run_analysis("kernels", filter_last_step(run))["kernels"]
-    oth = k.filter((pl.col("name") == "others") & (pl.col("rank") == 0) & (pl.col("kernel_type") == "COMPUTATION")).row(0, named=True)
+    oth = k.filter((pl.col("name") == "others") & (pl.col("rank") == 0) & (pl.col("kernel_type") == "COMPUTATION")).row(
+        0, named=True
+    )
     h = hta[(hta["name"] == "others") & (hta["rank"] == 0) & (hta["kernel_type"] == "COMPUTATION")].iloc[0]
     assert oth["sum_us"] == h["sum (us)"] == 59998.0
     assert h["mean (us)"] == pytest.approx(59998.0 / 183)  # HTA: mean of 183 per-name totals
@@ -73,16 +81,42 @@ def test_sync_events_are_not_gpu_busy():
     """HTA counts cuda_sync events (stream != -1) as GPU busy time; ranksight does not."""
     ours = _ta("hta/critical_path/alexnet").get_temporal_breakdown(visualize=False).iloc[0]
     hta = _oracle("critical_path_alexnet", "temporal_breakdown.csv").iloc[0]
-    assert (hta["kernel_time(us)"], hta["idle_time(us)"], hta["non_compute_time(us)"]) == (12996011.0, 12929684.0, 55697.0)
-    assert (ours["kernel_time(us)"], ours["idle_time(us)"], ours["non_compute_time(us)"]) == (12920244.0, 12854103.0, 55511.0)
+    assert (hta["kernel_time(us)"], hta["idle_time(us)"], hta["non_compute_time(us)"]) == (
+        12996011.0,
+        12929684.0,
+        55697.0,
+    )
+    assert (ours["kernel_time(us)"], ours["idle_time(us)"], ours["non_compute_time(us)"]) == (
+        12920244.0,
+        12854103.0,
+        55511.0,
+    )
     assert ours["compute_time(us)"] == hta["compute_time(us)"] == 10630.0
 
 
 def test_amd_stream_0_is_a_gpu_stream(make_trace):
     """HTA coerces ROCm's stream "0x0" to −1 (not GPU); ranksight keeps stream 0 kernels."""
     ev = [
-        {"ph": "X", "cat": "kernel", "name": "Cijk_gemm", "ts": 10, "dur": 5, "pid": 2, "tid": 0, "args": {"stream": "0x0", "device": 0}},
-        {"ph": "X", "cat": "kernel", "name": "Cijk_gemm", "ts": 20, "dur": 5, "pid": 2, "tid": 0, "args": {"stream": "0x0", "device": 0}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "Cijk_gemm",
+            "ts": 10,
+            "dur": 5,
+            "pid": 2,
+            "tid": 0,
+            "args": {"stream": "0x0", "device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "Cijk_gemm",
+            "ts": 20,
+            "dur": 5,
+            "pid": 2,
+            "tid": 0,
+            "args": {"stream": "0x0", "device": 0},
+        },
     ]
     run = ranksight.load(make_trace(ev))
     t = run_analysis("temporal", run)["temporal"].row(0, named=True)
@@ -110,8 +144,9 @@ def test_no_zero_length_overlap_labels():
     hta = _oracle("df_index_resolver", "gpu_kernel_breakdown_kernel_type.csv")
     assert ("COMPUTATION overlapping MEMORY", 0) in list(zip(hta["kernel_type"], hta["sum"]))
     # the same situation by hand: a zero-length kernel where a memcpy starts
-    from ranksight.views.gpu_work import segments
     import numpy as np
+
+    from ranksight.views.gpu_work import segments
 
     assert segments({1: (np.array([10]), np.array([10])), 4: (np.array([10]), np.array([20]))}) == {4: 10}
 
@@ -130,7 +165,16 @@ def test_custom_collectives_are_communication(make_trace):
     """HTA's name regex makes ``multimem_all_reduce_kernel`` COMPUTATION; ranksight classes it as
     communication (hta_compat keeps HTA's regex)."""
     ev = [
-        {"ph": "X", "cat": "kernel", "name": "multimem_all_reduce_kernel", "ts": 0, "dur": 10, "pid": 0, "tid": 7, "args": {"stream": 7}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "multimem_all_reduce_kernel",
+            "ts": 0,
+            "dur": 10,
+            "pid": 0,
+            "tid": 7,
+            "args": {"stream": 7},
+        },
         {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 5, "dur": 10, "pid": 0, "tid": 8, "args": {"stream": 8}},
     ]
     run = ranksight.load(make_trace(ev))

@@ -7,10 +7,10 @@ import warnings
 
 import polars as pl
 import pytest
+from tests.unit.test_launch_analyses import K, R, X
 
 import ranksight
 from ranksight.analyses import run_analysis
-from tests.unit.test_launch_analyses import K, R, X
 
 pd = pytest.importorskip("pandas")
 
@@ -32,10 +32,18 @@ def test_aten_op_tables_do_not_leak_across_ranks(data) -> None:  # noqa: ANN001
 
 def test_blocked_time_on_every_stream(make_trace) -> None:  # noqa: ANN001
     """HTA keys its result by rank, so only one stream per rank survives."""
-    p = make_trace([
-        R("cudaLaunchKernel", 0, 1, 1), R("cudaLaunchKernel", 1, 1, 2), K("a", 10, 1, 1, stream=7), K("b", 11, 1, 2, stream=7),
-        R("cudaLaunchKernel", 2, 1, 3), R("cudaLaunchKernel", 3, 1, 4), K("c", 20, 1, 3, stream=9), K("d", 21, 1, 4, stream=9),
-    ])
+    p = make_trace(
+        [
+            R("cudaLaunchKernel", 0, 1, 1),
+            R("cudaLaunchKernel", 1, 1, 2),
+            K("a", 10, 1, 1, stream=7),
+            K("b", 11, 1, 2, stream=7),
+            R("cudaLaunchKernel", 2, 1, 3),
+            R("cudaLaunchKernel", 3, 1, 4),
+            K("c", 20, 1, 3, stream=9),
+            K("d", 21, 1, 4, stream=9),
+        ]
+    )
     a = _ta(p)
     b = a.get_time_spent_blocked_on_full_queue(a.get_queue_length_time_series(), max_queue_length=2)
     assert b["stream"].tolist() == [7, 9]
@@ -57,7 +65,10 @@ def test_graph_launch_owns_its_kernels(data) -> None:  # noqa: ANN001
     assert g["gpu_count"] == 421
     q = run_analysis("queue", run)["series"]
     assert q.filter(pl.col("event") == "launch").height == t["gpu_count"].sum()
-    assert run_analysis("queue", run, hta_apis=True)["series"].filter(pl.col("event") == "launch").height < t["gpu_count"].sum()
+    assert (
+        run_analysis("queue", run, hta_apis=True)["series"].filter(pl.col("event") == "launch").height
+        < t["gpu_count"].sum()
+    )
 
 
 def test_sequences_on_ns_trace(data) -> None:  # noqa: ANN001
@@ -77,18 +88,30 @@ def test_single_rank_stragglers_return_empty(data) -> None:  # noqa: ANN001
 def test_equal_time_launch_before_start(make_trace) -> None:  # noqa: ANN001
     """At equal timestamps a launch (+1) precedes a kernel start (−1); HTA's order there comes
     from an unstable quicksort."""
-    run = ranksight.load(make_trace([R("cudaLaunchKernel", 0, 1, 1), K("a", 5, 1, 1), R("cudaLaunchKernel", 5, 1, 2), K("b", 9, 1, 2)]))
+    run = ranksight.load(
+        make_trace([R("cudaLaunchKernel", 0, 1, 1), K("a", 5, 1, 1), R("cudaLaunchKernel", 5, 1, 2), K("b", 9, 1, 2)])
+    )
     assert run_analysis("queue", run)["series"]["queue_length"].to_list() == [1, 2, 1, 0]
 
 
 def test_annotation_others_stats_are_over_events(make_trace) -> None:  # noqa: ANN001
     """With more names than num_kernels HTA's 'others' row has the stats of the per-name sums."""
-    p = make_trace([X("a", "user_annotation", 0, 10), X("b", "user_annotation", 20, 4), X("b", "user_annotation", 30, 2),
-                    X("c", "user_annotation", 40, 1)])
-    df = _ta(p).get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False, num_kernels=1, duration_ratio=1.0)
+    p = make_trace(
+        [
+            X("a", "user_annotation", 0, 10),
+            X("b", "user_annotation", 20, 4),
+            X("b", "user_annotation", 30, 2),
+            X("c", "user_annotation", 40, 1),
+        ]
+    )
+    df = _ta(p).get_gpu_user_annotation_breakdown(
+        use_gpu_annotation=False, visualize=False, num_kernels=1, duration_ratio=1.0
+    )
     oth = df[df["name"] == "others"].iloc[0]
     assert (oth["sum (us)"], oth["max (us)"], oth["min (us)"]) == (7.0, 4.0, 1.0)  # events 4, 2, 1
-    hta = _ta(p, hta_compat=True).get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False, num_kernels=1, duration_ratio=1.0)
+    hta = _ta(p, hta_compat=True).get_gpu_user_annotation_breakdown(
+        use_gpu_annotation=False, visualize=False, num_kernels=1, duration_ratio=1.0
+    )
     h = hta[hta["name"] == "others"].iloc[0]
     assert (h["sum (us)"], h["max (us)"], h["min (us)"]) == (7.0, 6.0, 1.0)  # sums of b (6) and c (1)
 

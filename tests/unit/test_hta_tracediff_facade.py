@@ -12,10 +12,46 @@ from ranksight.hta import DeviceType, LabeledTrace, TraceDiff  # noqa: E402
 EV = [
     {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 20},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12, "dur": 3, "args": {"correlation": 5}},
-    {"ph": "X", "cat": "kernel", "name": "void gemm<float>(float*)", "pid": 0, "tid": 7, "ts": 40, "dur": 30, "args": {"correlation": 5, "stream": 7}},
-    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 80, "dur": 2, "args": {"correlation": 6, "stream": 7}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 50, "dur": 4, "args": {"correlation": 6}},
+    {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 1,
+        "tid": 1,
+        "ts": 12,
+        "dur": 3,
+        "args": {"correlation": 5},
+    },
+    {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "void gemm<float>(float*)",
+        "pid": 0,
+        "tid": 7,
+        "ts": 40,
+        "dur": 30,
+        "args": {"correlation": 5, "stream": 7},
+    },
+    {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy DtoD (Device -> Device)",
+        "pid": 0,
+        "tid": 7,
+        "ts": 80,
+        "dur": 2,
+        "args": {"correlation": 6, "stream": 7},
+    },
+    {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaMemcpyAsync",
+        "pid": 1,
+        "tid": 1,
+        "ts": 50,
+        "dur": 4,
+        "args": {"correlation": 6},
+    },
     {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": 1, "tid": 1, "ts": 0, "dur": 200},
 ]
 
@@ -65,7 +101,12 @@ def test_invalid_rank_and_iteration(make_trace):
 def test_same_labels_get_a_test_suffix(make_trace):
     c = LabeledTrace(label="run", trace_dir=make_trace(EV))
     df = TraceDiff.compare_traces(c, c)
-    assert list(df.columns[:4]) == ["run_counts", "run_total_duration", "run_control_test_counts", "run_control_test_total_duration"]
+    assert list(df.columns[:4]) == [
+        "run_counts",
+        "run_total_duration",
+        "run_control_test_counts",
+        "run_control_test_total_duration",
+    ]
 
 
 # ---- deliberate differences (docs/hta-differences.md, TraceDiff) -----------------------------

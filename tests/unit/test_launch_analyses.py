@@ -29,13 +29,17 @@ def R(name, ts, dur, corr, *, tid=1):  # noqa: ANN001, N802
 def graph_trace(make_trace):  # noqa: ANN001, ANN201
     """A cudaGraphLaunch (10–14 µs) owning 3 kernels, and one ordinary launch (20–22) of a 1 µs
     kernel starting at 30."""
-    return make_trace([
-        X("aten::graph_replay", "cpu_op", 5, 20),
-        R("cudaGraphLaunch", 10, 4, 100),
-        K("k1", 16, 5, 100), K("k2", 21, 3, 100), K("k3", 24, 2, 100),
-        R("cudaLaunchKernel", 20, 2, 101),
-        K("k4", 30, 1, 101),
-    ])
+    return make_trace(
+        [
+            X("aten::graph_replay", "cpu_op", 5, 20),
+            R("cudaGraphLaunch", 10, 4, 100),
+            K("k1", 16, 5, 100),
+            K("k2", 21, 3, 100),
+            K("k3", 24, 2, 100),
+            R("cudaLaunchKernel", 20, 2, 101),
+            K("k4", 30, 1, 101),
+        ]
+    )
 
 
 def test_graph_launch_is_one_launch_with_three_children(graph_trace) -> None:  # noqa: ANN001
@@ -62,11 +66,21 @@ def test_findings_use_cutoffs(graph_trace) -> None:  # noqa: ANN001
 def test_queue_length_with_overlapping_launches(make_trace) -> None:  # noqa: ANN001
     """Launches at 0, 2, 4 (stream 7) whose kernels start at 5, 9, 12: the queue is 1,2,3 then
     drops 2,1,0. A graph launch at 20 with 2 kernels at 22 and 25 adds one point per child at 20."""
-    run = ranksight.load(make_trace([
-        R("cudaLaunchKernel", 0, 1, 1), R("cudaLaunchKernel", 2, 1, 2), R("cudaLaunchKernel", 4, 1, 3),
-        K("a", 5, 4, 1), K("b", 9, 3, 2), K("c", 12, 2, 3),
-        R("cudaGraphLaunch", 20, 1, 4), K("g1", 22, 3, 4), K("g2", 25, 1, 4),
-    ]))
+    run = ranksight.load(
+        make_trace(
+            [
+                R("cudaLaunchKernel", 0, 1, 1),
+                R("cudaLaunchKernel", 2, 1, 2),
+                R("cudaLaunchKernel", 4, 1, 3),
+                K("a", 5, 4, 1),
+                K("b", 9, 3, 2),
+                K("c", 12, 2, 3),
+                R("cudaGraphLaunch", 20, 1, 4),
+                K("g1", 22, 3, 4),
+                K("g2", 25, 1, 4),
+            ]
+        )
+    )
     res = run_analysis("queue", run, max_queue_length=3)
     s = res["series"]
     assert s["queue_length"].to_list() == [1, 2, 3, 2, 1, 0, 1, 2, 1, 0]
@@ -83,22 +97,46 @@ def test_queue_length_with_overlapping_launches(make_trace) -> None:  # noqa: AN
 
 
 def test_blocked_time_for_every_stream(make_trace) -> None:  # noqa: ANN001
-    run = ranksight.load(make_trace([
-        R("cudaLaunchKernel", 0, 1, 1), R("cudaLaunchKernel", 1, 1, 2), K("a", 10, 1, 1, stream=7), K("b", 11, 1, 2, stream=7),
-        R("cudaLaunchKernel", 2, 1, 3), R("cudaLaunchKernel", 3, 1, 4), K("c", 20, 1, 3, stream=9), K("d", 21, 1, 4, stream=9),
-    ]))
+    run = ranksight.load(
+        make_trace(
+            [
+                R("cudaLaunchKernel", 0, 1, 1),
+                R("cudaLaunchKernel", 1, 1, 2),
+                K("a", 10, 1, 1, stream=7),
+                K("b", 11, 1, 2, stream=7),
+                R("cudaLaunchKernel", 2, 1, 3),
+                R("cudaLaunchKernel", 3, 1, 4),
+                K("c", 20, 1, 3, stream=9),
+                K("d", 21, 1, 4, stream=9),
+            ]
+        )
+    )
     blocked = run_analysis("queue", run, max_queue_length=2)["blocked"]
     assert blocked.select("stream", "duration_at_max_queue_length_us").rows() == [(7, 9.0), (9, 17.0)]
 
 
 def test_memcpy_bandwidth_without_arg(make_trace) -> None:  # noqa: ANN001
     """2,000,000 bytes in 1 µs HtoD = 2000 GB/s computed; a DtoH copy with Kineto's arg keeps it."""
-    run = ranksight.load(make_trace([
-        R("cudaMemcpyAsync", 0, 1, 1), K("Memcpy HtoD (Pageable -> Device)", 2, 1, 1, cat="gpu_memcpy", bytes=2_000_000),
-        R("cudaMemcpyAsync", 3, 1, 2),
-        K("Memcpy DtoH (Device -> Pageable)", 5, 2, 2, cat="gpu_memcpy", bytes=1000, **{"memory bandwidth (GB/s)": 0.75}),
-        R("cudaMemsetAsync", 6, 1, 3), K("Memset (Device)", 8, 1, 3, cat="gpu_memset", bytes=4),
-    ]))
+    run = ranksight.load(
+        make_trace(
+            [
+                R("cudaMemcpyAsync", 0, 1, 1),
+                K("Memcpy HtoD (Pageable -> Device)", 2, 1, 1, cat="gpu_memcpy", bytes=2_000_000),
+                R("cudaMemcpyAsync", 3, 1, 2),
+                K(
+                    "Memcpy DtoH (Device -> Pageable)",
+                    5,
+                    2,
+                    2,
+                    cat="gpu_memcpy",
+                    bytes=1000,
+                    **{"memory bandwidth (GB/s)": 0.75},
+                ),
+                R("cudaMemsetAsync", 6, 1, 3),
+                K("Memset (Device)", 8, 1, 3, cat="gpu_memset", bytes=4),
+            ]
+        )
+    )
     res = run_analysis("memcpy-bw", run)
     cp = {r["copy_kind"]: r for r in res["copies"].iter_rows(named=True)}
     assert cp["Memcpy HtoD"]["bw_gbps"] == 2000.0 and cp["Memcpy HtoD"]["bw_source"] == "bytes/dur"
@@ -115,12 +153,20 @@ def test_memcpy_bandwidth_without_arg(make_trace) -> None:  # noqa: ANN001
 def test_op_kernels_innermost_op_on_the_same_thread(make_trace) -> None:  # noqa: ANN001
     """aten::linear (0–20) ⊃ aten::addmm (2–18) launching two kernels; a launch on another
     thread inside the time of aten::linear is not attributed to it."""
-    run = ranksight.load(make_trace([
-        X("aten::linear", "cpu_op", 0, 20), X("aten::addmm", "cpu_op", 2, 16),
-        R("cudaLaunchKernel", 4, 2, 1), R("cudaLaunchKernel", 8, 2, 2),
-        K("gemm", 10, 5, 1), K("bias", 15, 1, 2),
-        R("cudaLaunchKernel", 5, 1, 3, tid=2), K("other", 30, 1, 3),
-    ]))
+    run = ranksight.load(
+        make_trace(
+            [
+                X("aten::linear", "cpu_op", 0, 20),
+                X("aten::addmm", "cpu_op", 2, 16),
+                R("cudaLaunchKernel", 4, 2, 1),
+                R("cudaLaunchKernel", 8, 2, 2),
+                K("gemm", 10, 5, 1),
+                K("bias", 15, 1, 2),
+                R("cudaLaunchKernel", 5, 1, 3, tid=2),
+                K("other", 30, 1, 3),
+            ]
+        )
+    )
     t = run_analysis("op-kernels", run)["op_kernels"]
     assert t.rows() == [(0, "aten::addmm", "gemm -> bias", 1, 2.0, 6.0)]  # launch 4 − op 2; kernel 10 − launch 4
 
@@ -137,7 +183,8 @@ def test_sequences_group_by_exact_pattern(make_trace) -> None:  # noqa: ANN001
     run = ranksight.load(make_trace(ev))
     res = run_analysis("sequences", run, op="aten::linear", min_pattern_len=2)
     assert res["patterns"].select("pattern", "count", "gpu_dur_us", "cpu_dur_us").rows() == [
-        ("aten::linear|mm|add", 2, 16.0, 100.0), ("aten::linear|mm|add|relu", 1, 12.0, 50.0),
+        ("aten::linear|mm|add", 2, 16.0, 100.0),
+        ("aten::linear|mm|add|relu", 1, 12.0, 50.0),
     ]
     assert run_analysis("sequences", run, op="aten::linear", min_pattern_len=3)["patterns"]["count"].to_list() == [1]
 
@@ -149,7 +196,13 @@ def test_late_start_names_the_late_rank_on_ncclDevKernel(make_trace, tmp_path) -
         ev = [
             X("ProfilerStep#1", "user_annotation", 0, 100),
             R("cudaLaunchKernel", 10, 2, 1),
-            K("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", start, 120 - start, 1, stream=20),
+            K(
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                start,
+                120 - start,
+                1,
+                stream=20,
+            ),
         ]
         paths[r] = make_trace(ev, name=f"rank{r}.json", distributedInfo={"rank": r, "world_size": 3})
     run = ranksight.load(paths)
@@ -162,10 +215,16 @@ def test_late_start_names_the_late_rank_on_ncclDevKernel(make_trace, tmp_path) -
 
 
 def test_annotations_stats(make_trace) -> None:  # noqa: ANN001
-    run = ranksight.load(make_trace([
-        X("fwd", "user_annotation", 0, 10), X("fwd", "user_annotation", 20, 20), X("opt", "user_annotation", 50, 5),
-        X("fwd", "gpu_user_annotation", 3, 12, pid=0, tid=7),
-    ]))
+    run = ranksight.load(
+        make_trace(
+            [
+                X("fwd", "user_annotation", 0, 10),
+                X("fwd", "user_annotation", 20, 20),
+                X("opt", "user_annotation", 50, 5),
+                X("fwd", "gpu_user_annotation", 3, 12, pid=0, tid=7),
+            ]
+        )
+    )
     t = run_analysis("annotations", run)["annotations"]
     fwd = t.filter((pl.col("side") == "cpu") & (pl.col("name") == "fwd")).row(0, named=True)
     assert (fwd["count"], fwd["sum_us"], fwd["mean_us"], fwd["min_us"], fwd["max_us"]) == (2, 30.0, 15.0, 10.0, 20.0)
@@ -176,10 +235,16 @@ def test_annotations_stats(make_trace) -> None:  # noqa: ANN001
 
 
 def test_steps_table(make_trace) -> None:  # noqa: ANN001
-    run = ranksight.load(make_trace([
-        X("ProfilerStep#3", "user_annotation", 0, 50), R("cudaLaunchKernel", 10, 2, 1), K("k", 40, 30, 1),
-        X("ProfilerStep#4", "user_annotation", 50, 40),
-    ]))
+    run = ranksight.load(
+        make_trace(
+            [
+                X("ProfilerStep#3", "user_annotation", 0, 50),
+                R("cudaLaunchKernel", 10, 2, 1),
+                K("k", 40, 30, 1),
+                X("ProfilerStep#4", "user_annotation", 50, 40),
+            ]
+        )
+    )
     t = run_analysis("steps", run)["steps"]
     assert t.select("step", "cpu_dur_us", "gpu_span_us", "kernels").rows() == [(3, 50.0, 30.0, 1), (4, 40.0, None, 0)]
 

@@ -19,8 +19,23 @@ def op(name, ts, dur, tid=1):
 
 
 def mem(ts, addr, nbytes, alloc, reserved, dtype=1, did=0, tid=1):
-    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": tid, "ts": ts,
-            "args": {"Addr": addr, "Bytes": nbytes, "Total Allocated": alloc, "Total Reserved": reserved, "Device Type": dtype, "Device Id": did}}
+    return {
+        "ph": "i",
+        "s": "t",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "args": {
+            "Addr": addr,
+            "Bytes": nbytes,
+            "Total Allocated": alloc,
+            "Total Reserved": reserved,
+            "Device Type": dtype,
+            "Device Id": did,
+        },
+    }
 
 
 def events():
@@ -28,8 +43,19 @@ def events():
     # aten::add [60, 80) allocates 2 GiB at 65 (the peak: 3 GiB of 8 GiB reserved); the linear's
     # block is freed at 70, the add's at 90. A free at 5 has no allocation (allocated before).
     return [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {}},
-        op("aten::linear", 10, 40), op("aten::empty", 12, 2), op("aten::add", 60, 20),
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+            "args": {},
+        },
+        op("aten::linear", 10, 40),
+        op("aten::empty", 12, 2),
+        op("aten::add", 60, 20),
         mem(5, 999, -GIB, 0, 8 * GIB),
         mem(13, 100, GIB, GIB, 8 * GIB),
         mem(65, 200, 2 * GIB, 3 * GIB, 8 * GIB),
@@ -41,7 +67,9 @@ def events():
 
 @pytest.fixture
 def run(make_trace):
-    return ranksight.load(make_trace(events(), deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 10 * GIB}]))
+    return ranksight.load(
+        make_trace(events(), deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 10 * GIB}])
+    )
 
 
 def test_peak_op_capacity_and_fragmentation(run):
@@ -51,7 +79,9 @@ def test_peak_op_capacity_and_fragmentation(run):
     assert g["peak_allocated_bytes"] == 3 * GIB and g["peak_op"] == "aten::add" and g["peak_step"] == 1
     assert g["peak_time_ms"] == pytest.approx(0.065)  # 65 µs after the first event (the step at 0)
     assert g["peak_reserved_bytes"] == 8 * GIB and g["capacity_bytes"] == 10 * GIB
-    assert g["peak_pct_of_capacity"] == pytest.approx(30.0) and g["peak_reserved_pct_of_capacity"] == pytest.approx(80.0)
+    assert g["peak_pct_of_capacity"] == pytest.approx(30.0) and g["peak_reserved_pct_of_capacity"] == pytest.approx(
+        80.0
+    )
     assert g["fragmentation_at_peak"] == pytest.approx(1 - 3 / 8)
     assert g["max_unused_reserved_bytes"] == 8 * GIB  # at 5 µs: nothing allocated
     # time-weighted: 1 (5→13, 8 µs), 7/8 (13→65, 52), 5/8 (65→70, 5), 6/8 (70→90, 20)
@@ -65,7 +95,10 @@ def test_allocation_table_pairs_by_address(run):
     assert a["bytes"].to_list() == [GIB, 2 * GIB]
     assert a["lifetime_us"].to_list() == [57.0, 25.0]
     # the allocation inside aten::empty is charged to its caller; alloc_op keeps the innermost op
-    assert a["op"].to_list() == ["aten::linear", "aten::add"] and a["alloc_op"].to_list() == ["aten::empty", "aten::add"]
+    assert a["op"].to_list() == ["aten::linear", "aten::add"] and a["alloc_op"].to_list() == [
+        "aten::empty",
+        "aten::add",
+    ]
     cpu = run_analysis("memory", run, top=0)["allocations"].filter(pl.col("device") == "cpu")
     assert cpu["free_ts_ns"].to_list() == [None] and cpu["op"].to_list() == ["aten::linear"]
 
@@ -90,7 +123,11 @@ def test_no_memory_events_is_one_line_error(make_trace):
 
 
 def test_pre_1_10_records_use_a_running_sum(data):
-    run = ranksight.load(data("kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"))
+    run = ranksight.load(
+        data(
+            "kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+        )
+    )
     res = run_analysis("memory", run)
     g = res["peaks"].filter(pl.col("device") == "cuda:0").row(0, named=True)
     assert g["allocated_source"] == "running_sum" and g["capacity_bytes"] == 34084028416
@@ -117,7 +154,10 @@ def test_timeline_option_adds_categories(data, run):
     res = run_analysis("memory", run, timeline=str(data("hta/memory_analysis/memory_timeline.raw.gz")))
     t = res["timeline_categories"]
     assert t.filter(pl.col("category") == "Total")["peak_bytes"].item() == 3082832104
-    assert t.filter(pl.col("category") == "Activation")["at_total_peak_bytes"].item() <= t.filter(pl.col("category") == "Activation")["peak_bytes"].item()
+    assert (
+        t.filter(pl.col("category") == "Activation")["at_total_peak_bytes"].item()
+        <= t.filter(pl.col("category") == "Activation")["peak_bytes"].item()
+    )
 
 
 def test_timeline_rejects_a_trace(data):

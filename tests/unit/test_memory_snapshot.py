@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranksight.views.memory_snapshot import history_curve, snapshot_tables
 from ranksight.errors import InputTooLargeError, RanksightError, TraceFormatError
 from ranksight.io.memory_snapshot import SafeUnpickler, read_snapshot, safe_load
+from ranksight.views.memory_snapshot import history_curve, snapshot_tables
 
 SNAPS = Path(__file__).resolve().parents[1] / "data" / "generated" / "memory_snapshots"
 
@@ -39,14 +39,19 @@ class _Reduce:
 def _evil_pickles(marker: Path) -> dict[str, bytes]:
     cmd = f"touch {marker}"
     code = f"open({str(marker)!r}, 'w').write('pwned')"
-    out = {f"os.system protocol {p}": pickle.dumps({"segments": [], "x": _Reduce(os.system, cmd)}, protocol=p) for p in range(6)}
+    out = {
+        f"os.system protocol {p}": pickle.dumps({"segments": [], "x": _Reduce(os.system, cmd)}, protocol=p)
+        for p in range(6)
+    }
     out["builtins.exec nested in a block"] = pickle.dumps(
         {"segments": [{"device": 0, "blocks": [{"size": 1, "frames": [_Reduce(exec, code)]}]}]}, protocol=4
     )
     out["eval in device_traces"] = pickle.dumps({"segments": [], "device_traces": [[_Reduce(eval, code)]]}, protocol=2)
     out["hand-written GLOBAL + REDUCE"] = f"cos\nsystem\n(S'{cmd}'\ntR.".encode()
     out["hand-written INST"] = f"(S'{cmd}'\nios\nsystem\n.".encode()
-    out["subprocess via STACK_GLOBAL"] = pickle.dumps(_Reduce(__import__("subprocess").call, ["touch", str(marker)]), protocol=5)
+    out["subprocess via STACK_GLOBAL"] = pickle.dumps(
+        _Reduce(__import__("subprocess").call, ["touch", str(marker)]), protocol=5
+    )
     return out
 
 
@@ -71,7 +76,13 @@ def test_copyreg_extension_codes_are_refused(tmp_path: Path) -> None:
     code = 0x7F00
     copyreg.add_extension("os", "system", code)
     try:
-        payload = b"\x80\x02" + b"\x83" + code.to_bytes(2, "little") + pickle.dumps((f"touch {marker}",), protocol=2)[2:-1] + b"R."
+        payload = (
+            b"\x80\x02"
+            + b"\x83"
+            + code.to_bytes(2, "little")
+            + pickle.dumps((f"touch {marker}",), protocol=2)[2:-1]
+            + b"R."
+        )
         with pytest.raises(pickle.UnpicklingError):  # the restricted unpickler alone: find_class refuses (empty cache)
             SafeUnpickler(io.BytesIO(payload)).load()
         pickle.loads(b"\x80\x02\x83" + code.to_bytes(2, "little") + b".")  # fills CPython's extension cache
@@ -140,32 +151,79 @@ A, B = 0x1000000, 0x2000000
 
 
 def hand_snapshot() -> dict:
-    seg_a = {"device": 0, "address": A, "total_size": 2 * 2**20, "allocated_size": 512, "active_size": 1536, "requested_size": 1100,
-             "stream": 0, "segment_type": "small", "segment_pool_id": (0, 0), "is_expandable": False, "blocks": [
-                 {"address": A, "size": 512, "requested_size": 100, "state": "active_allocated", "frames": [CPP, LINEAR, STEP]},
-                 {"address": A + 512, "size": 1024, "requested_size": 1000, "state": "active_awaiting_free", "frames": []},
-                 {"address": A + 1536, "size": 2 * 2**20 - 1536, "requested_size": 0, "state": "inactive", "frames": []},
-             ]}
-    seg_b = {"device": 0, "address": B, "total_size": 20 * 2**20, "allocated_size": 4 * 2**20, "active_size": 4 * 2**20,
-             "requested_size": 4_000_000, "stream": 0, "segment_type": "large", "blocks": [
-                 # an older snapshot: frames in the last history entry
-                 {"address": B, "size": 4 * 2**20, "requested_size": 4_000_000, "state": "active_allocated",
-                  "history": [{"addr": B, "real_size": 4_000_000, "frames": [CPP, INIT]}]},
-                 {"address": B + 4 * 2**20, "size": 16 * 2**20, "requested_size": 0, "state": "inactive", "frames": []},
-             ]}
-    seg_c = {"device": 1, "address": 0x3000000, "total_size": 2 * 2**20, "stream": 0, "segment_type": "small",
-             "blocks": [{"address": 0x3000000, "size": 2 * 2**20, "requested_size": 0, "state": "inactive", "frames": []}]}
+    seg_a = {
+        "device": 0,
+        "address": A,
+        "total_size": 2 * 2**20,
+        "allocated_size": 512,
+        "active_size": 1536,
+        "requested_size": 1100,
+        "stream": 0,
+        "segment_type": "small",
+        "segment_pool_id": (0, 0),
+        "is_expandable": False,
+        "blocks": [
+            {
+                "address": A,
+                "size": 512,
+                "requested_size": 100,
+                "state": "active_allocated",
+                "frames": [CPP, LINEAR, STEP],
+            },
+            {"address": A + 512, "size": 1024, "requested_size": 1000, "state": "active_awaiting_free", "frames": []},
+            {"address": A + 1536, "size": 2 * 2**20 - 1536, "requested_size": 0, "state": "inactive", "frames": []},
+        ],
+    }
+    seg_b = {
+        "device": 0,
+        "address": B,
+        "total_size": 20 * 2**20,
+        "allocated_size": 4 * 2**20,
+        "active_size": 4 * 2**20,
+        "requested_size": 4_000_000,
+        "stream": 0,
+        "segment_type": "large",
+        "blocks": [
+            # an older snapshot: frames in the last history entry
+            {
+                "address": B,
+                "size": 4 * 2**20,
+                "requested_size": 4_000_000,
+                "state": "active_allocated",
+                "history": [{"addr": B, "real_size": 4_000_000, "frames": [CPP, INIT]}],
+            },
+            {"address": B + 4 * 2**20, "size": 16 * 2**20, "requested_size": 0, "state": "inactive", "frames": []},
+        ],
+    }
+    seg_c = {
+        "device": 1,
+        "address": 0x3000000,
+        "total_size": 2 * 2**20,
+        "stream": 0,
+        "segment_type": "small",
+        "blocks": [{"address": 0x3000000, "size": 2 * 2**20, "requested_size": 0, "state": "inactive", "frames": []}],
+    }
 
     def e(t, action, addr, size, frames=()):
         return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t, "frames": list(frames)}
 
     trace0 = [
-        e(100, "segment_alloc", B, 20 * 2**20), e(110, "alloc", B, 4 * 2**20, [CPP, INIT]), e(120, "alloc", B + 4 * 2**20, 16 * 2**20, [CPP, LINEAR, STEP]),
-        e(130, "free_requested", B + 4 * 2**20, 16 * 2**20), e(140, "free_completed", B + 4 * 2**20, 16 * 2**20),
-        e(150, "segment_alloc", A, 2 * 2**20), e(160, "alloc", A, 512, [CPP, LINEAR, STEP]), e(170, "alloc", A + 512, 1024),
-        e(180, "free_requested", A + 512, 1024), e(190, "snapshot", 0, 0),
+        e(100, "segment_alloc", B, 20 * 2**20),
+        e(110, "alloc", B, 4 * 2**20, [CPP, INIT]),
+        e(120, "alloc", B + 4 * 2**20, 16 * 2**20, [CPP, LINEAR, STEP]),
+        e(130, "free_requested", B + 4 * 2**20, 16 * 2**20),
+        e(140, "free_completed", B + 4 * 2**20, 16 * 2**20),
+        e(150, "segment_alloc", A, 2 * 2**20),
+        e(160, "alloc", A, 512, [CPP, LINEAR, STEP]),
+        e(170, "alloc", A + 512, 1024),
+        e(180, "free_requested", A + 512, 1024),
+        e(190, "snapshot", 0, 0),
     ]
-    return {"segments": [seg_a, seg_b, seg_c], "device_traces": [trace0, []], "allocator_settings": {"expandable_segments": False}}
+    return {
+        "segments": [seg_a, seg_b, seg_c],
+        "device_traces": [trace0, []],
+        "allocator_settings": {"expandable_segments": False},
+    }
 
 
 LEVELS = [0, 4194304, 20971520, 20971520, 4194304, 4194304, 4194816, 4195840, 4195840, 4195840]
@@ -184,28 +242,55 @@ def test_hand_snapshot_tables_exact(tmp_path: Path) -> None:
     d0, d1 = d["cuda:0"], d["cuda:1"]
     assert (d0["segments"], d0["blocks"], d0["reserved_bytes"]) == (2, 5, 23068672)
     assert (d0["allocated_bytes"], d0["requested_bytes"], d0["rounding_bytes"]) == (4194816, 4000100, 194716)
-    assert (d0["pending_free_bytes"], d0["cached_free_bytes"], d0["largest_free_block_bytes"]) == (1024, 18872832, 16777216)
+    assert (d0["pending_free_bytes"], d0["cached_free_bytes"], d0["largest_free_block_bytes"]) == (
+        1024,
+        18872832,
+        16777216,
+    )
     assert d0["fragmentation"] == pytest.approx(1 - 4194816 / 23068672)
-    assert (d0["history_actions"], d0["peak_allocated_bytes"], d0["peak_reserved_bytes"], d0["ooms"]) == (10, 20971520, 23068672, 0)
+    assert (d0["history_actions"], d0["peak_allocated_bytes"], d0["peak_reserved_bytes"], d0["ooms"]) == (
+        10,
+        20971520,
+        23068672,
+        0,
+    )
     assert d0["peak_time_ms"] == pytest.approx(0.02)
-    assert (d1["reserved_bytes"], d1["allocated_bytes"], d1["fragmentation"], d1["peak_allocated_bytes"], d1["history_actions"]) == (
-        2097152, 0, 1.0, 0, 0)
+    assert (
+        d1["reserved_bytes"],
+        d1["allocated_bytes"],
+        d1["fragmentation"],
+        d1["peak_allocated_bytes"],
+        d1["history_actions"],
+    ) == (2097152, 0, 1.0, 0, 0)
     curve = tabs["snapshot_curve"].filter(pl.col("device") == "cuda:0")
     assert curve["allocated_bytes"].to_list() == LEVELS and curve["reserved_bytes"].to_list() == RESERVED
     assert curve["time_ms"].to_list() == pytest.approx([i * 0.01 for i in range(10)])
     blocks = tabs["snapshot_blocks"]
     assert blocks.select("size", "requested_size", "top_frame").rows() == [
-        (4194304, 4000000, "__init__ (work/model.py:5)"), (512, 100, "step (work/train.py:10)")]
+        (4194304, 4000000, "__init__ (work/model.py:5)"),
+        (512, 100, "step (work/train.py:10)"),
+    ]
     assert blocks["stack"][1] == "forward (modules/linear.py:125); step (work/train.py:10)"
     allocs = tabs["snapshot_allocs"]
     assert allocs.select("size", "freed", "lifetime_ms").rows() == [
-        (16777216, True, pytest.approx(0.02)), (4194304, False, None), (1024, False, None), (512, False, None)]
+        (16777216, True, pytest.approx(0.02)),
+        (4194304, False, None),
+        (1024, False, None),
+        (512, False, None),
+    ]
     assert allocs["top_frame"].to_list()[:2] == ["step (work/train.py:10)", "__init__ (work/model.py:5)"]
     assert allocs["top_frame"][2] is None  # no frames recorded
-    segs = tabs["snapshot_segments"].filter(pl.col("device") == "cuda:0").select("segment_type", "reserved_bytes", "allocated_bytes")
+    segs = (
+        tabs["snapshot_segments"]
+        .filter(pl.col("device") == "cuda:0")
+        .select("segment_type", "reserved_bytes", "allocated_bytes")
+    )
     assert segs.rows() == [("large", 20971520, 4194304), ("small", 2097152, 512)]
     by_frame = tabs["snapshot_by_frame"]
-    assert by_frame.select("top_frame", "bytes").rows() == [("__init__ (work/model.py:5)", 4194304), ("step (work/train.py:10)", 512)]
+    assert by_frame.select("top_frame", "bytes").rows() == [
+        ("__init__ (work/model.py:5)", 4194304),
+        ("step (work/train.py:10)", 512),
+    ]
     assert "snapshot_oom" not in tabs
     assert any("anchored" in n for n in notes)
 
@@ -242,14 +327,25 @@ def test_fixtures_match_the_simulation(name: str) -> None:
         assert c["reserved_bytes"].to_list() == e["levels_reserved"]
         d = dev[f"cuda:{e['device']}"]
         assert (d["peak_allocated_bytes"], d["allocated_bytes"], d["reserved_bytes"]) == (
-            e["peak_allocated_bytes"], e["final_allocated_bytes"], e["final_reserved_bytes"])
+            e["peak_allocated_bytes"],
+            e["final_allocated_bytes"],
+            e["final_reserved_bytes"],
+        )
         assert (d["segments"], d["blocks"], d["largest_free_block_bytes"], d["ooms"]) == (
-            e["segments"], e["blocks"], e["largest_free_block_bytes"], e["ooms"])
+            e["segments"],
+            e["blocks"],
+            e["largest_free_block_bytes"],
+            e["ooms"],
+        )
         allocs = tabs["snapshot_allocs"].filter(pl.col("device") == f"cuda:{e['device']}")
         assert allocs.height == e["allocs"]
     if "oom" in name:
         oom = tabs["snapshot_oom"].row(0, named=True)
-        assert (oom["device"], oom["requested_bytes"], oom["device_free_bytes"]) == ("cuda:1", 268435456, 1536 * 2**20 - 1365245952)
+        assert (oom["device"], oom["requested_bytes"], oom["device_free_bytes"]) == (
+            "cuda:1",
+            268435456,
+            1536 * 2**20 - 1365245952,
+        )
         assert any("out-of-memory" in n for n in notes)
 
 
@@ -298,26 +394,71 @@ def _f(name: str, filename: str = "??") -> dict:
     return {"name": name, "filename": filename, "line": 0}
 
 
-UNWIND = [_f("torch::unwind::unwind()"), _f("torch::CapturedTraceback::gather(bool, bool, bool)"),
-          _f("torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp"),
-          _f("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(unsigned long, CUstream_st*)", "CUDACachingAllocator.cpp")]
+UNWIND = [
+    _f("torch::unwind::unwind()"),
+    _f("torch::CapturedTraceback::gather(bool, bool, bool)"),
+    _f("torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp"),
+    _f(
+        "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(unsigned long, CUstream_st*)",
+        "CUDACachingAllocator.cpp",
+    ),
+]
 
 
 def test_cpp_only_stacks_name_the_first_frame_that_is_not_bookkeeping(tmp_path: Path) -> None:
-    workspace = [*UNWIND, _f("at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)", ""),
-                 _f("at::cuda::getCurrentCUDABlasHandle()"), _f("__clone")]
-    factory = [*UNWIND, _f("at::detail::empty_generic(c10::ArrayRef<long>, c10::Allocator*)"),
-               _f("at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)"),
-               _f("c10::impl::wrap_kernel_functor_unboxed_<...>::call(...)", "RegisterCUDA_0.cpp"),
-               _f("at::_ops::nll_loss_backward::call(at::Tensor const&)"),
-               _f("at::meta::structured_nll_loss_backward::meta(at::Tensor const&)"), _f("_PyEval_EvalFrameDefault")]
+    workspace = [
+        *UNWIND,
+        _f("at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)", ""),
+        _f("at::cuda::getCurrentCUDABlasHandle()"),
+        _f("__clone"),
+    ]
+    factory = [
+        *UNWIND,
+        _f("at::detail::empty_generic(c10::ArrayRef<long>, c10::Allocator*)"),
+        _f("at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)"),
+        _f("c10::impl::wrap_kernel_functor_unboxed_<...>::call(...)", "RegisterCUDA_0.cpp"),
+        _f("at::_ops::nll_loss_backward::call(at::Tensor const&)"),
+        _f("at::meta::structured_nll_loss_backward::meta(at::Tensor const&)"),
+        _f("_PyEval_EvalFrameDefault"),
+    ]
     only_bookkeeping = list(UNWIND)
-    seg = {"device": 0, "address": A, "total_size": 3 << 20, "stream": 0, "segment_type": "large", "blocks": [
-        {"address": A, "size": 1 << 20, "requested_size": 1 << 20, "state": "active_allocated", "frames": workspace},
-        {"address": A + (1 << 20), "size": 1 << 19, "requested_size": 1 << 19, "state": "active_allocated", "frames": factory},
-        {"address": A + (3 << 19), "size": 1 << 18, "requested_size": 1 << 18, "state": "active_allocated", "frames": only_bookkeeping},
-        {"address": A + (7 << 18), "size": (3 << 20) - (7 << 18), "requested_size": 0, "state": "inactive", "frames": []},
-    ]}
+    seg = {
+        "device": 0,
+        "address": A,
+        "total_size": 3 << 20,
+        "stream": 0,
+        "segment_type": "large",
+        "blocks": [
+            {
+                "address": A,
+                "size": 1 << 20,
+                "requested_size": 1 << 20,
+                "state": "active_allocated",
+                "frames": workspace,
+            },
+            {
+                "address": A + (1 << 20),
+                "size": 1 << 19,
+                "requested_size": 1 << 19,
+                "state": "active_allocated",
+                "frames": factory,
+            },
+            {
+                "address": A + (3 << 19),
+                "size": 1 << 18,
+                "requested_size": 1 << 18,
+                "state": "active_allocated",
+                "frames": only_bookkeeping,
+            },
+            {
+                "address": A + (7 << 18),
+                "size": (3 << 20) - (7 << 18),
+                "requested_size": 0,
+                "state": "inactive",
+                "frames": [],
+            },
+        ],
+    }
     tabs, _ = snapshot_tables(str(write(tmp_path, {"segments": [seg]})), top=10)
     b = tabs["snapshot_blocks"]
     assert b["top_frame"].to_list() == [
@@ -325,15 +466,24 @@ def test_cpp_only_stacks_name_the_first_frame_that_is_not_bookkeeping(tmp_path: 
         "at::meta::structured_nll_loss_backward::meta(at::Tensor const&) (??:0)",
         "torch::unwind::unwind() (??:0)",  # nothing but bookkeeping: the innermost frame
     ]
-    assert b["stack"][0] == ("at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream) (:0); "
-                             "at::cuda::getCurrentCUDABlasHandle() (??:0); __clone (??:0)")
+    assert b["stack"][0] == (
+        "at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream) (:0); "
+        "at::cuda::getCurrentCUDABlasHandle() (??:0); __clone (??:0)"
+    )
     assert b["stack"][1] == "at::meta::structured_nll_loss_backward::meta(at::Tensor const&) (??:0)"
 
 
 def test_real_h100_snapshot() -> None:
     """A snapshot PyTorch 2.11 wrote on an H100 (tests/data/generated/h100/memory-snapshot; C++ and
     Python frames): totals equal the pickle's own sums, no top frame is bookkeeping."""
-    path = Path(__file__).resolve().parents[1] / "data" / "generated" / "h100" / "memory-snapshot" / "train_2steps.pickle.gz"
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "data"
+        / "generated"
+        / "h100"
+        / "memory-snapshot"
+        / "train_2steps.pickle.gz"
+    )
     with gzip.open(path) as f:
         raw = pickle.load(f)  # noqa: S301 - our own fixture; ranksight itself reads it with SafeUnpickler
     segs = raw["segments"]
@@ -350,6 +500,8 @@ def test_real_h100_snapshot() -> None:
     assert tops.null_count() == 0
     assert not tops.str.contains("unwind|CapturedTraceback|CUDACachingAllocator").any()
     assert tops.str.contains(r"^_train_step \(h100/make\.py:\d+\)$").any()  # Python frames name the user's code
-    assert tops.str.starts_with("at::cuda::setWorkspaceForHandle").sum() == 1  # the cuBLAS workspace (autograd thread: no Python)
+    assert (
+        tops.str.starts_with("at::cuda::setWorkspaceForHandle").sum() == 1
+    )  # the cuBLAS workspace (autograd thread: no Python)
     allocs = tabs["snapshot_allocs"]["top_frame"].drop_nulls()
     assert not allocs.str.contains("unwind|CUDACachingAllocator|empty_generic|empty_strided").any()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-
-import polars as pl
 import pytest
 
 import ranksight
@@ -31,8 +29,26 @@ def op(name, ts, dur, tid=1, dims=None, types=None, concrete=None):
 
 def launch(ts, corr, kernel_ts, kernel_dur, tid=1, name="gemm_kernel"):
     return [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": ts, "dur": 1, "args": {"correlation": corr}},
-        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": kernel_ts, "dur": kernel_dur, "args": {"correlation": corr, "device": 0, "stream": 7}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": tid,
+            "ts": ts,
+            "dur": 1,
+            "args": {"correlation": corr},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": kernel_ts,
+            "dur": kernel_dur,
+            "args": {"correlation": corr, "device": 0, "stream": 7},
+        },
     ]
 
 
@@ -59,7 +75,11 @@ def test_modules_times(make_trace):
     assert list(m) == ["Model_0", "Model_0/Linear_0", "Model_0/Linear_1"]
     assert (m["Model_0"]["host_total_us"], m["Model_0"]["host_self_us"]) == (100.0, 50.0)
     assert (m["Model_0"]["device_total_us"], m["Model_0"]["device_self_us"]) == (28.0, 3.0)
-    assert (m["Model_0/Linear_0"]["device_total_us"], m["Model_0/Linear_0"]["ops"], m["Model_0/Linear_0"]["depth"]) == (20.0, 1, 1)
+    assert (m["Model_0/Linear_0"]["device_total_us"], m["Model_0/Linear_0"]["ops"], m["Model_0/Linear_0"]["depth"]) == (
+        20.0,
+        1,
+        1,
+    )
     assert m["Model_0/Linear_1"]["host_self_us"] == 20.0 and m["Model_0"]["ops"] == 1
     assert m["Model_0/Linear_1"]["module"] == "  Linear_1"
 
@@ -73,7 +93,16 @@ def test_modules_missing_is_one_line(make_trace):
 
 
 def step(n, ts, dur):
-    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+    return {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": f"ProfilerStep#{n}",
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "dur": dur,
+        "args": {},
+    }
 
 
 def mfu_events():
@@ -86,7 +115,13 @@ def mfu_events():
     return [
         step(1, 0, 1000),
         op("aten::linear", 10, 100, dims=lin),
-        op("aten::addmm", 20, 80, dims=[[4096], [1024, 4096], [4096, 4096], [], []], types=["c10::BFloat16"] * 3 + ["Scalar"] * 2),
+        op(
+            "aten::addmm",
+            20,
+            80,
+            dims=[[4096], [1024, 4096], [4096, 4096], [], []],
+            types=["c10::BFloat16"] * 3 + ["Scalar"] * 2,
+        ),
         *launch(30, 1, 40, 1460),
         op("autograd::engine::evaluate_function: MmBackward0", 200, 300, tid=2),
         op("MmBackward0", 210, 280, tid=2),
@@ -135,7 +170,11 @@ def test_mfu_without_steps_uses_the_gpu_span(make_trace):
 
 
 def test_tf32_flag(make_trace):
-    ev = [step(1, 0, 1000), op("aten::mm", 10, 100, dims=[[1024, 1024], [1024, 1024]], types=["float", "float"]), *launch(20, 1, 30, 970)]
+    ev = [
+        step(1, 0, 1000),
+        op("aten::mm", 10, 100, dims=[[1024, 1024], [1024, 1024]], types=["float", "float"]),
+        *launch(20, 1, 30, 970),
+    ]
     run = ranksight.load(make_trace(ev, deviceProperties=H100))
     assert run_analysis("mfu", run)["steps"]["peak_tflop_per_s"].item() == pytest.approx(67)
     assert run_analysis("mfu", run, allow_tf32=True)["steps"]["peak_tflop_per_s"].item() == pytest.approx(494.7)

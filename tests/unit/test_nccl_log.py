@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 
 import ranksight
-from ranksight.views.comm_extract import rank_collectives
-from ranksight.views.nccl_join import join_log_to_traces, logical_operations
 from ranksight.data import example_path
 from ranksight.errors import TraceNotFoundError
 from ranksight.io.nccl_log import parse_nccl_logs
+from ranksight.views.comm_extract import rank_collectives
+from ranksight.views.nccl_join import join_log_to_traces, logical_operations
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,13 @@ def test_cluster_operations(cluster) -> None:  # noqa: ANN001
     tuned = ops.filter(pl.col("algorithm").is_not_null())
     assert (tuned["bytes"] == tuned["tuned_bytes"]).all()  # count × size (× nranks for AllGather)
     ag = ops.filter(pl.col("op") == "AllGather").row(0, named=True)
-    assert (ag["count"], ag["dtype"], ag["bytes"], ag["algorithm"], ag["protocol"]) == (131072, "bfloat16", 2097152, "RING", "LL128")
+    assert (ag["count"], ag["dtype"], ag["bytes"], ag["algorithm"], ag["protocol"]) == (
+        131072,
+        "bfloat16",
+        2097152,
+        "RING",
+        "LL128",
+    )
     small = ops.filter((pl.col("op") == "AllReduce") & (pl.col("count") == 1)).row(0, named=True)
     assert (small["algorithm"], small["protocol"], small["model_time_us"]) == ("TREE", "LL", 9.6)
     assert ops["op_count"].max() == 5  # hex opCount per communicator
@@ -68,13 +74,17 @@ def test_cluster_operations(cluster) -> None:  # noqa: ANN001
 def test_line_formats(tmp_path: Path) -> None:
     lines = [
         "h1:10:10 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
-        "h1:10:10 [0] NCCL INFO ncclCommInitRank comm 0xabc rank 3 nranks 16 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xfeed - Init START",
+        "h1:10:10 [0] NCCL INFO ncclCommInitRank comm 0xabc rank 3 nranks 16 cudaDev 0 nvmlDev 0 busId 1b000 commId "
+        "0xfeed - Init START",
         "h1:10:10 [0] NCCL INFO Channel 00/0 : 2[1] -> 3[0] via P2P/CUMEM/read",
         "h1:10:10 [0] NCCL INFO Channel 01/0 : 3[0] -> 4[0] [send] via NET/Socket/0",
         "h1:10:10 [0] NCCL INFO Channel 00 : 3[0] -> 2[1] via SHM/direct/direct",
-        "h1:10:10 [0] NCCL INFO 24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer",
-        "h1:10:10 [0] NCCL INFO ncclCommInitRank comm 0xabc rank 3 nranks 16 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xfeed - Init COMPLETE",
-        "h1:10:10 [0] NCCL INFO ReduceScatter: opCount 2a sendbuff 0x1 recvbuff 0x2 count 1024 datatype 9 op 0 root 0 comm 0xabc [nranks=16] stream 0x9",
+        "h1:10:10 [0] NCCL INFO 24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p "
+        "channels per peer",
+        "h1:10:10 [0] NCCL INFO ncclCommInitRank comm 0xabc rank 3 nranks 16 cudaDev 0 nvmlDev 0 busId 1b000 commId "
+        "0xfeed - Init COMPLETE",
+        "h1:10:10 [0] NCCL INFO ReduceScatter: opCount 2a sendbuff 0x1 recvbuff 0x2 count 1024 datatype 9 op 0 root 0 "
+        "comm 0xabc [nranks=16] stream 0x9",
         "h1:10:10 [0] 1234.567 enqueue.cc:1400 NCCL TRACE ReduceScatter: 32768 Bytes -> Algo 4 proto 2 time 12.5",
         "h1:10:10 [0] NCCL WARN Cuda failure 'out of memory'",
         "unrelated application output",

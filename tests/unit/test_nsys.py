@@ -9,13 +9,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from tests.unit.nsys_make import EPOCH_NS, gpid, kernel, make_nsys, nvtx, runtime, sql
 
 import ranksight
 from ranksight.errors import RanksightWarning, TraceFormatError, UsageError
 from ranksight.io.kineto import decode
 from ranksight.io.nsys import SIDE_SCHEMAS, decode_nsys, rank_units
 from ranksight.model.cache import CacheConfig
-from tests.unit.nsys_make import EPOCH_NS, gpid, kernel, make_nsys, nvtx, runtime, sql
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 MM = "void gemm_kernel<float>(float const*, float*)"
@@ -41,20 +41,62 @@ def basic_tables() -> dict:
             runtime(7600, 7700, 5, "cudaStreamSynchronize_v3020"),
         ],
         "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(2000, 2600, 1, MM), kernel(5500, 7500, 4, NCCL)],
-        "CUPTI_ACTIVITY_KIND_MEMCPY": [{
-            "start": 2700, "end": 2800, "deviceId": 0, "contextId": 1, "streamId": 7, "correlationId": 2, "globalPid": gpid(100),
-            "bytes": 1000, "copyKind": 1, "srcKind": 1, "dstKind": 2,
-        }],
-        "CUPTI_ACTIVITY_KIND_MEMSET": [{
-            "start": 5200, "end": 5250, "deviceId": 0, "contextId": 1, "streamId": 7, "correlationId": 3, "globalPid": gpid(100),
-            "value": 0, "bytes": 500, "memKind": 2,
-        }],
-        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [{
-            "start": 7600, "end": 7700, "deviceId": 0, "contextId": 1, "streamId": 7, "correlationId": 5, "globalPid": gpid(100),
-            "syncType": 3, "eventId": 0xFFFFFFFF, "eventSyncId": 0xFFFFFFFF,
-        }],
-        "TARGET_INFO_GPU": [{"vmId": 1 << 48, "id": 0, "name": "NVIDIA H100 80GB HBM3", "totalMemory": 85_000_000_000, "smCount": 132,
-                             "computeMajor": 9, "computeMinor": 0, "maxWarpsPerSm": 64, "threadsPerWarp": 32}],
+        "CUPTI_ACTIVITY_KIND_MEMCPY": [
+            {
+                "start": 2700,
+                "end": 2800,
+                "deviceId": 0,
+                "contextId": 1,
+                "streamId": 7,
+                "correlationId": 2,
+                "globalPid": gpid(100),
+                "bytes": 1000,
+                "copyKind": 1,
+                "srcKind": 1,
+                "dstKind": 2,
+            }
+        ],
+        "CUPTI_ACTIVITY_KIND_MEMSET": [
+            {
+                "start": 5200,
+                "end": 5250,
+                "deviceId": 0,
+                "contextId": 1,
+                "streamId": 7,
+                "correlationId": 3,
+                "globalPid": gpid(100),
+                "value": 0,
+                "bytes": 500,
+                "memKind": 2,
+            }
+        ],
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [
+            {
+                "start": 7600,
+                "end": 7700,
+                "deviceId": 0,
+                "contextId": 1,
+                "streamId": 7,
+                "correlationId": 5,
+                "globalPid": gpid(100),
+                "syncType": 3,
+                "eventId": 0xFFFFFFFF,
+                "eventSyncId": 0xFFFFFFFF,
+            }
+        ],
+        "TARGET_INFO_GPU": [
+            {
+                "vmId": 1 << 48,
+                "id": 0,
+                "name": "NVIDIA H100 80GB HBM3",
+                "totalMemory": 85_000_000_000,
+                "smCount": 132,
+                "computeMajor": 9,
+                "computeMinor": 0,
+                "maxWarpsPerSm": 64,
+                "threadsPerWarp": 32,
+            }
+        ],
         "PROCESSES": [{"globalPid": gpid(100), "pid": 100, "name": "python3"}],
     }
 
@@ -83,10 +125,28 @@ def test_basic_export_maps_every_table(basic: Path) -> None:
     t = load(basic)[0]
     ev = t.events
     kinds = dict(ev.group_by("kind").len().iter_rows())
-    assert kinds == {"user_annotation": 3, "cpu_op": 1, "cuda_runtime": 5, "kernel": 2, "memcpy": 1, "memset": 1, "sync": 1}
+    assert kinds == {
+        "user_annotation": 3,
+        "cpu_op": 1,
+        "cuda_runtime": 5,
+        "kernel": 2,
+        "memcpy": 1,
+        "memset": 1,
+        "sync": 1,
+    }
     names = set(ev["name"].cast(pl.String))
-    assert {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaStreamSynchronize", "Memcpy HtoD (Pinned -> Device)", "Memset (Device)",
-            "Stream Sync", "aten::mm", "forward", MM, NCCL} <= names
+    assert {
+        "cudaLaunchKernel",
+        "cudaMemcpyAsync",
+        "cudaStreamSynchronize",
+        "Memcpy HtoD (Pinned -> Device)",
+        "Memset (Device)",
+        "Stream Sync",
+        "aten::mm",
+        "forward",
+        MM,
+        NCCL,
+    } <= names
     assert not any(n.endswith(("_v7000", "_v3020")) for n in names)
     k1 = ev.filter(pl.col("name") == MM).row(0, named=True)
     assert (k1["ts_ns"], k1["dur_ns"], k1["end_ns"]) == (EPOCH_NS + 2000, 600, EPOCH_NS + 2600)
@@ -98,7 +158,10 @@ def test_basic_export_maps_every_table(basic: Path) -> None:
     assert (nccl["kernel_class"], k1["kernel_class"]) == ("COMMUNICATION", "COMPUTE")
     # steps from the ProfilerStep ranges; GPU work through its launch
     st = t.steps
-    assert st.select("step", "start_ns", "end_ns").rows() == [(3, EPOCH_NS + 1000, EPOCH_NS + 5000), (4, EPOCH_NS + 5000, EPOCH_NS + 9000)]
+    assert st.select("step", "start_ns", "end_ns").rows() == [
+        (3, EPOCH_NS + 1000, EPOCH_NS + 5000),
+        (4, EPOCH_NS + 5000, EPOCH_NS + 9000),
+    ]
     assert (k1["step"], nccl["step"]) == (3, 4)
     assert t.meta.base_time_ns == EPOCH_NS
     assert any("1 NVTX ranges never ended" in w for w in t.warnings)
@@ -107,7 +170,14 @@ def test_basic_export_maps_every_table(basic: Path) -> None:
 def test_side_tables_exact(basic: Path) -> None:
     t = load(basic)[0]
     k = t.with_args(t.kind("kernel").filter(pl.col("name") == MM), "kernel").row(0, named=True)
-    assert (k["grid_x"], k["grid_y"], k["grid_z"], k["block_x"], k["registers_per_thread"], k["shared_memory_bytes"]) == (4, 2, 1, 128, 32, 3072)
+    assert (
+        k["grid_x"],
+        k["grid_y"],
+        k["grid_z"],
+        k["block_x"],
+        k["registers_per_thread"],
+        k["shared_memory_bytes"],
+    ) == (4, 2, 1, 128, 32, 3072)
     assert k["blocks_per_sm"] == pytest.approx(8 / 132)
     assert k["warps_per_sm"] == pytest.approx(8 / 132 * 128 / 32)
     assert k["graph_id"] is None and k["context"] == 1
@@ -132,7 +202,10 @@ def test_columns_selected_by_name(tmp_path: Path, basic: Path) -> None:
 
 def test_enum_tables_absent_use_cuptis_values(tmp_path: Path, basic: Path) -> None:
     bare = make_nsys(tmp_path / "bare.sqlite", basic_tables(), enums=False)
-    assert decode_nsys(bare).events["name"].cast(pl.String).to_list() == decode_nsys(basic).events["name"].cast(pl.String).to_list()
+    assert (
+        decode_nsys(bare).events["name"].cast(pl.String).to_list()
+        == decode_nsys(basic).events["name"].cast(pl.String).to_list()
+    )
 
 
 def test_raw_events_are_the_sqlite_rows(basic: Path) -> None:
@@ -149,8 +222,10 @@ def test_missing_tables_are_warnings(tmp_path: Path) -> None:
     t = load(p)[0]
     assert t.events.height == 1 and t.events["ts_ns"][0] == 10  # no session start: relative ns
     w = " | ".join(t.warnings)
-    assert "tables absent from the export (data not collected): CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET, " \
+    assert (
+        "tables absent from the export (data not collected): CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET, "
         "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME, NVTX_EVENTS" in w
+    )
     assert "no TARGET_INFO_SESSION_START_TIME" in w and "no TARGET_INFO_GPU" in w
     assert t.meta.base_time_ns is None
 
@@ -164,14 +239,26 @@ def multi_tables() -> dict:
     return {
         "CUPTI_ACTIVITY_KIND_RUNTIME": rt,
         "CUPTI_ACTIVITY_KIND_KERNEL": [
-            kernel(20, 30, 1, MM, device=0), kernel(40, 50, 3, MM, device=0),
-            kernel(30, 45, 2, MM, device=1, context=2, stream=13), kernel(50, 60, 4, NCCL, device=1, context=2, stream=13),
+            kernel(20, 30, 1, MM, device=0),
+            kernel(40, 50, 3, MM, device=0),
+            kernel(30, 45, 2, MM, device=1, context=2, stream=13),
+            kernel(50, 60, 4, NCCL, device=1, context=2, stream=13),
             kernel(20, 25, 1, NCCL, pid=200, device=2, context=3),
         ],
-        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [{
-            "start": 100, "end": 110, "deviceId": 0, "contextId": 2, "streamId": 13, "correlationId": 99, "globalPid": gpid(100),
-            "syncType": 4, "eventId": 0xFFFFFFFF, "eventSyncId": 0xFFFFFFFF,
-        }],
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [
+            {
+                "start": 100,
+                "end": 110,
+                "deviceId": 0,
+                "contextId": 2,
+                "streamId": 13,
+                "correlationId": 99,
+                "globalPid": gpid(100),
+                "syncType": 4,
+                "eventId": 0xFFFFFFFF,
+                "eventSyncId": 0xFFFFFFFF,
+            }
+        ],
         "NVTX_EVENTS": [nvtx(0, 200, "train")],
     }
 
@@ -207,10 +294,16 @@ def test_rank_by_process_and_device(tmp_path: Path) -> None:
 
 def test_device_rank_keeps_processes_apart(tmp_path: Path) -> None:
     """Two processes on GPU 0 use the same correlation id: each kernel links to its own launch."""
-    p = make_nsys(tmp_path / "shared.sqlite", {
-        "CUPTI_ACTIVITY_KIND_RUNTIME": [runtime(10, 15, 1, "cudaLaunchKernel_v7000"), runtime(12, 16, 1, "cudaLaunchKernel_v7000", pid=200, tid=201)],
-        "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(20, 30, 1, MM), kernel(30, 40, 1, NCCL, pid=200, context=2)],
-    })
+    p = make_nsys(
+        tmp_path / "shared.sqlite",
+        {
+            "CUPTI_ACTIVITY_KIND_RUNTIME": [
+                runtime(10, 15, 1, "cudaLaunchKernel_v7000"),
+                runtime(12, 16, 1, "cudaLaunchKernel_v7000", pid=200, tid=201),
+            ],
+            "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(20, 30, 1, MM), kernel(30, 40, 1, NCCL, pid=200, context=2)],
+        },
+    )
     t = load(p, rank_by="device")[0]
     ev = t.events
     k = t.kind("kernel").sort("ts_ns")
@@ -220,15 +313,20 @@ def test_device_rank_keeps_processes_apart(tmp_path: Path) -> None:
 
 def test_step_range(tmp_path: Path) -> None:
     def steps(names: list[str], rng: str) -> list[int]:
-        tabs = {"NVTX_EVENTS": [nvtx(100 * i, 100 * i + 90, n) for i, n in enumerate(names)],
-                "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(5, 6, 1, MM)]}
+        tabs = {
+            "NVTX_EVENTS": [nvtx(100 * i, 100 * i + 90, n) for i, n in enumerate(names)],
+            "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(5, 6, 1, MM)],
+        }
         p = make_nsys(tmp_path / f"s{len(list(tmp_path.iterdir()))}.sqlite", tabs)
         return load(p, step_range=rng)[0].steps["step"].to_list()
 
     assert steps(["train_step", "train_step", "other", "train_step"], "train_step") == [0, 1, 2]
     assert steps(["iter 5", "iter 6", "iteration 9"], "iter") == [5, 6]
     assert steps(["iter#5", "iter#5"], "iter") == [0, 1]  # repeated numbers: numbered in time order
-    p = make_nsys(tmp_path / "none.sqlite", {"NVTX_EVENTS": [nvtx(0, 10, "x")], "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(5, 6, 1, MM)]})
+    p = make_nsys(
+        tmp_path / "none.sqlite",
+        {"NVTX_EVENTS": [nvtx(0, 10, "x")], "CUPTI_ACTIVITY_KIND_KERNEL": [kernel(5, 6, 1, MM)]},
+    )
     t = load(p, step_range="train_step")[0]
     assert t.steps.height == 0 and any("no NVTX range named 'train_step'" in w for w in t.warnings)
 
@@ -275,8 +373,11 @@ def test_cache_keeps_ranks_of_one_file_apart(tmp_path: Path) -> None:
 
 
 def test_mixed_with_kineto(tmp_path: Path, make_trace) -> None:
-    k = make_trace([{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {"device": 0}}], name="rank0.json",
-                   distributedInfo={"rank": 0})
+    k = make_trace(
+        [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {"device": 0}}],
+        name="rank0.json",
+        distributedInfo={"rank": 0},
+    )
     d = tmp_path / "mixed"
     d.mkdir()
     Path(k).rename(d / "rank0.json")
@@ -296,21 +397,34 @@ def test_h100_export_counts_match_sql(data) -> None:
     units = rank_units(p)
     for t, u in zip(run, units):
         (g,), (d,) = u.global_pids, u.devices
-        for table, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
-                            ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
-            (n, total), = sql(p, f"SELECT count(*), sum(end - start) FROM {table} WHERE globalPid = ? AND deviceId = ?", g, d)
+        for table, kind in (
+            ("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
+            ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+            ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"),
+        ):
+            ((n, total),) = sql(
+                p, f"SELECT count(*), sum(end - start) FROM {table} WHERE globalPid = ? AND deviceId = ?", g, d
+            )
             ev = t.kind(kind)
             assert (ev.height, ev["dur_ns"].sum()) == (n, total), kind
-        (n_rt,), = sql(p, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid >> 24 = ?", g >> 24)
-        (n_nvtx,), = sql(p, "SELECT count(*) FROM NVTX_EVENTS WHERE globalTid >> 24 = ? AND eventType = 59", g >> 24)
+        ((n_rt,),) = sql(p, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid >> 24 = ?", g >> 24)
+        ((n_nvtx,),) = sql(p, "SELECT count(*) FROM NVTX_EVENTS WHERE globalTid >> 24 = ? AND eventType = 59", g >> 24)
         assert t.kind("cuda_runtime").height == n_rt
         assert t.kind("cpu_op", "user_annotation").height == n_nvtx
-        (epoch,), = sql(p, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
-        (first,), = sql(p, "SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE globalPid = ? AND deviceId = ?", g, d)
+        ((epoch,),) = sql(p, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+        ((first,),) = sql(
+            p, "SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE globalPid = ? AND deviceId = ?", g, d
+        )
         assert t.kind("kernel")["ts_ns"].min() == epoch + first
-        (linked,), = sql(p, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE globalPid = ? AND deviceId = ? AND EXISTS "
-                            "(SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId = k.correlationId AND r.globalTid >> 24 = ?)",
-                         g, d, g >> 24)
+        ((linked,),) = sql(
+            p,
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE globalPid = ? AND deviceId = ? AND EXISTS "
+            "(SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId = k.correlationId AND r.globalTid >> "
+            "24 = ?)",
+            g,
+            d,
+            g >> 24,
+        )
         assert t.kind("kernel")["launch_row"].is_not_null().sum() == linked
     assert run[0].meta.host_name == "modal"
     assert any("no TARGET_INFO_GPU" in w for w in run[0].warnings)

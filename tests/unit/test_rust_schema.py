@@ -24,12 +24,35 @@ ARROW = {
 
 #: An event carrying at least one arg of every side table, a flow event, an instant.
 EVENTS = [
-    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, "dur": 2,
-     "args": {"correlation": 5, "grid": [1, 2, 3], "bytes": 8, "Input Dims": [[1, 2]], "Collective name": "ar",
-              "Addr": 1, "cuda_sync_kind": "x", "name": "n"}},
+    {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 1.5,
+        "dur": 2,
+        "args": {
+            "correlation": 5,
+            "grid": [1, 2, 3],
+            "bytes": 8,
+            "Input Dims": [[1, 2]],
+            "Collective name": "ar",
+            "Addr": 1,
+            "cuda_sync_kind": "x",
+            "name": "n",
+        },
+    },
     {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 1.5, "bp": "e"},
-    {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 3,
-     "args": {"Addr": 2, "Bytes": 4, "Device Type": 1}},
+    {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 1,
+        "tid": 1,
+        "ts": 3,
+        "args": {"Addr": 2, "Bytes": 4, "Device Type": 1},
+    },
 ]
 
 

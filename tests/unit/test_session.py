@@ -179,4 +179,6 @@ def test_registration_lists_name_every_module():
     import ranksight.cli as cli_pkg
     from ranksight.cli import COMMAND_MODULES
 
-    assert set(COMMAND_MODULES) == {m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if not m.name.startswith("_")}
+    assert set(COMMAND_MODULES) == {
+        m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if not m.name.startswith("_")
+    }

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from tests.unit.dist_traces import scenario
 
 import ranksight
 from ranksight.analyses import run_analysis
 from ranksight.data import example_path
-from tests.unit.dist_traces import scenario
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +54,7 @@ def test_min_skew_threshold_hides_small_skews(tmp_path: Path) -> None:
 
 # ---- the built-in DLRM example (8 ranks, one step): the numbers docs/stragglers.md explains ----
 
+
 def test_dlrm_collectives_match_across_all_ranks(dlrm: ranksight.Run) -> None:
     res = run_analysis("collectives", dlrm)
     inst = res["instances"]
@@ -77,7 +78,9 @@ def test_dlrm_stragglers_pinned(dlrm: ranksight.Run) -> None:
     res = run_analysis("stragglers", dlrm)
     ranks = res["ranks"]
     top = ranks.row(0, named=True)
-    assert top["rank"] == 7 and top["times_last"] == 5 and top["wait_caused_us"] == 35552.0 and top["main_cause"] == "host"
+    assert (
+        top["rank"] == 7 and top["times_last"] == 5 and top["wait_caused_us"] == 35552.0 and top["main_cause"] == "host"
+    )
     assert ranks["rank"].to_list()[:3] == [7, 5, 4]
     assert ranks["times_last"].to_list()[:3] == [5, 2, 1]
     inst = res["instances"]
@@ -89,7 +92,9 @@ def test_dlrm_stragglers_pinned(dlrm: ranksight.Run) -> None:
     assert first["wait_caused_us"] == 26435.0
     assert first["late_ranks"] == "2,6,7"  # HTA's oracle names [2, 7]
     assert first["detail"] == "launched 3402 µs late: entered step 10 3284 µs after the median rank"
-    assert res.notes[0].startswith("straggler: rank 7 arrived last at 5 of 8 collectives and cost the others 35,552 µs of wait (76 %)")
+    assert res.notes[0].startswith(
+        "straggler: rank 7 arrived last at 5 of 8 collectives and cost the others 35,552 µs of wait (76 %)"
+    )
     assert "also late there (≥ half its lateness): ranks 2, 6" in res.notes[0]
     w = res["wait_by_step"].sort("rank")
     assert w["step_10"].to_list() == [5580.0, 11125.0, 3280.0, 9571.0, 6370.0, 6041.0, 3342.0, 1534.0]
@@ -118,7 +123,10 @@ def _data_scenario(dirpath: Path, launch_tid: int) -> Path:
     starts = [(120, 620), (920, 1410), (1700, 1600)]
     ends = [800, 1500, 1800]
     for r in range(2):
-        colls = [{"start": s[r], "end": e, "launch": s[r] - 20, "seq": i, "group_size": 2, "ranks": "[0, 1]"} for i, (s, e) in enumerate(zip(starts, ends))]
+        colls = [
+            {"start": s[r], "end": e, "launch": s[r] - 20, "seq": i, "group_size": 2, "ranks": "[0, 1]"}
+            for i, (s, e) in enumerate(zip(starts, ends))
+        ]
         ev = rank_events(colls=colls, steps=[(1, 0, 2000)])
         for e in ev:
             if e["name"] in ("record_param_comms", "cudaLaunchKernel"):
@@ -135,9 +143,17 @@ def test_a_long_dataloader_fetch_is_the_data_cause(tmp_path: Path, launch_tid: i
     # median start (120 + 620) / 2 = 370: rank 1 is 250 µs late, all of it a late launch that
     # arose in the step's first segment; its fetch exceeds the median rank's (260 µs) by 240 µs
     zero = inst[0]
-    assert (zero["late_rank"], zero["lateness_us"], zero["late_launch_us"], zero["segment_us"]) == (1, 250.0, 250.0, 250.0)
+    assert (zero["late_rank"], zero["lateness_us"], zero["late_launch_us"], zero["segment_us"]) == (
+        1,
+        250.0,
+        250.0,
+        250.0,
+    )
     assert zero["cause"] == "data"
-    assert zero["detail"] == "launched 250 µs late: input pipeline (DataLoader) +240 µs over the median rank since previous collective"
+    assert (
+        zero["detail"]
+        == "launched 250 µs late: input pipeline (DataLoader) +240 µs over the median rank since previous collective"
+    )
     assert zero["evidence"] == f"[cpu] {FETCH[:60]} +240.0 µs"
     # the second: 245 µs late, all carried from the first: the first's cause, the carried sentence
     one = inst[1]
@@ -149,7 +165,10 @@ def test_a_long_dataloader_fetch_is_the_data_cause(tmp_path: Path, launch_tid: i
     assert (ranks["rank"], ranks["main_cause"], ranks["wait_caused_us"]) == (1, "data", 990.0)
     # 990 of 1090 µs of wait (91 %): named although below 2/n = 100 % (the cap is 75 %)
     assert ranks["wait_share"] == pytest.approx(990 / 1090)
-    assert res.notes[0].startswith("straggler: rank 1 arrived last at 2 of 3 collectives") and "main cause data" in res.notes[0]
+    assert (
+        res.notes[0].startswith("straggler: rank 1 arrived last at 2 of 3 collectives")
+        and "main cause data" in res.notes[0]
+    )
 
 
 def test_an_even_fetch_is_not_the_data_cause(tmp_path: Path) -> None:
@@ -159,7 +178,9 @@ def test_an_even_fetch_is_not_the_data_cause(tmp_path: Path) -> None:
     for r in range(2):  # both ranks fetch for 20 µs: rank 1's lateness is other host work
         p = d / f"rank{r}.json"
         doc = json.loads(p.read_text())
-        doc["traceEvents"] = [e for e in doc["traceEvents"] if e["name"] != FETCH] + [_x(FETCH, "user_annotation", 10, 20, tid=CPU_TID)]
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e["name"] != FETCH] + [
+            _x(FETCH, "user_annotation", 10, 20, tid=CPU_TID)
+        ]
         p.write_text(json.dumps(doc))
     inst = run_analysis("stragglers", ranksight.load(d))["instances"]
     assert inst.filter(pl.col("instance") == 0)["cause"].item() == "host"  # a GPU collective launched late

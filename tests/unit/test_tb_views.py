@@ -16,12 +16,12 @@ import pytest
 from tb_plugin_mini import MINI
 
 import ranksight
-from ranksight.views.tb_op_tree import build_op_tree
 from ranksight.analyses.gpu_metrics import gpu_metrics
 from ranksight.analyses.kernel_config import kernel_config, kernel_table
 from ranksight.analyses.ops import op_table
-from ranksight.analyses.overview import overview, step_breakdown
+from ranksight.analyses.overview import overview
 from ranksight.errors import MissingDataError
+from ranksight.views.tb_op_tree import build_op_tree
 
 US = 1000  # ns per µs
 
@@ -54,8 +54,19 @@ def test_all_categories(mini: Any) -> None:
     ops = ops_by_name(run)
     assert set(ops) == {"aten::to", "aten::nll_loss_backward"}
     to, nll = ops["aten::to"], ops["aten::nll_loss_backward"]
-    assert (to["calls"], to["host_total_us"], to["device_total_us"], to["host_self_us"], to["device_self_us"]) == (1, 60, 0, 60, 0)
-    assert (nll["host_total_us"], nll["device_total_us"], nll["host_self_us"], nll["device_self_us"]) == (70, 30, 70 - 20 - 10 - 5, 30)
+    assert (to["calls"], to["host_total_us"], to["device_total_us"], to["host_self_us"], to["device_self_us"]) == (
+        1,
+        60,
+        0,
+        60,
+        0,
+    )
+    assert (nll["host_total_us"], nll["device_total_us"], nll["host_self_us"], nll["device_self_us"]) == (
+        70,
+        30,
+        70 - 20 - 10 - 5,
+        30,
+    )
     shape = op_table(run[0], group_by="shape")
     assert shape.filter(pl.col("name") == "aten::to")["input_dims"].item() == "[[2,8,5],[],[],[],[],[],[],[]]"
     (k,) = kernel_config(run, group_by="op")["kernels"].to_dicts()
@@ -114,15 +125,32 @@ def test_no_profilerstep(mini: Any) -> None:
     assert (s["dataloader_us"], s["cpu_exec_us"], s["other_us"]) == (0, 60 + (310 - 300), 300 - (100 + 60))
     assert s["total_us"] == (320 + 100) - 100
     nll = ops_by_name(run)["aten::nll_loss_backward"]
-    assert (nll["host_total_us"], nll["device_total_us"], nll["host_self_us"], nll["device_self_us"]) == (70, 100, 70 - 20, 100)
+    assert (nll["host_total_us"], nll["device_total_us"], nll["host_self_us"], nll["device_self_us"]) == (
+        70,
+        100,
+        70 - 20,
+        100,
+    )
 
 
 def test_multiple_profilersteps_no_overlap(mini: Any) -> None:
     run = mini("multiple_profilersteps_no_overlap")
     s1, s2 = steps_us(run)
-    assert (s1["kernel_us"], s1["memcpy_us"], s1["runtime_us"], s1["cpu_exec_us"], s1["other_us"]) == (0, 40, 5, 60 - 5, 200 - 60 - 20)
+    assert (s1["kernel_us"], s1["memcpy_us"], s1["runtime_us"], s1["cpu_exec_us"], s1["other_us"]) == (
+        0,
+        40,
+        5,
+        60 - 5,
+        200 - 60 - 20,
+    )
     assert s1["total_us"] == 320 - 100
-    assert (s2["kernel_us"], s2["memcpy_us"], s2["runtime_us"], s2["cpu_exec_us"], s2["other_us"]) == (200, 0, 5, 50 - 5, 360 - 350)
+    assert (s2["kernel_us"], s2["memcpy_us"], s2["runtime_us"], s2["cpu_exec_us"], s2["other_us"]) == (
+        200,
+        0,
+        5,
+        50 - 5,
+        360 - 350,
+    )
     assert s2["total_us"] == 610 - 350
     avg = overview(run)["average"].filter(pl.col("category") == "Step")["time_us"].item()
     assert avg == ((320 - 100) + (610 - 350)) / 2
@@ -130,13 +158,23 @@ def test_multiple_profilersteps_no_overlap(mini: Any) -> None:
     assert (ops["aten::to"]["device_total_us"], ops["aten::to"]["host_self_us"]) == (40, 60 - 5)
     assert (ops["aten::mm"]["device_total_us"], ops["aten::mm"]["host_self_us"]) == (200, 50 - 5)
     (k,) = kernel_config(run, group_by="op")["kernels"].to_dicts()
-    assert (k["name"], k["op"], k["calls"], k["total_us"]) == ("void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "aten::mm", 1, 200)
+    assert (k["name"], k["op"], k["calls"], k["total_us"]) == (
+        "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>",
+        "aten::mm",
+        1,
+        200,
+    )
 
 
 def test_self_time(mini: Any) -> None:
     ops = ops_by_name(mini("self_time"))
     mm, mat = ops["aten::mm"], ops["aten::mat_mul"]
-    assert (mat["host_total_us"], mat["device_total_us"], mat["host_self_us"], mat["device_self_us"]) == (100, 20 + 16, 100 - 40 - 25, 16)
+    assert (mat["host_total_us"], mat["device_total_us"], mat["host_self_us"], mat["device_self_us"]) == (
+        100,
+        20 + 16,
+        100 - 40 - 25,
+        16,
+    )
     assert (mm["host_total_us"], mm["device_total_us"], mm["host_self_us"], mm["device_self_us"]) == (40, 20, 30, 20)
 
 
@@ -157,7 +195,13 @@ def test_last_steps_no_kernel(mini: Any) -> None:
 
 def test_pure_cpu(mini: Any) -> None:
     s1, s2 = steps_us(mini("pure_cpu"))
-    assert (s1["kernel_us"], s1["runtime_us"], s1["cpu_exec_us"], s1["other_us"], s1["total_us"]) == (0, 0, 10, 200 - 10, 200)
+    assert (s1["kernel_us"], s1["runtime_us"], s1["cpu_exec_us"], s1["other_us"], s1["total_us"]) == (
+        0,
+        0,
+        10,
+        200 - 10,
+        200,
+    )
     assert (s2["cpu_exec_us"], s2["other_us"], s2["total_us"]) == (40, 100 - 40, 100)
 
 
@@ -166,7 +210,14 @@ def test_gpu_utilization(mini: Any) -> None:
     (o,) = gpu_metrics(run)["overall"].to_dicts()
     assert o["device"] == 1
     assert o["utilization_pct"] == pytest.approx(100 * (40 + 20) / 120)
-    sm = 0.5 * (135 - 130) + 1.0 * (140 - 135) + 0.6 * (145 - 140) + 0.9 * (150 - 145) + 0.3 * (170 - 150) + 1.0 * (220 - 200)
+    sm = (
+        0.5 * (135 - 130)
+        + 1.0 * (140 - 135)
+        + 0.6 * (145 - 140)
+        + 0.9 * (150 - 145)
+        + 0.3 * (170 - 150)
+        + 1.0 * (220 - 200)
+    )
     assert o["sm_efficiency_pct"] == pytest.approx(100 * sm / (220 - 100))
     assert o["occupancy_pct"] == pytest.approx((0.6 * 10 + 0.1 * 15 + 1.0 * 25 + 0.3 * 20) / (10 + 15 + 25 + 20))
     by_name = {r["name"]: r for r in kernel_table(run[0], group_by="name").to_dicts()}
@@ -201,7 +252,10 @@ def test_tensor_core(mini: Any, rules: str) -> None:
     assert (ops["aten::conv2d"]["tc_eligible"], ops["aten::conv2d"]["tc_self_pct"]) == (True, 0.0)
     assert ops["aten::conv2d"]["tc_total_pct"] == pytest.approx(100 * 15 / (15 + 10))
     assert (ops["op_no_tc"]["tc_eligible"], ops["op_no_tc"]["tc_total_pct"]) == (False, 0.0)
-    assert (ops["aten::cudnn_convolution"]["tc_self_pct"], ops["aten::cudnn_convolution"]["tc_total_pct"]) == (100.0, 100.0)
+    assert (ops["aten::cudnn_convolution"]["tc_self_pct"], ops["aten::cudnn_convolution"]["tc_total_pct"]) == (
+        100.0,
+        100.0,
+    )
     ks = {r["name"]: r for r in kernel_table(run[0], group_by="op", tensor_core_rules=rules).to_dicts()}
     assert (ks["kernel_no_tc"]["op"], ks["kernel_no_tc"]["tensor_cores"]) == ("op_no_tc", False)
     volta = ks["volta_fp16_s884cudnn_fp16_128x128_ldg8_splitK_relu_f2f_exp_small_nhwc_tn_v1"]
@@ -262,7 +316,13 @@ def test_overview_plugin_compat_misses_them(make_trace: Callable[..., Path]) -> 
     (s,) = steps_us(run, plugin_compat=True)
     # ten names only: the NCCL kernel is a Kernel ([20,40) ∪ [45,85) = 60), c10d::allreduce_ is CPU
     # Exec, the driver call is nothing: Runtime [12,14) = 2; CPU Exec [10,12) ∪ [14,20) ∪ [40,45) = 13
-    assert (s["kernel_us"], s["communication_us"], s["runtime_us"], s["cpu_exec_us"], s["other_us"]) == (60, 0, 2, 13, 25)
+    assert (s["kernel_us"], s["communication_us"], s["runtime_us"], s["cpu_exec_us"], s["other_us"]) == (
+        60,
+        0,
+        2,
+        13,
+        25,
+    )
 
 
 def test_gpu_metrics_compute_utilization_excludes_collectives(make_trace: Callable[..., Path]) -> None:
@@ -293,12 +353,25 @@ def test_kernel_config_missing_args_stay_missing(make_trace: Callable[..., Path]
         OP("aten::mm", 0, 10, 1),
         RT("cudaLaunchKernel", 1, 1, 1, 1),
         RT("cudaLaunchKernel", 2, 1, 2, 1),
-        K("gemm", 10, 30, 1, grid=[4, 1, 1], block=[128, 1, 1], **{"blocks per SM": 2.0, "registers per thread": 32, "shared memory": 0}),
+        K(
+            "gemm",
+            10,
+            30,
+            1,
+            grid=[4, 1, 1],
+            block=[128, 1, 1],
+            **{"blocks per SM": 2.0, "registers per thread": 32, "shared memory": 0},
+        ),
         K("gemm", 50, 10, 2, grid=[4, 1, 1], block=[128, 1, 1], **{"registers per thread": 32, "shared memory": 0}),
     ]
     run = ranksight.load([make_trace(ev)])
     (k,) = kernel_config(run)["kernels"].to_dicts()
-    assert (k["grid"], k["block"], k["registers_per_thread"], k["shared_memory_bytes"]) == ("[4, 1, 1]", "[128, 1, 1]", 32, 0)
+    assert (k["grid"], k["block"], k["registers_per_thread"], k["shared_memory_bytes"]) == (
+        "[4, 1, 1]",
+        "[128, 1, 1]",
+        32,
+        0,
+    )
     assert (k["calls"], k["total_us"], k["mean_us"], k["min_us"], k["max_us"]) == (2, 40, 20, 10, 30)
     assert k["mean_blocks_per_sm"] == 2.0  # the plugin fills the missing arg with 0: (2·30 + 0·10)/40 = 1.5
     assert k["mean_est_occupancy_pct"] is None

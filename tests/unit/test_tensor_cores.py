@@ -37,7 +37,12 @@ REAL = [
     (TRITON, "triton_poi_fused__unsafe_view_mul_silu_2", False, "not:triton-pointwise"),
     (TRITON, "triton_red_fused_add_mean_mul_pow_rsqrt_0", False, "not:triton-pointwise"),
     (A100, "cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4", True, "pyprof-2019"),
-    (A100, "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16_stage4", True, "xmma"),
+    (
+        A100,
+        "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16_stage4",
+        True,
+        "xmma",
+    ),
     (A100, "cudnn_infer_ampere_scudnn_128x64_relu_xregs_large_nn_v1", False, "not:scudnn"),
     (A100, "ncclKernel_AllReduce_RING_LL_Sum_float", False, None),
     (V100, "volta_sgemm_64x64_nt", False, "not:sgemm"),
@@ -49,7 +54,12 @@ REAL = [
 # the same from ../shared (H100 Qwen, MI300 ResNet, B200 eager)
 SHARED = [
     ("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "cutlass_80_simt_sgemm", False, "not:cutlass-simt"),
-    ("tracelens/mi300/resnet_act_checkpoint.json.gz", "SubTensorOpWithCastTensor1d", False, None),  # MIOpen element-wise
+    (
+        "tracelens/mi300/resnet_act_checkpoint.json.gz",
+        "SubTensorOpWithCastTensor1d",
+        False,
+        None,
+    ),  # MIOpen element-wise
     ("tracelens/mi300/resnet_act_checkpoint.json.gz", "kernel_grouped_conv_fwd_xdl_cshuffle_v3", True, "amd-ck-mfma"),
     ("tracelens/b200/eager_trace.json.gz", "bmm_MxE4m3_MxE2m1MxE4m3_Fp32", True, "trtllm-gemm"),
     ("tracelens/b200/eager_trace.json.gz", "nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT", True, "nvjet"),
@@ -85,7 +95,9 @@ def test_real_kernel_names_shared(shared_traces: Path, rel: str, sub: str, expec
 
 def test_plugin_test_kernel() -> None:
     # the name of the plugin's test_tensor_core (Volta FP16 cuDNN)
-    assert tensor_core_rule("volta_fp16_s884cudnn_fp16_128x128_ldg8_splitK_relu_f2f_exp_small_nhwc_tn_v1") == "pyprof-2019"
+    assert (
+        tensor_core_rule("volta_fp16_s884cudnn_fp16_128x128_ldg8_splitK_relu_f2f_exp_small_nhwc_tn_v1") == "pyprof-2019"
+    )
 
 
 def test_plugin_ruleset_is_the_2019_substring_list() -> None:
@@ -127,7 +139,11 @@ def _tc_share(path: Path, ruleset: str) -> float:
     [
         ("tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz", 32.2, 76.5),
         ("tracelens/mi300/gaunernst_bert-small-uncased__1016001.json.gz", 0.0, 74.1),
-        ("kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz", 0.0, 0.0),
+        (
+            "kineto/2021-07-08_c6e5fe20/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+            0.0,
+            0.0,
+        ),
     ],
 )
 def test_share_of_kernel_time(data: Callable[[str], Path], rel: str, plugin_pct: float, current_pct: float) -> None:

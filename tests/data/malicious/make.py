@@ -32,23 +32,86 @@ def events(rank: int) -> list[dict]:
         t0 = t
         for i, name in enumerate(EVIL):
             corr += 1
-            ev.append({"ph": "X", "cat": "cpu_op", "name": f"aten::{name}", "pid": 10, "tid": 11, "ts": t, "dur": 8.0,
-                       "args": {"External id": corr, "Input Dims": [[2, 3]], "Input type": [name]}})
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": t + 1,
-                       "dur": 3.0, "args": {"correlation": corr, "External id": corr}})
-            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t + 5 + 2 * i,
-                       "dur": 5.0 + i + rank, "args": {"correlation": corr, "stream": 7, "device": rank,
-                                                       "grid": [4, 1, 1], "block": [128, 1, 1]}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": f"aten::{name}",
+                    "pid": 10,
+                    "tid": 11,
+                    "ts": t,
+                    "dur": 8.0,
+                    "args": {"External id": corr, "Input Dims": [[2, 3]], "Input type": [name]},
+                }
+            )
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 10,
+                    "tid": 11,
+                    "ts": t + 1,
+                    "dur": 3.0,
+                    "args": {"correlation": corr, "External id": corr},
+                }
+            )
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": name,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 5 + 2 * i,
+                    "dur": 5.0 + i + rank,
+                    "args": {"correlation": corr, "stream": 7, "device": rank, "grid": [4, 1, 1], "block": [128, 1, 1]},
+                }
+            )
             t += 12.0
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 10, "tid": 11,
-                   "ts": t0 - 1, "dur": t - t0 + 20})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 10,
+                "tid": 11,
+                "ts": t0 - 1,
+                "dur": t - t0 + 20,
+            }
+        )
         ev.append({"ph": "X", "cat": "user_annotation", "name": EVIL[1], "pid": 10, "tid": 11, "ts": t0, "dur": 30.0})
         corr += 1
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 10, "tid": 11, "ts": t, "dur": 4.0,
-                   "args": {"correlation": corr}})
-        ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 7,
-                   "ts": t + 60, "dur": 6.0, "args": {"correlation": corr, "stream": 7, "device": rank, "bytes": 4096,
-                                                      "memory bandwidth (GB/s)": 0.68}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaMemcpyAsync",
+                "pid": 10,
+                "tid": 11,
+                "ts": t,
+                "dur": 4.0,
+                "args": {"correlation": corr},
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "gpu_memcpy",
+                "name": "Memcpy DtoH (Device -> Pageable)",
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 60,
+                "dur": 6.0,
+                "args": {
+                    "correlation": corr,
+                    "stream": 7,
+                    "device": rank,
+                    "bytes": 4096,
+                    "memory bandwidth (GB/s)": 0.68,
+                },
+            }
+        )
         t += 100.0
     return ev
 
@@ -59,12 +122,22 @@ def main() -> None:
         doc = {
             "schemaVersion": 1,
             "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
-            "deviceProperties": [{"id": rank, "name": "NVIDIA <b>H100</b> </script>", "totalGlobalMem": 85000000000,
-                                  "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+            "deviceProperties": [
+                {
+                    "id": rank,
+                    "name": "NVIDIA <b>H100</b> </script>",
+                    "totalGlobalMem": 85000000000,
+                    "computeMajor": 9,
+                    "computeMinor": 0,
+                    "numSms": 132,
+                }
+            ],
             "traceName": EVIL[0],
             "traceEvents": events(rank),
         }
-        (here / f"rank{rank}.pt.trace.json").write_text(json.dumps(doc, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
+        (here / f"rank{rank}.pt.trace.json").write_text(
+            json.dumps(doc, indent=0, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,18 @@ import gzip
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DT = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}
+DT = {
+    "int8": 0,
+    "uint8": 1,
+    "int32": 2,
+    "uint32": 3,
+    "int64": 4,
+    "uint64": 5,
+    "float16": 6,
+    "float32": 7,
+    "float64": 8,
+    "bfloat16": 9,
+}
 SIZE = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
 
 
@@ -30,11 +41,16 @@ class Proc:
     def info(self, msg: str) -> None:
         self.lines.append(f"{self.host}:{self.pid}:{self.pid} [{self.dev}] NCCL INFO {msg}")
 
-    def coll(self, name: str, comm: str, nranks: int, count: int, dtype: int, root: int = 0, op: int = 0, bump: bool = True) -> None:
+    def coll(
+        self, name: str, comm: str, nranks: int, count: int, dtype: int, root: int = 0, op: int = 0, bump: bool = True
+    ) -> None:
         oc = self.op_count.get(comm, 0)
         self.ptr += 0x200000
         buf = 0x7F3A40000000 + self.ptr
-        self.info(f"{name}: opCount {oc:x} sendbuff 0x{buf:x} recvbuff 0x{buf + 0x100000:x} count {count} datatype {dtype} op {op} root {root} comm {comm} [nranks={nranks}] stream 0x55d6f8{self.dev:02x}e0a0")
+        self.info(
+            f"{name}: opCount {oc:x} sendbuff 0x{buf:x} recvbuff 0x{buf + 0x100000:x} count {count} datatype {dtype} "
+            f"op {op} root {root} comm {comm} [nranks={nranks}] stream 0x55d6f8{self.dev:02x}e0a0"
+        )
         if bump:
             self.op_count[comm] = oc + 1
 
@@ -59,6 +75,7 @@ def ring(n: int, shift: int) -> list[int]:
 
 # ---- cluster: 2 hosts x 4 GPUs, NCCL 2.18, world + tensor-parallel + pipeline communicators ----
 
+
 def cluster() -> None:
     hosts = ["gpu-node-a", "gpu-node-b"]
     buses = ["18000", "2a000", "3a000", "5d000"]
@@ -71,12 +88,22 @@ def cluster() -> None:
             p.info("NCCL version 2.18.3+cuda12.2")
         p.info("cudaDriverVersion 12020")
         p.info(f"Bootstrap : Using eth0:10.1.0.{1 + r // 4}<0>")
-        p.info("NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open shared object file: No such file or directory")
+        p.info(
+            "NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open shared object file: No "
+            "such file or directory"
+        )
         p.info(f"NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.1.0.{1 + r // 4}<0>")
         p.info("Using network IB")
         # world communicator, 8 ranks over 2 nodes
-        p.info(f"comm {world[r]} rank {r} nranks 8 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId 0x9a3c51e07b2d4f10 - Init START")
-        p.info(f"Setting affinity for GPU {p.dev} to ffffffff,00000000" if p.dev >= 2 else f"Setting affinity for GPU {p.dev} to ffffffff")
+        p.info(
+            f"comm {world[r]} rank {r} nranks 8 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId "
+            "0x9a3c51e07b2d4f10 - Init START"
+        )
+        p.info(
+            f"Setting affinity for GPU {p.dev} to ffffffff,00000000"
+            if p.dev >= 2
+            else f"Setting affinity for GPU {p.dev} to ffffffff"
+        )
         for c in range(2):
             p.info(f"Channel {c:02d}/02 :    " + "   ".join(str(x) for x in ring(8, 0)))
         down = r + 1 if r % 4 != 3 else -1
@@ -95,31 +122,47 @@ def cluster() -> None:
         p.info("Connected all trees")
         p.info("threadThresholds 8/8/64 | 64/8/64 | 512 | 512")
         p.info("2 coll channels, 0 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer")
-        p.info(f"comm {world[r]} rank {r} nranks 8 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId 0x9a3c51e07b2d4f10 - Init COMPLETE")
+        p.info(
+            f"comm {world[r]} rank {r} nranks 8 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId "
+            "0x9a3c51e07b2d4f10 - Init COMPLETE"
+        )
         # tensor-parallel communicator: the 4 GPUs of a node (NVLink P2P only)
         tid = "0x1f0e2d3c4b5a6978" if r < 4 else "0x2e1d3c4b5a697887"
         lr = r % 4
-        p.info(f"comm {tp[r]} rank {lr} nranks 4 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId {tid} - Init START")
+        p.info(
+            f"comm {tp[r]} rank {lr} nranks 4 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId {tid} - Init START"
+        )
         for c in range(4):
             p.info(f"Channel {c:02d}/04 :    0   1   2   3")
-        p.info(f"Trees [0] {lr + 1 if lr < 3 else -1}/-1/-1->{lr}->{lr - 1} [1] {lr + 1 if lr < 3 else -1}/-1/-1->{lr}->{lr - 1}")
+        p.info(
+            f"Trees [0] {lr + 1 if lr < 3 else -1}/-1/-1->{lr}->{lr - 1} [1] "
+            f"{lr + 1 if lr < 3 else -1}/-1/-1->{lr}->{lr - 1}"
+        )
         for c in range(4):
             p.info(f"Channel {c:02d}/0 : {lr}[{p.dev}] -> {(lr + 1) % 4}[{(p.dev + 1) % 4}] via P2P/IPC/read")
         p.info("Connected all rings")
         p.info("Connected all trees")
         p.info("4 coll channels, 0 collnet channels, 0 nvls channels, 4 p2p channels, 1 p2p channels per peer")
-        p.info(f"comm {tp[r]} rank {lr} nranks 4 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId {tid} - Init COMPLETE")
+        p.info(
+            f"comm {tp[r]} rank {lr} nranks 4 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId {tid} - Init "
+            "COMPLETE"
+        )
         # pipeline communicator: rank r with r±4 across nodes (NET/IB)
         pr = r // 4
         peer = (r + 4) % 8
         pid_ = f"0x3c4b5a69788796a{r % 4}"
-        p.info(f"comm {pp[r]} rank {pr} nranks 2 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId {pid_} - Init START")
+        p.info(
+            f"comm {pp[r]} rank {pr} nranks 2 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId {pid_} - Init START"
+        )
         p.info("Channel 00/02 :    0   1")
         p.info("Channel 01/02 :    0   1")
         p.info(f"Channel 00/0 : {pr}[{p.dev}] -> {1 - pr}[{peer % 4}] [send] via NET/IB/{p.dev % 2}")
         p.info(f"Channel 00/0 : {1 - pr}[{peer % 4}] -> {pr}[{p.dev}] [receive] via NET/IB/{p.dev % 2}")
         p.info("2 coll channels, 0 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer")
-        p.info(f"comm {pp[r]} rank {pr} nranks 2 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId {pid_} - Init COMPLETE")
+        p.info(
+            f"comm {pp[r]} rank {pr} nranks 2 cudaDev {p.dev} nvmlDev {p.dev} busId {p.bus} commId {pid_} - Init "
+            "COMPLETE"
+        )
     # two training steps: TP all-reduces, pipeline send/recv of activations, world all-reduce and all-gather
     for _step in range(2):
         for r, p in enumerate(procs):
@@ -160,7 +203,9 @@ def dlrm() -> None:
         p.info(f"Setting affinity for GPU {r} to ffffff")
         for c in range(2):
             p.info(f"Channel {c:02d}/02 :    0   1   2   3   4   5   6   7")
-        p.info(f"Trees [0] {r + 1 if r < 7 else -1}/-1/-1->{r}->{r - 1} [1] {r + 1 if r < 7 else -1}/-1/-1->{r}->{r - 1}")
+        p.info(
+            f"Trees [0] {r + 1 if r < 7 else -1}/-1/-1->{r}->{r - 1} [1] {r + 1 if r < 7 else -1}/-1/-1->{r}->{r - 1}"
+        )
         for c in range(2):
             p.info(f"Channel {c:02d}/0 : {r}[{buses[r]}] -> {(r + 1) % 8}[{buses[(r + 1) % 8]}] via P2P/IPC/read")
         p.info("Connected all rings")

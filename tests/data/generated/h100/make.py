@@ -19,8 +19,15 @@ import subprocess
 import sys
 import time
 
-CAPTURES = ("train-eager", "train-compiled", "cudagraph-infer", "ddp-gloo-2ranks", "memory-snapshot", "train-near-capacity",
-            "train-modules")
+CAPTURES = (
+    "train-eager",
+    "train-compiled",
+    "cudagraph-infer",
+    "ddp-gloo-2ranks",
+    "memory-snapshot",
+    "train-near-capacity",
+    "train-modules",
+)
 VOCAB, DIM, HEADS, LAYERS, SEQ, BATCH = 8192, 512, 8, 4, 256, 16
 
 
@@ -99,7 +106,11 @@ def _profile(torch, out, worker, activities=None, **kw):
         activities=activities or [ProfilerActivity.CPU, ProfilerActivity.CUDA],
         schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
         on_trace_ready=tensorboard_trace_handler(out, worker_name=worker, use_gzip=True),
-        record_shapes=True, profile_memory=True, with_flops=True, **kw)
+        record_shapes=True,
+        profile_memory=True,
+        with_flops=True,
+        **kw,
+    )
 
 
 def _train(out, compiled, **profile_kw):
@@ -108,8 +119,7 @@ def _train(out, compiled, **profile_kw):
     model = GPT().cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     run = torch.compile(model) if compiled else model
-    loader = torch.utils.data.DataLoader(Batches(64), batch_size=None, num_workers=2,
-                                         pin_memory=True)
+    loader = torch.utils.data.DataLoader(Batches(64), batch_size=None, num_workers=2, pin_memory=True)
     it = iter(loader)
     for _ in range(3):  # warm-up (and, compiled, compilation) outside the profiler
         x, y = next(it)
@@ -175,8 +185,9 @@ def _ddp_rank(rank, out, world):
     model = torch.nn.parallel.DistributedDataParallel(GPT().cuda(), device_ids=[0])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     # rank 1 has a slow input pipeline (30 ms per batch): the straggler the tests look for
-    loader = torch.utils.data.DataLoader(Batches(64, delay_s=0.03 if rank == 1 else 0.0),
-                                         batch_size=None, num_workers=0, pin_memory=True)
+    loader = torch.utils.data.DataLoader(
+        Batches(64, delay_s=0.03 if rank == 1 else 0.0), batch_size=None, num_workers=0, pin_memory=True
+    )
     it = iter(loader)
     for _ in range(2):
         x, y = next(it)
@@ -218,11 +229,19 @@ def _environment(out):
     corpus globs take every ``*.json`` for a trace)."""
     import torch
 
-    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
-           "nccl": ".".join(map(str, torch.cuda.nccl.version()))}
+    env = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0),
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+    }
     try:
-        env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                       capture_output=True, text=True, check=True).stdout.strip()
+        env["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         pass
     with open(os.path.join(out, "environment.json"), "w") as f:
@@ -239,13 +258,15 @@ def main():
     if a.only:
         out = os.path.join(a.out, a.only)
         os.makedirs(out, exist_ok=True)
-        {"train-eager": lambda: _train(out, compiled=False),
-         "train-compiled": lambda: _train(out, compiled=True),
-         "cudagraph-infer": lambda: _cudagraph(out),
-         "ddp-gloo-2ranks": lambda: _ddp(out),
-         "memory-snapshot": lambda: _snapshot(out),
-         "train-near-capacity": lambda: _near_capacity(out),
-         "train-modules": lambda: _train(out, compiled=False, with_stack=True, with_modules=True)}[a.only]()
+        {
+            "train-eager": lambda: _train(out, compiled=False),
+            "train-compiled": lambda: _train(out, compiled=True),
+            "cudagraph-infer": lambda: _cudagraph(out),
+            "ddp-gloo-2ranks": lambda: _ddp(out),
+            "memory-snapshot": lambda: _snapshot(out),
+            "train-near-capacity": lambda: _near_capacity(out),
+            "train-modules": lambda: _train(out, compiled=False, with_stack=True, with_modules=True),
+        }[a.only]()
         return
     os.makedirs(a.out, exist_ok=True)
     _environment(a.out)
@@ -253,8 +274,7 @@ def main():
     for name in CAPTURES:
         t0 = time.time()
         try:
-            rc = subprocess.run([sys.executable, __file__, a.out, "--only", name],
-                                timeout=a.timeout_s).returncode
+            rc = subprocess.run([sys.executable, __file__, a.out, "--only", name], timeout=a.timeout_s).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
         print(f"{name}: rc={rc} in {time.time() - t0:.1f} s", flush=True)

@@ -36,7 +36,11 @@ MiB = 1 << 20
 SMALL, SMALL_SEGMENT, LARGE_SEGMENT, MIN_LARGE_ALLOC = 1 * MiB, 2 * MiB, 20 * MiB, 10 * MiB
 
 TORCH = "/opt/conda/lib/python3.11/site-packages/torch"
-CPP = {"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int, unsigned long, CUstream_st*)"}
+CPP = {
+    "filename": "??",
+    "line": 0,
+    "name": "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int, unsigned long, CUstream_st*)",
+}
 
 
 def frames(*user: tuple[str, int, str], torch_frame: tuple[str, int, str] | None = None) -> list[dict]:
@@ -59,7 +63,9 @@ class Allocator:
 
     def _act(self, action: str, addr: int, size: int, fr: list[dict], **extra: int) -> None:
         self.t += 37
-        self.trace.append({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": self.t, "frames": fr, **extra})
+        self.trace.append(
+            {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": self.t, "frames": fr, **extra}
+        )
         self.levels.append((self.allocated, self.reserved))
 
     def malloc(self, nbytes: int, fr: list[dict]) -> int | None:
@@ -73,13 +79,23 @@ class Allocator:
                 if not b["active"] and b["size"] >= size and (best is None or b["size"] < best[1]["size"]):
                     best = (s, b)
         if best is None:
-            seg_size = SMALL_SEGMENT if pool == "small" else (LARGE_SEGMENT if size < MIN_LARGE_ALLOC else -(-size // (2 * MiB)) * 2 * MiB)
+            seg_size = (
+                SMALL_SEGMENT
+                if pool == "small"
+                else (LARGE_SEGMENT if size < MIN_LARGE_ALLOC else -(-size // (2 * MiB)) * 2 * MiB)
+            )
             if self.reserved + seg_size > self.capacity:
                 self._act("oom", 0, size, fr, device_free=self.capacity - self.reserved)
                 return None
             addr = self.next_addr
             self.next_addr += seg_size + 0x100000
-            seg = {"address": addr, "size": seg_size, "pool": pool, "blocks": [{"addr": addr, "size": seg_size, "req": 0, "active": False, "frames": []}], "frames": fr}
+            seg = {
+                "address": addr,
+                "size": seg_size,
+                "pool": pool,
+                "blocks": [{"addr": addr, "size": seg_size, "req": 0, "active": False, "frames": []}],
+                "frames": fr,
+            }
             self.segments.append(seg)
             self.reserved += seg_size
             self._act("segment_alloc", addr, seg_size, fr)
@@ -88,7 +104,9 @@ class Allocator:
         rest = b["size"] - size
         if rest >= (512 if pool == "small" else SMALL + 1):
             i = seg["blocks"].index(b)
-            seg["blocks"].insert(i + 1, {"addr": b["addr"] + size, "size": rest, "req": 0, "active": False, "frames": []})
+            seg["blocks"].insert(
+                i + 1, {"addr": b["addr"] + size, "size": rest, "req": 0, "active": False, "frames": []}
+            )
             b["size"] = size
         b.update(active=True, req=nbytes, frames=fr)
         self.allocated += b["size"]
@@ -123,20 +141,38 @@ class Allocator:
         out = []
         for s in self.segments:
             blocks = [
-                {"address": b["addr"], "size": b["size"], "requested_size": b["req"],
-                 "state": "active_allocated" if b["active"] else "inactive", "frames": b["frames"]}
+                {
+                    "address": b["addr"],
+                    "size": b["size"],
+                    "requested_size": b["req"],
+                    "state": "active_allocated" if b["active"] else "inactive",
+                    "frames": b["frames"],
+                }
                 for b in s["blocks"]
             ]
             alloc = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
-            out.append({
-                "device": self.device, "address": s["address"], "total_size": s["size"], "allocated_size": alloc,
-                "active_size": alloc, "requested_size": sum(b["requested_size"] for b in blocks), "stream": 0,
-                "segment_type": s["pool"], "segment_pool_id": (0, 0), "is_expandable": False, "frames": s["frames"], "blocks": blocks,
-            })
+            out.append(
+                {
+                    "device": self.device,
+                    "address": s["address"],
+                    "total_size": s["size"],
+                    "allocated_size": alloc,
+                    "active_size": alloc,
+                    "requested_size": sum(b["requested_size"] for b in blocks),
+                    "stream": 0,
+                    "segment_type": s["pool"],
+                    "segment_pool_id": (0, 0),
+                    "is_expandable": False,
+                    "frames": s["frames"],
+                    "blocks": blocks,
+                }
+            )
         return out
 
 
-def mlp_step(a: Allocator, params: dict[str, int], state: dict[str, int], dims: list[int], batch: int, step: int) -> bool:
+def mlp_step(
+    a: Allocator, params: dict[str, int], state: dict[str, int], dims: list[int], batch: int, step: int
+) -> bool:
     """One training step; returns False when an allocation failed (OOM)."""
     F = lambda ln, n, tf=None: frames(("train.py", ln, "train_step"), ("train.py", 90, "<module>"), torch_frame=tf)  # noqa: E731
     x = a.malloc(batch * dims[0] * 4, F(31, "load_batch"))
@@ -188,7 +224,17 @@ def run_device(a: Allocator, dims: list[int], batch: int, steps: int, *, empty_c
     for i in range(len(dims) - 1):
         for name, n in ((f"w{i}", dims[i] * dims[i + 1]), (f"b{i}", dims[i + 1])):
             params[name] = n
-            if a.malloc(n * 4, frames(("model.py", 12 + i, "__init__"), ("train.py", 80, "<module>"), torch_frame=("nn/modules/module.py", 1340, "to"))) is None:
+            if (
+                a.malloc(
+                    n * 4,
+                    frames(
+                        ("model.py", 12 + i, "__init__"),
+                        ("train.py", 80, "<module>"),
+                        torch_frame=("nn/modules/module.py", 1340, "to"),
+                    ),
+                )
+                is None
+            ):
                 return
     for step in range(steps):
         if not mlp_step(a, params, state, dims, batch, step):
@@ -212,7 +258,7 @@ def expected(a: Allocator, kept: int | None = None) -> dict:
         "blocks": len(blocks),
         "largest_live_block_bytes": max((b["size"] for b in blocks if b["active"]), default=0),
         "largest_free_block_bytes": max((b["size"] for b in blocks if not b["active"]), default=0),
-        "allocs": sum(1 for e in a.trace[-kept if kept else 0:] if e["action"] == "alloc"),
+        "allocs": sum(1 for e in a.trace[-kept if kept else 0 :] if e["action"] == "alloc"),
         "ooms": sum(1 for e in a.trace if e["action"] == "oom"),
     }
 
@@ -221,8 +267,13 @@ def snapshot(devs: list[Allocator], kept: int | None = None) -> dict:
     return {
         "segments": [s for a in devs for s in a.snapshot_segments()],
         "device_traces": [a.trace[-kept:] if kept else a.trace for a in devs],
-        "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
-                               "expandable_segments": False, "roundup_power2_divisions": {"1": 0}},
+        "allocator_settings": {
+            "PYTORCH_CUDA_ALLOC_CONF": "",
+            "max_split_size": -1,
+            "garbage_collection_threshold": 0.0,
+            "expandable_segments": False,
+            "roundup_power2_divisions": {"1": 0},
+        },
     }
 
 
@@ -236,7 +287,9 @@ def main() -> None:
     run_device(d0, [2048, 2048, 1024], batch=32, steps=3)
     run_device(d1, [8192, 8192, 8192], batch=128, steps=3)
     kept = 120
-    (HERE / "oom_2gpu.pickle.gz").write_bytes(gzip.compress(pickle.dumps(snapshot([d0, d1], kept), protocol=4), mtime=0))
+    (HERE / "oom_2gpu.pickle.gz").write_bytes(
+        gzip.compress(pickle.dumps(snapshot([d0, d1], kept), protocol=4), mtime=0)
+    )
     (HERE / "oom_2gpu.expected").write_text(json.dumps([expected(d0, kept), expected(d1, kept)], indent=1) + "\n")
 
 
