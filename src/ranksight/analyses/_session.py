@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ranksight.analyses._base import REGISTRY, AnalysisResult, load_all, selected
-from ranksight.errors import MissingDataError, RanksightError, UsageError
+from ranksight.errors import RanksightError, UsageError
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -162,9 +162,7 @@ class Session:
             return hit
         try:
             return self.result(name, **options)
-        except MissingDataError as err:
-            miss = Missing(name, "no-data", str(err))
-        except RanksightError as err:
+        except RanksightError as err:  # MissingDataError, or another reason the traces cannot give it
             miss = Missing(name, "no-data", str(err))
         except Exception as err:  # a bug in one analysis must not lose the callers' other parts
             msg = f"analysis `{name}` failed: {type(err).__name__}: {err}"
