@@ -160,17 +160,27 @@ class Session:
         hit = self._store.results.get(key)
         if hit is not None:
             return hit
+        res = self._guarded(name, lambda: self.result(name, **options))
+        if isinstance(res, Missing):
+            self._store.results[key] = res
+        return res
+
+    def try_memo(self, key: tuple[Any, ...], compute: Callable[[], Any], label: str) -> Any:
+        """:meth:`memo` with :meth:`try_result`'s guard: the value, or a :class:`Missing` named
+        ``label`` when ``compute`` raises (cached either way; a bug is warned once)."""
+        return self.memo(key, lambda: self._guarded(label, compute))
+
+    def _guarded(self, label: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, or the :class:`Missing` that says why it could not be had."""
         try:
-            return self.result(name, **options)
+            return compute()
         except RanksightError as err:  # MissingDataError, or another reason the traces cannot give it
-            miss = Missing(name, "no-data", str(err))
+            return Missing(label, "no-data", str(err))
         except Exception as err:  # a bug in one analysis must not lose the callers' other parts
-            msg = f"analysis `{name}` failed: {type(err).__name__}: {err}"
+            msg = f"analysis `{label}` failed: {type(err).__name__}: {err}"
             self._store.failures.append(msg)
-            warnings.warn(msg, stacklevel=2)
-            miss = Missing(name, "failed", msg)
-        self._store.results[key] = miss
-        return miss
+            warnings.warn(msg, stacklevel=4)
+            return Missing(label, "failed", msg)
 
     def memo(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         """``compute()`` once per ``key`` and this session's ranks: cross-rank data that several

@@ -214,13 +214,12 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
     if top_kernels is not None:
         tables["top_kernels"] = top_kernels.filter(pl.col("rank").is_in(rs))
     from ranksight.analyses.diagnose import findings as all_findings
-    from ranksight.errors import RanksightError
 
-    try:
-        found, _rules, _n = all_findings(session)
-    except RanksightError as err:
-        notes.append(f"`diagnose`: {err}")
+    got = session.try_memo(("report", "findings"), lambda: all_findings(session), "diagnose")
+    if isinstance(got, Missing):
+        notes.append(got.reason if got.kind == "failed" else f"`diagnose`: {got.reason}")
     else:
+        found = got[0]
         if ranks is not None:
             found = [f for f in found if not f.ranks or set(f.ranks) & set(rs)]
         tables["findings"] = findings_table(found, findings)

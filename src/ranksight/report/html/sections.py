@@ -20,7 +20,6 @@ import numpy as np
 import polars as pl
 
 from ranksight.analyses import AnalysisResult, Missing, Session
-from ranksight.errors import RanksightError
 from ranksight.report.html.payload import StringTable, encode_table, series
 
 __all__ = ["Section", "SECTIONS", "GROUPS", "section", "Skip", "Ctx", "downsample", "histogram"]
@@ -81,6 +80,13 @@ def section(
     return deco
 
 
+def _skip_if_missing(res: Any) -> Any:
+    """``res``, or :class:`Skip` with the reason when it is a :class:`Missing`."""
+    if isinstance(res, Missing):
+        raise Skip(res.reason if res.kind != "no-data" else f"`{res.analysis}`: {res.reason}")
+    return res
+
+
 @dataclass
 class Ctx:
     """What a builder gets: the session (the run and its analyses, each computed once), the
@@ -113,9 +119,7 @@ class Ctx:
     def result(self, name: str, **options: Any) -> AnalysisResult:
         """The analysis ``name`` (computed once per set of options by the session); its notes go
         to the section. Raises :class:`Skip` with the reason when the result is :class:`Missing`."""
-        res = self.session.try_result(name, **options)
-        if isinstance(res, Missing):
-            raise Skip(res.reason if res.kind != "no-data" else f"`{name}`: {res.reason}")
+        res = _skip_if_missing(self.session.try_result(name, **options))
         for n in res.notes:
             if n not in self.notes:
                 self.notes.append(n)
@@ -125,37 +129,15 @@ class Ctx:
         """``fn()`` once per ``key`` for this session (data a section reads that is not an
         analysis, e.g. a memory snapshot's tables); a ``RanksightError`` or a bug becomes
         :class:`Skip` with the reason (bugs are also listed in :attr:`failures` and warned)."""
-
-        def guarded() -> Any:
-            try:
-                return fn()
-            except RanksightError as err:
-                return Skip(f"`{label}`: {err}")
-            except Exception as err:  # a bug in one part must not lose the whole report
-                msg = f"analysis `{label}` failed: {type(err).__name__}: {err}"
-                self.failures.append(msg)
-                warnings.warn(msg, stacklevel=4)
-                return Skip(msg)
-
-        res = self.session.memo(("report", *key), guarded)
-        if isinstance(res, Skip):
-            raise Skip(str(res))
-        return res
+        return _skip_if_missing(self.session.try_memo(("report", *key), fn, label))
 
     def findings(self) -> tuple[list[Any], list[str], list[str]]:
         """``diagnose``'s findings (worst first), the rules run, and notes (computed once)."""
         from ranksight.analyses.diagnose import findings
 
-        try:
-            return findings(self.session)
-        except RanksightError as err:
-            raise Skip(f"`diagnose`: {err}") from None
-        except Exception as err:  # a bug in one rule must not lose the whole report
-            msg = f"analysis `diagnose` failed: {type(err).__name__}: {err}"
-            if msg not in self.failures:
-                self.failures.append(msg)
-                warnings.warn(msg, stacklevel=2)
-            raise Skip(msg) from None
+        return _skip_if_missing(
+            self.session.try_memo(("report", "findings"), lambda: findings(self.session), "diagnose")
+        )
 
     def tables(self, name: str, *needed: str, **options: Any) -> dict[str, pl.DataFrame]:
         """The analysis' tables; :class:`Skip` when one of ``needed`` is absent or empty."""
