@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import ranksight
-from ranksight.views.tensor_cores import (
+from ranksight.model.tensor_cores import (
     KERNEL_RULES,
     tc_eligible_op,
     tensor_core_mask,
@@ -48,7 +48,7 @@ REAL = [
     (V100, "volta_sgemm_64x64_nt", False, "not:sgemm"),
     (V100, "implicit_convolve_sgemm<float, float, 1024", False, "not:sgemm"),
     (V100, "volta_scudnn_128x64_relu_interior_nn_v1", False, "not:scudnn"),
-    (V100, "dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>", False, None),
+    (V100, "dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>", False, "not:conv-gemv-helpers"),
 ]
 
 # the same from ../shared (H100 Qwen, MI300 ResNet, B200 eager)

@@ -15,7 +15,7 @@ for the overall row, one step for the per-step rows.
   kernel's time inside ``W``: ``Σ occ × |k ∩ W| / Σ |k ∩ W|`` (kernel time only; null when no kernel
   in ``W`` has the arg);
 - ``tensor_core_pct`` (overall row only, whole trace as in the plugin): ``100 ×`` time of kernels
-  using Tensor Cores (:mod:`ranksight.views.tensor_cores`) / time of all kernels, over kernels
+  using Tensor Cores (:mod:`ranksight.model.tensor_cores`) / time of all kernels, over kernels
   that have a launching runtime/driver call (the plugin leaves launch-less kernels out); null
   without such kernels.
 """
@@ -34,7 +34,7 @@ from ranksight.errors import MissingDataError
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.views.intervals import union
 from ranksight.views.tb_steps import plugin_steps
-from ranksight.views.tensor_cores import RULESETS, tensor_core_mask
+from ranksight.model.tensor_cores import RULESETS, tensor_core_mask
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

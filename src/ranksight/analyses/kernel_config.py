@@ -14,7 +14,7 @@ Per group: ``calls``, ``total_us``, ``mean_us``, ``min_us``, ``max_us``, ``share
 kernel time, ``mean_blocks_per_sm`` and ``mean_est_occupancy_pct`` (means weighted by kernel
 duration over the calls that carry the arg; null when none does: a missing arg is not a zero,
 unlike the plugin, which fills 0), and ``tensor_cores`` (name rule of
-:mod:`ranksight.views.tensor_cores`). Sorted by total time, descending.
+:mod:`ranksight.model.tensor_cores`). Sorted by total time, descending.
 
 Python API: ``kernel_config(run, ranks=None, group_by="config", tensor_core_rules="current")``;
 ``kernels --view launch`` calls it.
@@ -31,7 +31,7 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError, UsageError
 from ranksight.views.tb_op_tree import build_op_tree, kernel_owner_names
-from ranksight.views.tensor_cores import RULESETS, tensor_core_mask
+from ranksight.model.tensor_cores import RULESETS, tensor_core_mask
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

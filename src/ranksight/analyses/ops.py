@@ -13,7 +13,7 @@ Per group (``--group-by name`` or ``shape`` = name + ``Input Dims``):
 - ``device_self_us`` = Σ duration of the GPU work (kernels, memcpys, memsets) launched by the op's
   own runtime/driver calls, ``device_total_us`` = the same including child ops' (plain sums);
 - ``tc_eligible``: the op (or, for ops, a child) is Tensor-Core eligible by name, or launched a
-  Tensor-Core kernel itself (:mod:`ranksight.views.tensor_cores`);
+  Tensor-Core kernel itself (:mod:`ranksight.model.tensor_cores`);
 - ``tc_self_pct`` / ``tc_total_pct`` = 100 × Tensor-Core kernel time / device self (total) time
   (0 when the op has no device time, as in the plugin).
 
@@ -31,7 +31,7 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError, UsageError
 from ranksight.views.tb_op_tree import build_op_tree
-from ranksight.views.tensor_cores import RULESETS
+from ranksight.model.tensor_cores import RULESETS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

@@ -1,15 +1,16 @@
 """Event kinds and kernel classes: one documented table each.
 
 ``kind`` says what an event is (from its category and phase; old 2021 category names and
-non-CUDA runtimes are mapped). ``kernel_class`` says what a GPU activity does. Sync events
+non-CUDA runtimes are mapped). ``kernel_class`` says what a GPU activity does (the kernel taxonomy,
+:mod:`ranksight.model.taxonomy`, decides it from the kernel's name). Sync events
 (``cuda_sync``) are never GPU work: they measure the CPU waiting.
 """
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
+
+from ranksight.model.taxonomy import classify
 
 __all__ = [
     "KINDS",
@@ -22,7 +23,6 @@ __all__ = [
     "LAUNCH_APIS",
     "kind_of_category",
     "kernel_class_of_name",
-    "COMM_KERNEL_RE",
 ]
 
 KINDS = [
@@ -122,24 +122,11 @@ def kind_of_category(cat: str, phase: str, name: str) -> str:
     return _CATEGORY_KIND.get(cat.lower(), "other")
 
 
-#: Communication kernels by name: NCCL/RCCL/HCCL, and custom collective kernels that are not
-#: named after NCCL (vLLM/SGLang custom all-reduce, symmetric-memory multimem, vendor all-to-all).
-COMM_KERNEL_RE = re.compile(
-    r"nccl|rccl|hccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|multimem|sendrecv|"
-    r"cross_device_reduce|custom_?ar|one_?shot_?all|two_?shot_?all|collective",
-    re.IGNORECASE,
-)
-_MEMORY_NAME_RE = re.compile(r"^(hip)?(memcpy|memset)|^dma", re.IGNORECASE)
-
-
 def kernel_class_of_name(kind: str, name: str) -> str | None:
-    """The class of a GPU activity; None for events that are not GPU work."""
+    """The class of a GPU activity (from the kernel taxonomy, :mod:`ranksight.model.taxonomy`); None for
+    events that are not GPU work."""
     if kind in ("memcpy", "memset"):
         return "MEMORY"
     if kind != "kernel":
         return None
-    if COMM_KERNEL_RE.search(name):
-        return "COMMUNICATION"
-    if _MEMORY_NAME_RE.search(name):
-        return "MEMORY"
-    return "COMPUTE"
+    return classify(name or "").kernel_class

@@ -121,6 +121,14 @@ KERNEL_RULES: tuple[Rule, ...] = (
         "void flash::flash_fwd_splitkv_combine_kernel<...>",
     ),
     Rule(
+        "conv-gemv-helpers",
+        r"cask_cudnn\w*::compute\w*Offsets|cudnn::(?:cnn|detail)::(?:wgrad_alg|dgrad|im2col|reduce_wgrad)|generateWinogradTiles|^(?:void )?"
+        r"(?:wgrad_alg\d_engine|dgrad_engine|dgrad2d_alg)|gemvx?::|gemv2[NT]_kernel|gemvNSP|splitKreduce",
+        False,
+        "cuDNN offset/im2col helpers and FP32 SIMT engines (wgrad_alg0, dgrad_engine); cuBLAS GEMV and split-K reduce",
+        "void cudnn::cnn::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(...)",
+    ),
+    Rule(
         "triton-pointwise",
         r"^triton_(poi|red|per)_",
         False,
@@ -214,6 +222,13 @@ KERNEL_RULES: tuple[Rule, ...] = (
         True,
         "Tensile/hipBLASLt kernels with an MFMA instruction shape (MI16x16x1 ...)",
         "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1_...",
+    ),
+    Rule(
+        "miopen-xdlops",
+        r"^igemm_(?:fwd|bwd|wrw)_gtcx",
+        True,
+        "MIOpen implicit-GEMM assembly kernels built on XDLOPS/MFMA (gtcx, gtcx2 gfx90a, gtcx3 gfx942)",
+        "igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x128x32_wt32x32x8_ws1x1_wr2x2_...",
     ),
     Rule(
         "amd-ck-mfma",
