@@ -149,14 +149,23 @@ def sql(path: Path, q: str, *args: Any) -> list[tuple]:
         con.close()
 
 
-def gpid(pid: int, vm: int = 1) -> int:
-    """nsys ``globalPid`` of an OS pid."""
-    return (vm << 48) | (pid << 24)
+def signed64(v: int) -> int:
+    """An unsigned 64-bit id as SQLite stores it (INTEGER is signed: ids above 2^63 - 1 are the
+    same bits read as a negative number)."""
+    assert 0 <= v < 1 << 64
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def gtid(pid: int, tid: int, vm: int = 1) -> int:
-    """nsys ``globalTid`` of an OS pid and thread id."""
-    return gpid(pid, vm) | tid
+def gpid(pid: int, vm: int = 1, hw: int = 0) -> int:
+    """nsys ``globalPid`` of an OS pid: hardware id (bits 56-63), VM id (48-55), pid (24-47)."""
+    assert 0 <= pid < 1 << 24 and 0 <= vm < 1 << 8 and 0 <= hw < 1 << 8
+    return signed64((hw << 56) | (vm << 48) | (pid << 24))
+
+
+def gtid(pid: int, tid: int, vm: int = 1, hw: int = 0) -> int:
+    """nsys ``globalTid`` of an OS pid and thread id (bits 0-23)."""
+    assert 0 <= tid < 1 << 24
+    return gpid(pid, vm, hw) | tid
 
 
 def make_nsys(

@@ -20,8 +20,11 @@ SQLite table                           ``cat``            ``name``
 
 GPU rows have ``pid`` = CUDA device id and ``tid`` = stream id, CPU rows the OS pid and tid
 unpacked from ``globalTid`` (``pid = (globalTid >> 24) & 0xFFFFFF``, ``tid = globalTid &
-0xFFFFFF``). Times are the export's integer ns plus ``TARGET_INFO_SESSION_START_TIME.utcEpochNs``
-when present, so ranks from several exports share one time base.
+0xFFFFFF``). CUPTI's ids are unsigned 32-bit: 0xFFFFFFFF ("no id") is -1 in ``pid`` / ``tid`` /
+``stream`` (as Kineto writes it) and empty in ``device``; any other id the Int32 columns cannot
+hold gets a synthetic id named in ``id_names`` (docs/nsys.md, "Ids"). Times are the export's
+integer ns plus ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` when present, so ranks from several
+exports share one time base.
 
 A rank is an :class:`NsysUnit`: by default one per (process, CUDA device) that ran GPU work;
 ``rank_by="process"`` gives one per process (all its devices), ``rank_by="device"`` one per device
@@ -344,7 +347,7 @@ def _decode(con: sqlite3.Connection, path: str, unit: NsysUnit, size: int) -> De
     cpu = [_runtime(ctx, RUNTIME, "cuda_runtime"), _runtime(ctx, DRIVER, "cuda_driver")]
     nvtx = _nvtx(ctx)
     parts = [f for f in [*gpu, *cpu, nvtx, _step_ranges(ctx, nvtx)] if f is not None and f.height]
-    events, spans, side = _assemble(parts)
+    events, spans, side, id_names = _assemble(parts)
     if unit.shared_cpu:
         pids = ", ".join(str(os_pid(g)) for g in unit.global_pids)
         warnings.append(
@@ -370,7 +373,7 @@ def _decode(con: sqlite3.Connection, path: str, unit: NsysUnit, size: int) -> De
     }
     events = events.select(pl.int_range(0, events.height, dtype=pl.UInt32).alias("row"), pl.all())
     return DecodedTrace(
-        path=path, events=events, spans=spans, tables=side, meta=meta, id_names={}, stats=stats, warnings=warnings
+        path=path, events=events, spans=spans, tables=side, meta=meta, id_names=id_names, stats=stats, warnings=warnings
     )
 
 
@@ -499,13 +502,20 @@ def _corr_offset(ctx: _Ctx, pid_key: pl.Expr) -> pl.Expr:
 
 
 def _gpu_frame(ctx: _Ctx, df: pl.DataFrame, table: str, cat: str, name: pl.Expr) -> pl.DataFrame:
+    """GPU rows: ``pid`` = CUDA device, ``tid`` = ``stream`` = stream id; CUPTI's 0xFFFFFFFF ("no
+    stream" of a context sync, "no device") is -1 as Kineto writes it, and an empty ``device``
+    (ids the Int32 columns cannot hold get synthetic ids in :func:`_assemble`)."""
+    device = pl.when(pl.col("device") != NO_ID).then(pl.col("device"))
+    stream = pl.when(pl.col("stream") == NO_ID).then(-1).otherwise(pl.col("stream"))
     return df.with_columns(
         pl.lit(table).alias("__src"),
         pl.lit("X").alias("ph"),
         pl.lit(cat).alias("cat"),
         name.alias("name"),
-        pl.col("device").fill_null(-1).alias("pid"),
-        pl.col("stream").fill_null(-1).alias("tid"),
+        device.fill_null(-1).alias("pid"),
+        stream.fill_null(-1).alias("tid"),
+        stream.alias("stream"),
+        device.alias("device"),
         (pl.col("start") + ctx.base_ns).alias("ts_ns"),
         (pl.col("end") - pl.col("start")).alias("dur_ns"),
         (pl.col("correlation") + _corr_offset(ctx, pl.col("gpid").fill_null(0) // (1 << 24))).alias("correlation"),
@@ -548,8 +558,10 @@ def _kernels(ctx: _Ctx, sms: dict[int, int]) -> pl.DataFrame | None:
         (pl.col("smem_static").fill_null(0) + pl.col("smem_dynamic").fill_null(0)).alias("shared_memory_bytes"),
         bps.alias("blocks_per_sm"),
         (bps * pl.col("block_x") * pl.col("block_y") * pl.col("block_z") / 32).alias("warps_per_sm"),
-        pl.when(pl.col("graph_id") > 0).then(pl.col("graph_id")).alias("graph_id"),
-        pl.when(pl.col("graph_node_id") > 0).then(pl.col("graph_node_id")).alias("graph_node_id"),
+        # 0: not in a graph. graphNodeId is unsigned 64-bit: ids above 2^63 - 1 are stored as
+        # negative int64 (the same bits) and kept, distinct, as such
+        pl.when(pl.col("graph_id") != 0).then(pl.col("graph_id")).alias("graph_id"),
+        pl.when(pl.col("graph_node_id") != 0).then(pl.col("graph_node_id")).alias("graph_node_id"),
     )
 
 
@@ -640,6 +652,7 @@ def _join_event_records(ctx: _Ctx, df: pl.DataFrame) -> pl.DataFrame:
         )
         .filter(pl.col("event_sync_id").is_not_null() & (pl.col("event_sync_id") != NO_ID))
         .unique("event_sync_id", keep="last")
+        .with_columns(pl.when(pl.col("wait_on_stream") != NO_ID).then(pl.col("wait_on_stream")).alias("wait_on_stream"))
     )
     return df.join(rec, on="event_sync_id", how="left", maintain_order="left")
 
@@ -790,7 +803,39 @@ _SIDE_CATS = {
 }
 
 
-def _assemble(parts: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, pl.DataFrame]]:
+#: The id range the Int32 ``pid`` / ``tid`` / ``device`` columns hold as is, and the first synthetic
+#: id below it: the Rust decoder's rule for Kineto ids (``rust/src/event/part.rs``, ``merge.rs``).
+PLAIN_ID_MIN, PLAIN_ID_MAX = -(1 << 29), (1 << 31) - 1
+SYNTH_BASE = -(1 << 30)
+_ID_COLS = ("pid", "tid", "device")
+
+
+def _synthetic_ids(allf: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, str]]:
+    """Ids the Int32 columns cannot hold (a stream or device id above 2^31 - 1: CUPTI ids are
+    unsigned 32-bit) get synthetic ids ``SYNTH_BASE - k``, one per distinct value in increasing
+    order, the same value the same id in ``pid``, ``tid`` and ``device``; ``id_names`` maps each
+    back to the original number (as the Kineto decoder does for ids outside the Int32 range)."""
+    cols = [c for c in _ID_COLS if c in allf.columns]
+    out_of_range = (pl.col("v") < PLAIN_ID_MIN) | (pl.col("v") > PLAIN_ID_MAX)
+    big = (
+        pl.concat([allf.select(pl.col(c).cast(_I64).alias("v")) for c in cols])
+        .filter(out_of_range)
+        .unique()
+        .sort("v")["v"]
+        if cols
+        else pl.Series("v", [], dtype=_I64)
+    )
+    if big.len() == 0:
+        return allf, {}
+    synth = [SYNTH_BASE - k for k in range(big.len())]
+    originals = big.to_list()
+    allf = allf.with_columns(pl.col(c).cast(_I64).replace(originals, synth).alias(c) for c in cols)
+    return allf, {s: str(v) for s, v in zip(synth, originals, strict=True)}
+
+
+def _assemble(
+    parts: list[pl.DataFrame],
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, pl.DataFrame], dict[int, str]]:
     """Concatenate the per-table frames in time order; split out events, spans and side tables."""
     side_cols = {c for cols in SIDE_SCHEMAS.values() for c in cols if c != "row"}
     keep = ["__src", "__rowid", *[c for c in _EVENT_COLS if c != "external_id"]]
@@ -803,6 +848,7 @@ def _assemble(parts: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, di
     else:
         allf = pl.DataFrame(schema={"__src": _STR, "__rowid": _I64, "ts_ns": _I64})
     allf = allf.with_columns(pl.int_range(0, allf.height, dtype=pl.UInt32).alias("row"))
+    allf, id_names = _synthetic_ids(allf)
     events = allf.select(
         [(pl.col(c) if c in allf.columns else pl.lit(None)).cast(dt).alias(c) for c, dt in _EVENT_COLS.items()]
     )
@@ -814,7 +860,7 @@ def _assemble(parts: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, di
         side[name] = sub.select(
             [(pl.col(c) if c in sub.columns else pl.lit(None)).cast(dt).alias(c) for c, dt in schema.items()]
         )
-    return events, spans, side
+    return events, spans, side, id_names
 
 
 # ---- metadata --------------------------------------------------------------------------------
