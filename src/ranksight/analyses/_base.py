@@ -105,6 +105,7 @@ ANALYSIS_MODULES = (
     "overlap",
     "overview",
     "queue",
+    "run_context",
     "sequences",
     "steps",
     "stragglers",
