@@ -294,7 +294,10 @@ def test_parallel_hints_from_groups_and_ops(make_trace):
         "pipeline: 2 send/recv ops (`nccl:send`, `nccl:recv`)" in e
         or "pipeline: 2 send/recv ops (`nccl:recv`, `nccl:send`)" in e
     )
-    assert "1 DeepEP kernel" in e
+    assert (
+        "expert: 1 all-to-all op (`nccl:all_to_all`; all-to-all also serves embedding sharding and sequence parallelism), 1 all-to-all kernel (DeepEP: `void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float`)"
+        in e
+    )
 
 
 def test_no_parallel_hints(make_trace):
@@ -302,7 +305,7 @@ def test_no_parallel_hints(make_trace):
     ev.launch("aten::mm", NVJET)
     c = ctx_of(make_trace, ev)
     assert c.parallel_hints == ()
-    assert c.evidence["parallel"] == "no parallel-group description, send/recv, all-to-all or DeepEP evidence"
+    assert c.evidence["parallel"] == "no parallel-group description, send/recv, all-to-all or DDP/FSDP evidence"
 
 
 # ---- precision ----------------------------------------------------------------------------------

@@ -11,10 +11,12 @@
 - ``compiled``: ``yes`` (torch.compile / Inductor evidence), ``no``, ``unknown`` (neither CPU
   operators nor kernels recorded, so absence says nothing).
 - ``parallel_hints``: ``tensor``, ``pipeline``, ``expert``, ``data``, ``context``: hints, not
-  facts (process group descriptions, send/recv and all-to-all operators, DeepEP kernels).
-- ``precision``: the precision of most GPU matrix-kernel time (gemm / attention / convolution),
-  from kernel names (the kernel taxonomy, where available) and else from the launching
-  operator's input dtypes; ``unknown`` when neither says.
+  facts (process group descriptions, send/recv and all-to-all operators, the kernel taxonomy's
+  all-to-all kernels such as DeepEP dispatch/combine, DDP/FSDP ranges).
+- ``precision``: the precision of more than half of the GPU matrix-kernel time (gemm / attention /
+  convolution kernels by the kernel taxonomy, or kernels a matrix op launched): per kernel, the
+  launching operator's input dtype, else the precision its name gives; ``unknown`` when no
+  precision covers more than half.
 - the device: vendor, model, architecture (from ``deviceProperties``, as ``info`` reads them).
 
 Every rule, its evidence and its known limits are in ``docs/run-context.md``. Names are tested
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
+from ranksight.model.taxonomy import LOW_PRECISIONS, MATRIX_FAMILIES, kernel_taxonomy
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -53,11 +56,9 @@ GRAPHS = ("capture", "replay", "capture+replay", "none", "unknown")
 COMPILED = ("yes", "no", "unknown")
 #: parallelism hints, in the order they are listed
 HINTS = ("tensor", "pipeline", "expert", "data", "context")
-PRECISIONS = ("fp4", "fp8", "int8", "fp16", "bf16", "tf32", "fp32", "fp64", "unknown")
-#: precisions below 32 bits: "is low precision dominant?"
-LOW_PRECISIONS = ("fp4", "fp8", "int8", "fp16", "bf16")
-#: kernel families whose time decides the dominant precision
-MATRIX_FAMILIES = ("gemm", "attention", "convolution")
+#: precisions (the kernel taxonomy's); ``LOW_PRECISIONS`` (below 32 bits) and ``MATRIX_FAMILIES`` (whose
+#: kernel time decides the dominant precision) are the taxonomy's too
+PRECISIONS = ("fp4", "fp8", "int8", "bf16", "fp16", "tf32", "fp32", "fp64", "unknown")
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,6 @@ _A2A_OP = re.compile(r"^(?:nccl:|c10d::|gloo:)all_?to_?all|^c10d::alltoall")
 _DATA_PARALLEL_OP = re.compile(
     r"^DistributedDataParallel\.forward$|^FullyShardedDataParallel\.|^FSDP::|^torch\.distributed\.ddp\.reducer::"
 )
-_DEEPEP_KERNEL = re.compile(r"(?:^|[^A-Za-z0-9_])deep_ep::")
 #: process-group description tokens → hint
 _PG_TOKENS = {
     "tp": "tensor",
@@ -201,6 +201,11 @@ def _tokens(s: str) -> list[str]:
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {plural or word + 's'}"
+
+
+def _pct(x: float) -> str:
+    """A share as a whole percentage; a non-zero share under 0.5 % is ``<1%``, not ``0%``."""
+    return "<1%" if 0 < x < 0.005 else f"{x:.0%}"
 
 
 def _examples(names: list[str], k: int = 2) -> str:
@@ -251,7 +256,8 @@ def _name_table(trace: Trace) -> pl.DataFrame:
 def _matching(tab: pl.DataFrame, pattern: re.Pattern[str], kinds: tuple[str, ...]) -> pl.DataFrame:
     sub = tab.filter(pl.col("kind").is_in(list(kinds)))
     hit = [bool(pattern.search(n)) if n is not None else False for n in sub["name"].to_list()]
-    return sub.filter(pl.Series(hit, dtype=pl.Boolean))
+    # most frequent first, then by name: the examples quoted in the evidence are deterministic
+    return sub.filter(pl.Series(hit, dtype=pl.Boolean)).sort(["n", "name"], descending=[True, False])
 
 
 def _count(df: pl.DataFrame) -> int:
@@ -270,9 +276,7 @@ def _mode(tab: pl.DataFrame, has_cpu_ops: bool, has_gpu: bool) -> tuple[str, str
     if bwd.height or opt.height:
         parts = []
         if bwd.height:
-            parts.append(
-                f"{_plural(_count(bwd), 'backward op')} ({_examples(bwd.sort('n', descending=True)['name'].to_list())})"
-            )
+            parts.append(f"{_plural(_count(bwd), 'backward op')} ({_examples(bwd['name'].to_list())})")
         if opt.height:
             parts.append(f"{_plural(_count(opt), 'optimizer op')} ({_examples(opt['name'].to_list())})")
         if serving:
@@ -386,7 +390,7 @@ def _compiled(tab: pl.DataFrame, has_cpu_ops: bool, has_kernels: bool) -> tuple[
     frames = _matching(tab, _INDUCTOR_FRAME, ("python_function",))
     parts = []
     if ops.height:
-        parts.append(f"compiled regions {_examples(ops.sort('name')['name'].to_list())}")
+        parts.append(f"compiled regions {_examples(ops['name'].to_list())}")
     if kern.height:
         parts.append(f"{_plural(_count(kern), 'Inductor Triton kernel')} ({kern.height:,} distinct)")
     if frames.height:
@@ -425,17 +429,23 @@ def _parallel(trace: Trace, tab: pl.DataFrame) -> tuple[tuple[str, ...], str]:
             f"{_plural(_count(a2a), 'all-to-all op')} ({_examples(a2a['name'].to_list())}; "
             "all-to-all also serves embedding sharding and sequence parallelism)"
         )
-    dep = _matching(tab, _DEEPEP_KERNEL, ("kernel",))
-    if dep.height:
-        found.setdefault("expert", []).append(
-            f"{_plural(_count(dep), 'DeepEP kernel')} ({_examples(dep['name'].to_list())})"
+    kern = tab.filter(pl.col("kind") == "kernel")
+    if kern.height:
+        tax = kernel_taxonomy(kern["name"]).filter(pl.col("family") == "all_to_all")
+        a2k = kern.join(tax.select("name", "library"), on="name", how="inner").sort(
+            ["n", "name"], descending=[True, False]
         )
+        if a2k.height:
+            libs = ", ".join(sorted(set(a2k["library"].to_list())))
+            found.setdefault("expert", []).append(
+                f"{_plural(_count(a2k), 'all-to-all kernel')} ({libs}: {_examples(a2k['name'].to_list())})"
+            )
     ddp = _matching(tab, _DATA_PARALLEL_OP, cpu)
     if ddp.height:
-        found.setdefault("data", []).append(f"DDP/FSDP ranges ({_examples(ddp.sort('name')['name'].to_list())})")
+        found.setdefault("data", []).append(f"DDP/FSDP ranges ({_examples(ddp['name'].to_list())})")
     hints = tuple(h for h in HINTS if h in found)
     if not hints:
-        return (), "no parallel-group description, send/recv, all-to-all or DeepEP evidence"
+        return (), "no parallel-group description, send/recv, all-to-all or DDP/FSDP evidence"
     return hints, "; ".join(f"{h}: {', '.join(dict.fromkeys(found[h]))}" for h in hints)
 
 
@@ -453,17 +463,6 @@ def _precision_of_types(input_type: str | None) -> str | None:
         if p:
             return p
     return None
-
-
-def _kernel_taxonomy(names: pl.Series) -> pl.DataFrame | None:
-    """The kernel taxonomy's ``name, family, precision`` per distinct name, or None where this
-    ranksight has none yet."""
-    try:
-        from ranksight.model import taxonomy  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    tax: pl.DataFrame = taxonomy.kernel_taxonomy(names)
-    return tax.select("name", "family", "precision")
 
 
 def _precision(trace: Trace) -> dict[str, Any]:
@@ -506,18 +505,18 @@ def _precision(trace: Trace) -> dict[str, Any]:
             dtype=pl.Boolean,
         ),
     )
-    tax = _kernel_taxonomy(k["name"].unique())
-    if tax is not None:
-        k = k.join(tax.rename({"precision": "name_precision"}), on="name", how="left")
-        matrix = pl.col("family").is_in(list(MATRIX_FAMILIES))
-        name_p: pl.Expr = pl.when(pl.col("name_precision") != "unknown").then(pl.col("name_precision"))
-    else:
-        matrix = pl.col("op_matrix")
-        name_p = pl.lit(None, dtype=pl.String)
+    tax = kernel_taxonomy(k["name"]).select("name", "family", pl.col("precision").alias("name_precision"))
+    k = k.join(tax, on="name", how="left")
+    # matrix work: a gemm / attention / convolution kernel by the taxonomy, or a kernel a matrix op launched
+    matrix = pl.col("family").is_in(list(MATRIX_FAMILIES)) | pl.col("op_matrix")
+    name_p = pl.when(pl.col("name_precision") != "unknown").then(pl.col("name_precision"))
     m = k.filter(matrix).with_columns(name_p.alias("from_name"))
     if not m.height:
-        src = "kernel taxonomy families" if tax is not None else "launching matrix ops"
-        return {**none, "evidence": f"no matrix kernels (gemm / attention / convolution) by {src}"}
+        return {
+            **none,
+            "evidence": "no matrix kernels (no gemm / attention / convolution kernel by the kernel taxonomy, "
+            "none launched by a matrix op)",
+        }
     # the launching op's input dtype is a fact about the data; a name refines fp32 inputs to TF32 math
     # and speaks where no aten matrix op launched the kernel (graph replays, custom ops)
     tf32 = (pl.col("op_precision") == "fp32") & (pl.col("from_name") == "tf32")
@@ -545,21 +544,21 @@ def _precision(trace: Trace) -> dict[str, Any]:
         }
     top, top_ns = by.row(0)
     share = top_ns / total
-    shares = ", ".join(f"{p} {ns / total:.0%}" for p, ns in by.rows()[:4])
+    shares = ", ".join(f"{p} {_pct(ns / total)}" for p, ns in by.rows()[:4])
     if share <= 0.5:
         return {
             **none,
             "evidence": f"no precision covers more than half of {total / 1e6:.3f} ms of matrix-kernel time "
-            f"({shares}; unknown {(total - known) / total:.0%})",
+            f"({shares}; unknown {_pct((total - known) / total)})",
         }
     srcs = sorted(set(m.filter(pl.col("p") == top)["src"].drop_nulls().to_list()))
     source = " and ".join(srcs) if srcs else None
-    rest = ", ".join(f"{p} {ns / total:.0%}" for p, ns in by.rows()[1:4])
+    rest = ", ".join(f"{p} {_pct(ns / total)}" for p, ns in by.rows()[1:4])
     unknown_ns = total - known
     ev_txt = (
-        f"{top}: {share:.0%} of {total / 1e6:.3f} ms of matrix-kernel time (from {source})"
+        f"{top}: {_pct(share)} of {total / 1e6:.3f} ms of matrix-kernel time (from {source})"
         + (f"; {rest}" if rest else "")
-        + (f"; unknown {unknown_ns / total:.0%}" if unknown_ns > 0 else "")
+        + (f"; unknown {_pct(unknown_ns / total)}" if unknown_ns > 0 else "")
     )
     return {"precision": top, "precision_share": round(share, 4), "precision_source": source, "evidence": ev_txt}
 
