@@ -228,6 +228,15 @@ def _first(field: str, base: str, full: str) -> str | None:
     return None
 
 
+def _first_per_rule(field: str, base: str, full: str) -> str | None:
+    """The first rule (file order) that matches the base name or, for scope ``any``, the whole name:
+    the file's order is the priority (FlashAttention before the CUTLASS it is built on)."""
+    for r in _by_field()[field]:
+        if r.regex.search(base) or (r.scope == "any" and r.regex.search(full)):
+            return r.value
+    return None
+
+
 @functools.lru_cache(maxsize=65536)
 def classify(name: str, kind: str = "kernel") -> KernelInfo:
     """What the taxonomy says about a GPU activity of this ``kind`` (kernel, memcpy, memset) and name."""
@@ -239,7 +248,7 @@ def classify(name: str, kind: str = "kernel") -> KernelInfo:
         name = name[:8192]
     full = normalise(without_params(name))
     base = normalise(base_name(name))
-    library = _first("library", base, full) or "unknown"
+    library = _first_per_rule("library", base, full) or "unknown"
     arch = _first("arch", base, full) or "unknown"
     precision = _first("precision", base, full) or "unknown"
     comm = _first("comm", base, base)

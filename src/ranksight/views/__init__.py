@@ -30,7 +30,8 @@ The others, and the analyses that read them:
 - ``links``: CPU launch ↔ GPU activity pairs — launches, queue, op-kernels, sequences.
 - ``names``: name normalisation and pattern tests per distinct name — overview, memcpy-bw, diff,
   the HTA facade.
-- ``tensor_cores``: Tensor Core / Matrix Core use from kernel names — ops, gpu-metrics, kernel-config.
+- ``kernel_taxonomy``: the kernel taxonomy (:mod:`ranksight.model.taxonomy`: class, family, precision,
+  Tensor Core use, library) of a rank's GPU activities with their time — kernel-taxonomy, diagnose.
 - ``tb_steps``: step windows as the TensorBoard plugin defines them — overview, gpu-metrics.
 - ``flops``, ``peaks``: FLOPs from op shapes, peak throughput per GPU and dtype — mfu.
 - ``memory_records``: ``[memory]`` events as allocation records — memory, diff.
