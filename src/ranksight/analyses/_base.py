@@ -91,6 +91,7 @@ ANALYSIS_MODULES = (
     "info",
     "kernel_config",
     "kernel_spread",
+    "kernel_taxonomy",
     "kernel_types",
     "kernels",
     "late_start",
