@@ -43,9 +43,10 @@ def test_second_load_reads_the_cache(cfg, trace_file):
     assert b.meta.devices_used == a.meta.devices_used
     assert b.steps.equals(a.steps)
     assert b.raw_events([5]) == a.raw_events([5])
-    # proof it came from the cache: a marker put into the cached meta comes back
+    # proof it came from the cache: a marker put into the cached meta (sealed again) comes back
     meta = json.loads((entry / "meta.json").read_text())
     meta["warnings"] = ["from-the-cache"]
+    meta["checksum"] = cache_mod._seal(meta)
     (entry / "meta.json").write_text(json.dumps(meta))
     with pytest.warns(ranksight.RanksightWarning, match="from-the-cache"):
         assert ranksight.load(trace_file, cache=cfg)[0].warnings == ["from-the-cache"]

@@ -26,6 +26,7 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 #: Every command module (each defines ``COMMAND``).
 COMMAND_MODULES = (
     "analyze",
+    "cache",
     "counters",
     "demo",
     "diagnose",

@@ -73,6 +73,13 @@ def add_trace_args(p: argparse.ArgumentParser, *, nargs: str | int = "+") -> Non
     )
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument(
+        "--cache-verify",
+        choices=("sampled", "full"),
+        default="sampled",
+        help="how a trace file is recognised in the cache: sampled blocks, size and mtime (default), or a hash of "
+        "the whole file (for copies that kept their mtime: cp -p, rsync -t)",
+    )
+    p.add_argument(
         "--scheduler",
         default=None,
         metavar="ADDR",
@@ -166,6 +173,7 @@ def load_run(args: argparse.Namespace, ctx: Context) -> Any:
             jobs=args.jobs,
             progress=prog,
             cache=False if args.no_cache else (args.cache_dir or None),
+            cache_verify=getattr(args, "cache_verify", None),
             scheduler=args.scheduler,
             rank_by=getattr(args, "rank_by", None),
             step_range=getattr(args, "step_range", None),

@@ -7,7 +7,8 @@ import os
 import sys
 
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
-from ranksight.report.counters import KINDS, write_counters
+from ranksight.io.output import OutputError, check_output, staged_dir
+from ranksight.report.counters import KINDS, output_name, write_counters
 
 __all__ = ["COMMAND"]
 
@@ -27,12 +28,18 @@ def _add(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     run = load_run(args, ctx)
     kinds = [k.strip() for k in args.counters.split(",") if k.strip()]
-    os.makedirs(args.out, exist_ok=True)
-    done = write_counters(run, args.out, kinds=kinds, force=args.force)
+    if os.path.lexists(args.out) and not os.path.isdir(args.out):
+        raise OutputError(f"cannot write into {args.out}: it exists and is not a directory")
+    inputs = [t.path for t in run]
+    for t in run:  # every output checked before anything is written
+        check_output(os.path.join(args.out, output_name(t.path)), inputs=inputs, force=args.force)
+    # written into a temporary folder, moved into place when every rank's file is complete
+    with staged_dir(args.out) as tmp:
+        done = write_counters(run, tmp, kinds=kinds, force=args.force)
     if not ctx.quiet:
         for rank, path, counts in done:
             what = ", ".join(f"{n} {k}" for k, n in counts.items())
-            sys.stdout.write(f"rank {rank}: {path} ({what} counter events)\n")
+            sys.stdout.write(f"rank {rank}: {os.path.join(args.out, os.path.basename(path))} ({what} counter events)\n")
     return 0
 
 

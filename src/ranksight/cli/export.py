@@ -10,38 +10,43 @@ import polars as pl
 
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
 from ranksight.io.kineto import TABLES
-from ranksight.io.output import atomic_path, check_output
+from ranksight.io.output import OutputError, check_output, staged_dir
 
 __all__ = ["COMMAND", "export_run"]
 
 
-def _atomic_parquet(df: pl.DataFrame | pl.LazyFrame, path: str) -> None:
-    with atomic_path(path, suffix=".parquet") as tmp:
-        if isinstance(df, pl.LazyFrame):  # streamed: never the whole table in memory when it lives in the cache
-            df.sink_parquet(tmp)
-        else:
-            df.write_parquet(tmp)
+def _write_parquet(df: pl.DataFrame | pl.LazyFrame, path: str) -> None:
+    if isinstance(df, pl.LazyFrame):  # streamed: never the whole table in memory when it lives in the cache
+        df.sink_parquet(path)
+    else:
+        df.write_parquet(path)
 
 
 def export_run(run, out_dir: str, *, force: bool = False, tables: bool = False) -> list[str]:  # noqa: ANN001
-    """Write ``rank<N>.events.parquet`` (and with ``tables`` each side table) into ``out_dir``."""
-    os.makedirs(out_dir, exist_ok=True)
+    """Write ``rank<N>.events.parquet`` (and with ``tables`` each side table) into ``out_dir``.
+
+    Every path is checked before anything is written; the files are written into a temporary
+    folder and moved into ``out_dir`` only when all of them are complete, so a failure (a full
+    disk half-way) leaves nothing behind (:func:`ranksight.io.output.staged_dir`)."""
     inputs = {os.path.realpath(t.path) for t in run}
 
-    def paths(rank: int) -> list[tuple[str | None, str]]:  # (table name, None for the events; path)
-        out: list[tuple[str | None, str]] = [(None, os.path.join(out_dir, f"rank{rank}.events.parquet"))]
+    def names(rank: int) -> list[tuple[str | None, str]]:  # (table name, None for the events; file name)
+        out: list[tuple[str | None, str]] = [(None, f"rank{rank}.events.parquet")]
         if tables:
-            out += [(name, os.path.join(out_dir, f"rank{rank}.{name}.parquet")) for name in TABLES]
+            out += [(name, f"rank{rank}.{name}.parquet") for name in TABLES]
         return out
 
-    for rank in run.ranks:  # every path is checked before anything is written
-        for _, path in paths(rank):
-            check_output(path, inputs=inputs, force=force)
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise OutputError(f"cannot write into {out_dir}: it exists and is not a directory")
+    for rank in run.ranks:
+        for _, fname in names(rank):
+            check_output(os.path.join(out_dir, fname), inputs=inputs, force=force)
     written = []
-    for t in run:  # one rank's tables at a time
-        for name, path in paths(t.rank):
-            _atomic_parquet(t.scan() if name is None else t.table(name), path)
-            written.append(path)
+    with staged_dir(out_dir) as tmp:
+        for t in run:  # one rank's tables at a time
+            for name, fname in names(t.rank):
+                _write_parquet(t.scan() if name is None else t.table(name), os.path.join(tmp, fname))
+                written.append(os.path.join(out_dir, fname))
     return written
 
 

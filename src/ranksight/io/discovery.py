@@ -3,7 +3,14 @@
 Rank resolution order: an explicit user mapping, ``distributedInfo.rank`` (read from the file
 header, which is parsed as JSON, so compact and pretty-printed files behave alike), a rank pattern
 in the file name (``rank-3``, ``rank3``, ``_rank_3``, ``worker3``), and finally the order of the
-files, with a warning. An Nsight Systems SQLite export (``.sqlite``, recognised by its SQLite
+files, with a warning.
+
+The header read here ends where ``traceEvents`` begins. A ``distributedInfo`` written *after* the
+events is seen only once the file is decoded: :func:`ranksight.model.run.load` then calls
+:func:`discover` again with those late headers (``late_headers``), so the rank a file declares
+wins wherever it sits, and two files declaring one rank are an error in every order. Warnings about
+ranks guessed from the order are handed back in ``notes`` for the caller to issue once the ranks
+are final. An Nsight Systems SQLite export (``.sqlite``, recognised by its SQLite
 header) holds one rank per (process, GPU) (see :func:`ranksight.io.nsys.rank_units`); its ranks are
 numbered after the files that name theirs, in (process, device) order, or take the rank in the
 file name when the export holds one rank.
@@ -32,10 +39,22 @@ from ranksight.errors import (
 from ranksight.io import nsys as _nsys
 from ranksight.io.kineto import DEFAULT_MAX_BYTES, read_header
 
-__all__ = ["TraceFile", "discover", "rank_from_name", "check_one_run", "TRACE_SUFFIXES"]
+__all__ = [
+    "TraceFile",
+    "discover",
+    "rank_from_name",
+    "declared_rank",
+    "check_one_run",
+    "TRACE_SUFFIXES",
+    "PROVISIONAL_SOURCES",
+]
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite")
 _RANK_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker)[\[\-_/]?(\d+)", re.IGNORECASE)
+
+#: Where a rank came from when the file's header (up to ``traceEvents``) declared none: a
+#: ``distributedInfo`` after the events, seen when the file is decoded, overrides these.
+PROVISIONAL_SOURCES = ("file name", "order")
 
 
 @dataclass
@@ -130,7 +149,12 @@ def _expand(item: str | os.PathLike[str], skipped: list[tuple[str, str]]) -> tup
     return [s], False
 
 
-def _header_rank(header: dict[str, Any]) -> int | None:
+def declared_rank(header: Mapping[str, Any]) -> int | None:
+    """The rank a trace's top-level metadata declares (``distributedInfo.rank``), if any."""
+    return _header_rank(header)
+
+
+def _header_rank(header: Mapping[str, Any]) -> int | None:
     info = header.get("distributedInfo")
     if isinstance(info, dict):
         r = info.get("rank")
@@ -148,10 +172,22 @@ def discover(
     max_bytes: int = DEFAULT_MAX_BYTES,
     rank_by: str | None = None,
     step_range: str | None = None,
+    late_headers: Mapping[str, Mapping[str, Any]] | None = None,
+    notes: list[str] | None = None,
 ) -> list[TraceFile]:
     """Resolve paths (files, directories, globs, or a ``{rank: path}`` mapping) to trace files.
 
-    ``rank_by`` (``process`` / ``device``) and ``step_range`` apply to Nsight Systems exports."""
+    ``rank_by`` (``process`` / ``device``) and ``step_range`` apply to Nsight Systems exports.
+    ``late_headers`` maps a file's real path to top-level keys read after its ``traceEvents``
+    (known once decoded; merged into the header). With ``notes``, the warning about ranks taken
+    from the order of the files is appended there instead of issued."""
+    late = late_headers or {}
+
+    def header_of(p: str) -> dict[str, Any]:
+        header, _ = read_header(p, max_bytes=max_bytes)
+        extra = late.get(os.path.realpath(p))
+        return {**dict(extra), **header} if extra else header
+
     if isinstance(paths, Mapping):
         files = [TraceFile(os.fspath(p), int(r), "user") for r, p in paths.items()]
         for f in files:
@@ -160,7 +196,7 @@ def discover(
             if _nsys.is_sqlite(f.path):
                 f.nsys = _one_unit(f.path, rank_by, step_range)
                 continue
-            f.header, _ = read_header(f.path, max_bytes=max_bytes)
+            f.header = header_of(f.path)
     else:
         items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         if not items:
@@ -198,6 +234,9 @@ def discover(
                 raise TraceFormatError(
                     f"not a trace: the JSON has no 'traceEvents' list (top-level keys: {keys})", path=p
                 )
+            extra = late.get(os.path.realpath(p))
+            if extra and _header_rank(header) is None:  # distributedInfo after traceEvents
+                header = {**header, **extra}
             r = _header_rank(header)
             if r is not None:
                 files.append(TraceFile(p, r, "distributedInfo", header))
@@ -220,10 +259,14 @@ def discover(
                 f.rank = nxt
                 taken.add(nxt)
             if unordered and len(files) + len(unordered) + len(nsys_units) > 1:
-                warn(
+                msg = (
                     f"{len(unordered)} file(s) carry no rank (no distributedInfo, no rank in the name); "
                     "numbered in order: " + ", ".join(f"{Path(f.path).name}→{f.rank}" for f in unordered)
                 )
+                if notes is not None:
+                    notes.append(msg)
+                else:
+                    warn(msg)
             files.extend(unordered + nsys_units)
     by_rank: dict[int, TraceFile] = {}
     for f in files:

@@ -44,24 +44,20 @@ class TraceSource:
         trace (more than ``EVENTS_RESIDENT_MAX`` events) then reads its events and side tables
         back from the entry per query instead of holding them; if the entry vanishes meanwhile,
         the file is decoded again (once)."""
+        if self.cache is None or self.key is None:
+            return self._decode()
         from ranksight.model import cache as _cache
 
-        rebuilt = _Once(self._decode)
-        if self.cache is not None and self.key is not None:
-            t = _cache.read_entry(
-                self.cache,
-                self.path,
-                self.key,
-                rank=self.rank,
-                rank_source=self.rank_source,
-                rebuild_events=lambda: rebuilt().events,
-            )
-            if t is not None and _honours_guards(t, self.strict, self.max_bytes):
-                return t
-        t = self._decode()
-        if self.cache is not None and self.key is not None:
-            _cache.store(self.cache, t, self.key, rebuild=rebuilt, spill=self.nsys is None)
-        return t
+        return _cache.load_or_build(
+            self.cache,
+            self.key,
+            path=self.path,
+            rank=self.rank,
+            rank_source=self.rank_source,
+            decode=self._decode,
+            accept=lambda t: _honours_guards(t, self.strict, self.max_bytes),
+            spill=self.nsys is None,
+        )
 
     def _decode(self) -> Trace:
         """The trace decoded from its file (no cache)."""
@@ -91,18 +87,6 @@ class TraceSource:
         )
 
 
-class _Once:
-    """``fn()`` called on first use only (the fallback decode shared by a trace's spilled parts)."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self._fn, self._done, self._value = fn, False, None
-
-    def __call__(self) -> Any:
-        if not self._done:
-            self._value, self._done = self._fn(), True
-        return self._value
-
-
 def _is_sqlite(path: str) -> bool:
     from ranksight.io.nsys import is_sqlite
 
@@ -118,9 +102,11 @@ def _honours_guards(t: Trace, strict: bool, max_bytes: int) -> bool:
     return not (max_bytes and t.meta.json_bytes > max_bytes)
 
 
-def build_source(src: TraceSource) -> list[str]:
-    """Worker task: make sure the source is decoded into the cache; return its warnings."""
-    return list(src.load().warnings)
+def build_source(src: TraceSource) -> tuple[list[str], Any]:
+    """Worker task: make sure the source is decoded into the cache; return its warnings and its
+    ``distributedInfo`` as decoded (wherever it sits in the file: the rank it declares)."""
+    t = src.load()
+    return list(t.warnings), t.meta.raw.get("distributedInfo")
 
 
 def _apply(src: TraceSource, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -135,8 +121,8 @@ class Engine:
     def map(self, fn: Callable[..., Any], sources: Sequence[TraceSource], kwargs: dict[str, Any]) -> list[Any]:
         raise NotImplementedError
 
-    def build(self, sources: Sequence[TraceSource]) -> list[list[str]]:
-        """Decode sources into the cache; returns each one's warnings."""
+    def build(self, sources: Sequence[TraceSource]) -> list[tuple[list[str], Any]]:
+        """Decode sources into the cache; returns each one's warnings and ``distributedInfo``."""
         return [build_source(s) for s in sources]
 
 
@@ -178,7 +164,7 @@ class ProcessEngine(Engine):
             return []
         return list(self._pool().map(_apply, sources, [fn] * len(sources), [kwargs] * len(sources)))
 
-    def build(self, sources: Sequence[TraceSource]) -> list[list[str]]:
+    def build(self, sources: Sequence[TraceSource]) -> list[tuple[list[str], Any]]:
         if len(sources) <= 1:
             return super().build(sources)
         return list(self._pool().map(build_source, sources))
@@ -196,6 +182,6 @@ class DaskEngine(Engine):
         futures = [self.client.submit(_apply, s, fn, kwargs, pure=False) for s in sources]
         return self.client.gather(futures)
 
-    def build(self, sources: Sequence[TraceSource]) -> list[list[str]]:
+    def build(self, sources: Sequence[TraceSource]) -> list[tuple[list[str], Any]]:
         futures = [self.client.submit(build_source, s, pure=False) for s in sources]
         return self.client.gather(futures)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import warnings as _warnings
@@ -14,9 +15,9 @@ from typing import Any
 import polars as pl
 
 from ranksight.errors import RanksightWarning, UsageError
-from ranksight.io.discovery import discover
+from ranksight.io.discovery import PROVISIONAL_SOURCES, TraceFile, declared_rank, discover
 from ranksight.io.kineto import DEFAULT_MAX_BYTES
-from ranksight.model.cache import CacheConfig, fingerprint
+from ranksight.model.cache import CACHE_WARNING, VERIFY_MODES, CacheConfig, fingerprint, sweep_tmp
 from ranksight.model.engine import DaskEngine, Engine, LocalEngine, ProcessEngine, TraceSource
 from ranksight.model.trace import Trace
 
@@ -168,6 +169,7 @@ def load(
     scheduler: str | None = None,
     rank_by: str | None = None,
     step_range: str | None = None,
+    cache_verify: str | None = None,
 ) -> Run:
     """Load traces into a :class:`Run`.
 
@@ -189,71 +191,173 @@ def load(
     cache
         ``None``/``True``: the default cache directory (:func:`~ranksight.model.cache.default_cache_dir`);
         a path: that directory; ``False``: no cache. Files under 1 MiB are never cached.
+    cache_verify
+        How a trace file is recognised in the cache: ``"sampled"`` (default: size, modification
+        time and sampled blocks) or ``"full"`` (a hash of the whole file, for copies that kept
+        their modification time); see :mod:`ranksight.model.cache`.
     client, scheduler
         A ``distributed.Client``, or a scheduler address (``tcp://host:port``): decode and per-rank
         work then run on the Dask cluster (the trace files must be readable by its workers).
     rank_by, step_range
         Nsight Systems exports only (docs/nsys.md): one rank per ``"process"`` or per ``"device"``
         instead of per (process, GPU); NVTX ranges named ``step_range`` become ProfilerSteps.
+
+    A file's rank is the one its ``distributedInfo`` declares wherever it sits in the file (after
+    ``traceEvents`` it is known once the file is decoded; the ranks are then resolved again), else
+    the one in its name, else its order (:mod:`ranksight.io.discovery`).
     """
-    files = discover(paths, ranks=ranks, max_bytes=max_bytes, rank_by=rank_by, step_range=step_range)
+    wanted = None if ranks is None else [int(r) for r in ranks]
+    discover_opts: dict[str, Any] = {"max_bytes": max_bytes, "rank_by": rank_by, "step_range": step_range}
+    notes: list[str] = []
+    files = discover(paths, ranks=wanted, notes=notes, **discover_opts)
     if not files:
         raise UsageError("no trace selected")
     cfg = _cache_config(cache)
+    if cfg is not None and cache_verify is not None and cache_verify != cfg.verify:
+        if cache_verify not in VERIFY_MODES:
+            raise UsageError(f"cache_verify must be one of {', '.join(VERIFY_MODES)}, not {cache_verify!r}")
+        cfg = dataclasses.replace(cfg, verify=cache_verify)
+    if cfg is not None:
+        sweep_tmp(cfg)  # what killed writers left behind, once an hour old
     if any(os.path.getsize(f.path) >= BIG_FILE_BYTES for f in files):
         from ranksight import _core
 
         _core.set_mmap_threshold(128 << 10)
-    sources = []
-    total_bytes = 0
-    for f in files:
+
+    def source(f: TraceFile) -> TraceSource:
         size = os.path.getsize(f.path)
-        total_bytes += size
-        key = fingerprint(f.path) if cfg is not None and size >= cfg.min_bytes else None
+        key = fingerprint(f.path, full=cfg.verify == "full") if cfg is not None and size >= cfg.min_bytes else None
         if key is not None and f.nsys is not None:  # several ranks of one export: one entry each
             key = hashlib.blake2b(f"{key}:{f.nsys.cache_tag()}".encode(), digest_size=20).hexdigest()
-        sources.append(TraceSource(f.path, f.rank, f.rank_source, strict, max_bytes, cfg if key else None, key, f.nsys))
+        return TraceSource(f.path, f.rank, f.rank_source, strict, max_bytes, cfg if key else None, key, f.nsys)
+
+    sources = [source(f) for f in files]
+    total_bytes = sum(os.path.getsize(f.path) for f in files)
     engine = _engine(jobs, client, scheduler)
-    run_warnings: list[str] = []
-    resident: list[Trace] = []
+    #: per source (its index): the warnings of its decode and its distributedInfo as decoded
+    seen: dict[int, tuple[list[str], Any]] = {}
+    kept: dict[int, Trace] = {}  # traces held in memory, by source index
+
+    def loaded(i: int, t: Trace, *, keep: bool) -> None:
+        seen[i] = (list(t.warnings), t.meta.raw.get("distributedInfo"))
+        if keep:
+            kept[i] = t
+
     remote = (
-        [s for s in sources if s.key is not None and not s.is_cached()] if not isinstance(engine, LocalEngine) else []
+        [i for i, s in enumerate(sources) if s.key is not None and not s.is_cached()]
+        if not isinstance(engine, LocalEngine)
+        else []
     )
     if isinstance(engine, DaskEngine):
         # decode on the cluster (workers write their cache); nothing is held here
-        remote = list(sources)
+        remote = list(range(len(sources)))
     done = 0
     if remote:
-        for s, ws in zip(remote, engine.build(remote), strict=True):
-            run_warnings.extend(f"rank {s.rank}: {w}" for w in ws)
+        for i, built in zip(remote, engine.build([sources[i] for i in remote]), strict=True):
+            seen[i] = built
             done += 1
             if progress:
-                progress(done, len(files), s.path)
+                progress(done, len(files), sources[i].path)
     lazy = isinstance(engine, DaskEngine) or total_bytes > RESIDENT_BYTES
     if not lazy:
-        local = [s for s in sources if s not in remote]
+        local = [i for i in range(len(sources)) if i not in remote]
         n_threads = max(1, min(os.cpu_count() or 1, len(local)))
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            for s, t in zip(local, pool.map(TraceSource.load, local), strict=True):
-                resident.append(t)
-                run_warnings.extend(f"rank {t.rank}: {w}" for w in t.warnings)
+        # each decode silences its own warnings with catch_warnings, which is not thread-safe: the
+        # filters are restored here once every thread is done (else "ignore" can stay behind)
+        with _warnings.catch_warnings(), ThreadPoolExecutor(max_workers=n_threads) as pool:
+            for i, t in zip(local, pool.map(lambda i: sources[i].load(), local), strict=True):
+                loaded(i, t, keep=True)
                 done += 1
                 if progress:
-                    progress(done, len(files), s.path)
-        for s in remote:
-            resident.append(s.load())
-    run = Run(resident, sources=sources, engine=engine, max_resident=None if not lazy else max(1, jobs or 2))
-    if lazy and not isinstance(engine, DaskEngine):
+                    progress(done, len(files), sources[i].path)
+        for i in remote:
+            kept[i] = sources[i].load()
+    elif not isinstance(engine, DaskEngine):
         # make sure every rank is decoded (and cached) once, holding one at a time; the last one
         # stays resident (a single huge rank is then not decoded twice when there is no cache)
         for i, s in enumerate(sources):
-            if s not in remote:
-                t = run[s.rank] if i == len(sources) - 1 else s.load()
-                run_warnings.extend(f"rank {t.rank}: {w}" for w in t.warnings)
+            if i not in remote:
+                loaded(i, s.load(), keep=i == len(sources) - 1)
                 done += 1
                 if progress:
                     progress(done, len(files), s.path)
-    for w in run_warnings:
+    late = {
+        os.path.realpath(s.path): {"distributedInfo": seen[i][1]}
+        for i, s in enumerate(sources)
+        if i in seen and s.nsys is None and s.rank_source in PROVISIONAL_SOURCES and _declares(seen[i][1])
+    }
+    if late:  # a distributedInfo after traceEvents: the ranks are resolved again with it
+        if wanted is not None:  # the other files' declarations count too (their numbering, duplicates)
+            chosen = {os.path.realpath(f.path) for f in files}
+            for f in discover(paths, notes=[], **discover_opts):
+                rp = os.path.realpath(f.path)
+                if f.nsys is None and f.rank_source in PROVISIONAL_SOURCES and rp not in chosen:
+                    info = source(f).load().meta.raw.get("distributedInfo")
+                    if _declares(info):
+                        late[rp] = {"distributedInfo": info}
+        notes = []
+        files = discover(paths, ranks=wanted, late_headers=late, notes=notes, **discover_opts)
+        sources, seen, kept = _renumber(files, sources, seen, kept, source)
+    run_warnings = [f"rank {sources[i].rank}: {w}" for i in sorted(seen) for w in seen[i][0]]
+    run_warnings = _one_line_per_cache_problem(run_warnings)
+    resident = [kept[i] for i in sorted(kept)]
+    run = Run(resident, sources=sources, engine=engine, max_resident=None if not lazy else max(1, jobs or 2))
+    for w in [*notes, *run_warnings]:
         _warnings.warn(w, RanksightWarning, stacklevel=2)
-    run._warnings = run_warnings
+    run._warnings = [*notes, *run_warnings]
     return run
+
+
+def _declares(info: Any) -> bool:
+    return isinstance(info, dict) and declared_rank({"distributedInfo": info}) is not None
+
+
+def _renumber(
+    files: list[TraceFile],
+    sources: list[TraceSource],
+    seen: dict[int, tuple[list[str], Any]],
+    kept: dict[int, Trace],
+    make: Callable[[TraceFile], TraceSource],
+) -> tuple[list[TraceSource], dict[int, tuple[list[str], Any]], dict[int, Trace]]:
+    """The sources of ``files`` (ranks resolved again), reusing what was loaded for each file."""
+    by_file = {
+        (os.path.realpath(s.path), s.nsys.cache_tag() if s.nsys is not None else None): i for i, s in enumerate(sources)
+    }
+    new_sources: list[TraceSource] = []
+    new_seen: dict[int, tuple[list[str], Any]] = {}
+    new_kept: dict[int, Trace] = {}
+    for j, f in enumerate(files):
+        i = by_file.get((os.path.realpath(f.path), f.nsys.cache_tag() if f.nsys is not None else None))
+        if i is None:  # not loaded yet (a selection that changed): loaded on first use
+            new_sources.append(make(f))
+            continue
+        new_sources.append(dataclasses.replace(sources[i], rank=f.rank, rank_source=f.rank_source))
+        if i in seen:
+            new_seen[j] = seen[i]
+        t = kept.get(i)
+        if t is not None:
+            t.rank = t.meta.rank = f.rank
+            t.meta.rank_source = f.rank_source
+            new_kept[j] = t
+    return new_sources, new_seen, new_kept
+
+
+def _one_line_per_cache_problem(lines: list[str]) -> list[str]:
+    """``rank N: cache: <same text>`` on several ranks → one line naming the ranks."""
+    out: list[str] = []
+    ranks_of: dict[str, list[str]] = {}
+    for line in lines:
+        head, sep, text = line.partition(": ")
+        if sep and text.startswith(CACHE_WARNING) and head.startswith("rank "):
+            if text not in ranks_of:
+                ranks_of[text] = []
+                out.append(text)
+            ranks_of[text].append(head.removeprefix("rank "))
+        else:
+            out.append(line)
+    return [
+        (f"rank {ranks_of[x][0]}: {x}" if len(ranks_of[x]) == 1 else f"ranks {', '.join(ranks_of[x])}: {x}")
+        if x in ranks_of
+        else x
+        for x in out
+    ]
