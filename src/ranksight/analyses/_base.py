@@ -88,6 +88,7 @@ ANALYSIS_MODULES = (
     "gpu_metrics",
     "health",
     "idle",
+    "idle_causes",
     "info",
     "kernel_config",
     "kernel_spread",
