@@ -186,6 +186,7 @@ def test_graph_capture_counts_launches_under_capture(make_trace):
     ev.runtime("hipStreamBeginCapture")
     ev.runtime("hipLaunchKernel")
     ev.runtime("hipLaunchKernel")
+    ev.kernel(NVJET, ev.runtime("hipLaunchKernel"))  # ran (another stream, not capturing): not captured
     ev.runtime("hipLaunchKernel", tid=2)  # another thread: not under this capture
     ev.runtime("hipStreamEndCapture")
     ev.runtime("hipGraphInstantiateWithFlags")
@@ -194,6 +195,15 @@ def test_graph_capture_counts_launches_under_capture(make_trace):
     assert c.graphs == "capture" and c.is_capture and not c.replays_graphs
     assert (c.graph_captures, c.captured_launches, c.graph_api) == (1, 2, "HIP")
     assert "2 launches recorded under capture with no GPU record (captured, not executed)" in c.evidence["graphs"]
+
+
+def test_unclosed_capture_stays_on_its_thread(make_trace):
+    ev = Ev()
+    ev.runtime("cudaStreamBeginCapture", tid=1)  # its EndCapture is past the end of the trace
+    ev.runtime("cudaLaunchKernel", tid=1)
+    ev.runtime("cudaLaunchKernel", tid=2)  # a launch whose GPU record is missing, on another thread
+    c = ctx_of(make_trace, ev)
+    assert (c.graphs, c.graph_captures, c.captured_launches) == ("capture", 1, 1)
 
 
 def test_graph_capture_and_replay(make_trace):

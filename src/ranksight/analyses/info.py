@@ -11,10 +11,12 @@ Tables:
 - ``events by kind``: ``rank`` and the count of each event kind present (``kernel`` and
   ``cpu_op`` always shown).
 - ``run``: one row for the whole run: ``ranks, world_size, gpus, steps, first_step, last_step,
-  span_ms`` (first start to last end over every rank), ``events``, ``warnings`` (load warnings).
+  span_ms`` (first start to last end over every rank), ``events``, ``warnings`` (load warnings),
+  ``context`` (the ``run-context`` line: training or inference, dominant precision, torch.compile,
+  CUDA/HIP graphs, parallel hints; null with a note when it cannot be had).
 
-Notes: the load warnings, ranks that disagree on the world size or a partial run, and one line
-from the ``health`` analysis.
+Notes: the load warnings, ranks that disagree on the world size or a partial run, the run context
+(``context: …``) and one line from the ``health`` analysis.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Missing, Session
+from ranksight.analyses.run_context import run_context_line, run_contexts
 from ranksight.model.kinds import KINDS
 
 if TYPE_CHECKING:
@@ -108,6 +111,7 @@ def info(run: Run | Session, *, ranks: Sequence[int] | None = None) -> AnalysisR
                 "span_ms": (max(s[1] for s in spans) - min(s[0] for s in spans)) / 1e6 if spans else None,
                 "events": int(files["events"].sum()),
                 "warnings": len(load_warnings),
+                "context": None,
             }
         ],
         schema={
@@ -120,9 +124,18 @@ def info(run: Run | Session, *, ranks: Sequence[int] | None = None) -> AnalysisR
             "span_ms": pl.Float64,
             "events": pl.Int64,
             "warnings": pl.Int64,
+            "context": pl.String,
         },
     )
     notes = list(load_warnings)
+    # run context (training/inference, precision, compile, graphs): its own guarded analysis
+    rc = sess.try_result("run-context")
+    if isinstance(rc, Missing):
+        notes.append(f"context: unknown ({rc.reason})")
+    else:
+        line = run_context_line(run_contexts(sess))
+        run_row = run_row.with_columns(pl.lit(line, dtype=pl.String).alias("context"))
+        notes.append(f"context: {line}")
     if len(ws) > 1:
         notes.append(f"ranks disagree on the world size: {ws} (runs mixed in one folder?)")
     elif ws and len(rs) < ws[0]:

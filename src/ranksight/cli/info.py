@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import polars as pl
 
@@ -50,6 +51,12 @@ def _add(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     run = load_run(args, ctx)
     tables, notes = info_tables(run)
+    if args.format == "table":  # the run context heads the text output ("context: training, bf16, …")
+        context = [n for n in notes if n.startswith("context: ")]
+        if context:
+            sys.stdout.write(context[0] + "\n")
+            sys.stdout.flush()
+            notes = [n for n in notes if n not in context]
     print_tables(tables, args.format, notes=notes)
     return 0
 

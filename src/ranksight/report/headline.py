@@ -123,6 +123,14 @@ HEADLINES: list[Headline] = [
             (pl.col("wait_caused_us") / 1e3).alias("wait_caused_ms"),
         ),
     ),
+    Headline(
+        "run-context",
+        {
+            "context": "training or inference, dominant matrix precision, torch.compile, CUDA/HIP graph capture "
+            "or replay, parallel hints (evidence: ranksight analyze run-context)"
+        },
+        _pick("run context", {"context": "context"}),
+    ),
 ]
 
 

@@ -209,6 +209,7 @@ def _pct(x: float) -> str:
 
 
 def _examples(names: list[str], k: int = 2) -> str:
+    names = list(dict.fromkeys(names))  # one name may come from two kinds (annotation on CPU and GPU)
     shown = ", ".join(f"`{n[:60]}`" for n in names[:k])
     return shown + (f" (+{len(names) - k} more)" if len(names) > k else "")
 
@@ -465,7 +466,7 @@ def _precision_of_types(input_type: str | None) -> str | None:
     return None
 
 
-def _precision(trace: Trace) -> dict[str, Any]:
+def _precision(trace: Trace, captured: int = 0) -> dict[str, Any]:
     ev = trace.scan()
     k = (
         ev.filter(pl.col("kind") == "kernel")
@@ -511,6 +512,12 @@ def _precision(trace: Trace) -> dict[str, Any]:
     matrix = pl.col("family").is_in(list(MATRIX_FAMILIES)) | pl.col("op_matrix")
     name_p = pl.when(pl.col("name_precision") != "unknown").then(pl.col("name_precision"))
     m = k.filter(matrix).with_columns(name_p.alias("from_name"))
+    if not m.height and captured:
+        return {
+            **none,
+            "evidence": f"no executed matrix kernels: {_plural(captured, 'launch', 'launches')} were captured into "
+            "graphs, not executed",
+        }
     if not m.height:
         return {
             **none,
@@ -573,7 +580,7 @@ def _compute(trace: Trace) -> RunContext:
     g = _graphs(trace, tab, m.gpu_vendor)
     compiled, comp_ev = _compiled(tab, has_cpu_ops, "kernel" in kinds)
     hints, par_ev = _parallel(trace, tab)
-    prec = _precision(trace)
+    prec = _precision(trace, g["captured_launches"])
     props = next((p for p in m.device_properties if p.get("id") in m.devices_used), None) or (
         m.device_properties[0] if m.device_properties else None
     )

@@ -149,7 +149,20 @@ def build_payload(
         "failures": ctx.failures,
         "strings": ctx.strings.strings,
     }
+    context = _context_line(ctx.session)
+    if context is not None:
+        doc["context"] = context
     return doc
+
+
+def _context_line(session: Session) -> str | None:
+    """The run-context line for the header (``training, bf16, torch.compile, …``), None when it cannot be had."""
+    from ranksight.analyses import Missing
+    from ranksight.analyses.run_context import run_context_line, run_contexts
+
+    if isinstance(session.try_result("run-context"), Missing):
+        return None
+    return run_context_line(run_contexts(session))
 
 
 def _default_title(run: Any) -> str:

@@ -70,7 +70,7 @@ def _view(doc: dict[str, Any]) -> dict[str, Any]:
     rank_txt = f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''}"
     return {
         "title": S[doc["title"]],
-        "subtitle": f"{rank_txt} · {shown} sections",
+        "subtitle": f"{rank_txt} · {doc['context'] + ' · ' if doc.get('context') else ''}{shown} sections",
         "groups": groups,
         "skipped": skipped,
         "generator": doc["generator"],

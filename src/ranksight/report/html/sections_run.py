@@ -13,10 +13,11 @@ from ranksight.report.html.sections import Ctx, Skip, section
 @section(
     "overview",
     "Run overview",
-    needs=("info",),
+    needs=("info", "run-context"),
     group="Run",
     order=10,
-    help="Files, ranks, GPUs, steps and time span of the traces, and any trace warnings.",
+    help="Files, ranks, GPUs, steps and time span of the traces, any trace warnings, and the run context "
+    "(training or inference, precision, torch.compile, CUDA/HIP graphs) with its evidence.",
 )
 def overview(ctx: Ctx) -> list[dict[str, Any]]:
     if len(ctx.session.ranks) == 0:
@@ -25,6 +26,7 @@ def overview(ctx: Ctx) -> list[dict[str, Any]]:
     files = res["files"].drop("time_base")
     r = res["run"].row(0, named=True)
     facts: list[tuple[str, Any]] = [
+        ("run context", r.get("context") or "unknown"),
         ("ranks loaded", r["ranks"]),
         ("world size", r["world_size"] or "unknown"),
         ("GPU", r["gpus"]),
@@ -37,6 +39,11 @@ def overview(ctx: Ctx) -> list[dict[str, Any]]:
         ctx.kv(facts, id="overview-facts"),
         ctx.table(files, id="overview-files", title="Files", units={"json_mb": "MB", "span_ms": "ms"}),
     ]
+    try:
+        ev = ctx.tables("run-context", "evidence")["evidence"]
+        blocks.append(ctx.table(ev, id="overview-context", title="Run context: the evidence for each answer"))
+    except Skip:
+        pass  # the facts say "unknown"; the overview stands without it
     warnings = ctx.run.warnings
     if warnings:
         w = pl.DataFrame({"warning": [str(x) for x in warnings]})
