@@ -16,7 +16,9 @@ Tables:
   CUDA/HIP graphs, parallel hints; null with a note when it cannot be had).
 
 Notes: the load warnings, ranks that disagree on the world size or a partial run, the run context
-(``context: …``) and one line from the ``health`` analysis.
+(``context: …``) and one line from the ``health`` analysis. Ranks
+whose span and event durations are ~1000× the others' (timestamps in ns where the others have
+µs: :mod:`ranksight.views.time_units`) get a ``time unit: …`` note.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Missing, Session
 from ranksight.analyses.run_context import run_context_line, run_contexts
 from ranksight.model.kinds import KINDS
+from ranksight.views.time_units import time_facts, time_unit_note, time_unit_outliers
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -140,6 +143,10 @@ def info(run: Run | Session, *, ranks: Sequence[int] | None = None) -> AnalysisR
         notes.append(f"ranks disagree on the world size: {ws} (runs mixed in one folder?)")
     elif ws and len(rs) < ws[0]:
         notes.append(f"{len(rs)} of {ws[0]} ranks loaded")
+    times = sess.map(time_facts) if len(rs) > 1 else {}
+    odd = time_unit_outliers(times)
+    if odd:
+        notes.append(time_unit_note(odd, times))
     h = sess.try_result("health")
     if not isinstance(h, Missing) and h.notes:
         line = h.notes[0]

@@ -33,6 +33,8 @@ The others, and the analyses that read them:
 - ``kernel_taxonomy``: the kernel taxonomy (:mod:`ranksight.model.taxonomy`: class, family, precision,
   Tensor Core use, library) of a rank's GPU activities with their time — kernel-taxonomy, diagnose.
 - ``tb_steps``: step windows as the TensorBoard plugin defines them — overview, gpu-metrics.
+- ``time_units``: ranks whose span and event durations are ~1000× the others' (ns vs µs) — info,
+  diagnose.
 - ``flops``, ``peaks``: FLOPs from op shapes, peak throughput per GPU and dtype — mfu.
 - ``memory_records``: ``[memory]`` events as allocation records — memory, diff.
 - ``memory_snapshot``: tables of a PyTorch CUDA memory snapshot — memory (``--snapshot``), report.

@@ -788,6 +788,44 @@ def rule_load_imbalance(ctx: Context) -> list[Finding]:
     ]
 
 
+# ---- 12. Time unit -----------------------------------------------------------------------------
+
+
+def rule_time_unit_mismatch(ctx: Context) -> list[Finding]:
+    """Ranks whose span and median event duration are ~1000× the others' (ns vs µs timestamps;
+    :mod:`ranksight.views.time_units`)."""
+    from ranksight.views.time_units import TIME_UNIT_RATIO, time_facts, time_unit_note, time_unit_outliers
+
+    if len(ctx.ranks) < 2:
+        return []
+    facts = ctx.session.map(time_facts)
+    odd = time_unit_outliers(facts)
+    if not odd:
+        return []
+    return [
+        Finding(
+            rule="time-unit-mismatch",
+            title="Ranks recorded in different time units",
+            severity="high",
+            impact=1.0,
+            ranks=sorted(odd),
+            summary=time_unit_note(odd, facts).removeprefix("time unit: "),
+            evidence={
+                "span_ms_by_rank": {str(r): _r((f["span_ns"] or 0) / 1e6, 3) for r, f in facts.items()},
+                "median_event_us_by_rank": {str(r): _r((f["median_dur_ns"] or 0) / 1e3, 3) for r, f in facts.items()},
+                "span_ratio_by_rank": {str(r): _r(x, 4) for r, x in sorted(odd.items())},
+                "ratio_range": list(TIME_UNIT_RATIO),
+                "definition": "span and median event duration both differ from the majority's by this factor range",
+            },
+            fixes=[
+                "re-export the flagged ranks' traces with timestamps in µs (Kineto's unit), or convert them "
+                "(divide ts and dur by 1000)",
+                "analyse the ranks of each unit separately (--rank) until then: cross-rank numbers are not comparable",
+            ],
+        )
+    ]
+
+
 RULES = [
     rule_dataloader_bound,
     rule_launch_bound,
@@ -800,4 +838,5 @@ RULES = [
     rule_memory_fragmentation,
     rule_full_launch_queue,
     rule_load_imbalance,
+    rule_time_unit_mismatch,
 ]
