@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 from tests.conftest import DATA, shared_or_skip
 
@@ -37,8 +38,24 @@ def test_h100_eager_training():
     assert fields(c) == ("training", "none", "no", (), "bf16")
     assert c.evidence["mode"].startswith("1,212 backward ops (")
     assert "6 optimizer ops (`Optimizer.step#AdamW.step`, `Optimizer.zero_grad#AdamW.zero_grad`)" in c.evidence["mode"]
-    assert c.precision_share == 1.0 and c.precision_source == "op dtypes"
+    # cuBLAS nvjet GEMMs: bf16 from their ops; cuDNN SDPA kernels name `f16` (fp16 by the taxonomy)
+    assert c.precision_share == 0.8494 and c.precision_source == "op dtypes"
+    assert c.evidence["precision"] == "bf16: 85% of 2.792 ms of matrix-kernel time (from op dtypes); fp16 15%"
     assert (c.gpu_vendor, c.gpu_model, c.gpu_arch) == ("NVIDIA", "NVIDIA H100 80GB HBM3", "Hopper (sm_90)")
+
+
+def test_precision_is_kernel_taxonomys_number():
+    """One definition, one number: the dominant precision's share is kernel-taxonomy's share of matrix time."""
+    from ranksight.analyses import Session
+    from ranksight.analyses.run_context import run_contexts
+
+    for path in (H100 / "train-eager", VLLM_DECODE):
+        sess = Session(ranksight.load(str(path), cache=False))
+        c = run_contexts(sess)[0]
+        mp = sess.result("kernel-taxonomy")["matrix_precision"]
+        pct = mp.group_by("precision").agg(pl.col("pct_of_matrix").sum())
+        top = pct.filter(pl.col("precision") == c.precision)["pct_of_matrix"].item()
+        assert round(100 * c.precision_share, 2) == pytest.approx(top, abs=0.01), path
 
 
 def test_h100_compiled_training():

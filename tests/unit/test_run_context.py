@@ -78,7 +78,7 @@ class Ev:
     def launch(
         self, op: str, kernel: str, *, types: list[str] | None = None, dur: int = 100, api: str = "cudaLaunchKernel"
     ):
-        ext = self.cpu(op, types=types)
+        ext = self.cpu(op, types=types, dur=15)  # encloses its launch call (ts + 10, 2 µs)
         corr = self.runtime(api, ext=ext)
         self.kernel(kernel, corr, ext=ext, dur=dur)
 
@@ -344,6 +344,16 @@ def test_precision_unknown_without_matrix_work(make_trace):
     ev.launch("aten::add", ADD, types=["float", "float"])
     c = ctx_of(make_trace, ev)
     assert c.precision == "unknown" and not c.low_precision and c.precision_share is None
+
+
+def test_precision_unknown_when_no_matrix_kernel_has_one(make_trace):
+    ev = Ev()
+    ev.launch("aten::mm", NVJET, types=["TensorList"])  # a cuBLAS name without precision, an op without dtype
+    c = ctx_of(make_trace, ev)
+    assert c.precision == "unknown" and c.precision_share is None
+    assert c.evidence["precision"] == (
+        "1 matrix kernel (0.100 ms), none with a precision in its name or its launching op's input dtypes"
+    )
 
 
 def test_precision_unknown_when_no_precision_covers_half(make_trace):

@@ -14,8 +14,8 @@
   facts (process group descriptions, send/recv and all-to-all operators, the kernel taxonomy's
   all-to-all kernels such as DeepEP dispatch/combine, DDP/FSDP ranges).
 - ``precision``: the precision of more than half of the GPU matrix-kernel time (gemm / attention /
-  convolution kernels by the kernel taxonomy, or kernels a matrix op launched): per kernel, the
-  launching operator's input dtype, else the precision its name gives; ``unknown`` when no
+  convolution kernels), from the rank's kernel taxonomy (the name's precision, else the launching
+  operator's input dtype), so that it and ``kernel-taxonomy`` give one number; ``unknown`` when no
   precision covers more than half.
 - the device: vendor, model, architecture (from ``deviceProperties``, as ``info`` reads them).
 
@@ -25,7 +25,6 @@ once per distinct name (no Python per event); the result is memoised per trace.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ import polars as pl
 
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.taxonomy import LOW_PRECISIONS, MATRIX_FAMILIES, kernel_taxonomy
+from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -170,26 +170,6 @@ _PG_TOKENS = {
     "ddp": "data",
     "fsdp": "data",
     "cp": "context",
-}
-
-#: matrix operators (launching ops whose input dtype stands for their kernels' precision)
-_MATRIX_OP = re.compile(
-    r"^aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_addmm_activation|_scaled_mm|_scaled_grouped_mm|"
-    r"_grouped_mm|_int_mm|convolution|_convolution|conv[123]d|conv_transpose[123]d|cudnn_convolution\w*|"
-    r"miopen_convolution\w*|convolution_backward|_scaled_dot_product_\w+|_flash_attention_\w+|"
-    r"_efficient_attention_\w+|_cudnn_attention_\w+)$"
-)
-_TYPE_TO_PRECISION = {
-    "float": "fp32",
-    "double": "fp64",
-    "c10::Half": "fp16",
-    "c10::BFloat16": "bf16",
-    "c10::Float8_e4m3fn": "fp8",
-    "c10::Float8_e5m2": "fp8",
-    "c10::Float8_e4m3fnuz": "fp8",
-    "c10::Float8_e5m2fnuz": "fp8",
-    "c10::Float4_e2m1fn_x2": "fp4",
-    "signed char": "int8",
 }
 
 _CPU_NAME_KINDS = ("cpu_op", "user_annotation", "gpu_user_annotation", "python_function")
@@ -450,68 +430,16 @@ def _parallel(trace: Trace, tab: pl.DataFrame) -> tuple[tuple[str, ...], str]:
     return hints, "; ".join(f"{h}: {', '.join(dict.fromkeys(found[h]))}" for h in hints)
 
 
-def _precision_of_types(input_type: str | None) -> str | None:
-    """The precision of a launching op from its ``Input type`` list: the first tensor input whose
-    dtype is known."""
-    if not input_type:
-        return None
-    try:
-        types = json.loads(input_type)
-    except ValueError:
-        types = [t.strip() for t in input_type.strip("[]").split(",")]
-    for t in types if isinstance(types, list) else []:
-        p = _TYPE_TO_PRECISION.get(str(t).strip().strip('"'))
-        if p:
-            return p
-    return None
-
-
 def _precision(trace: Trace, captured: int = 0) -> dict[str, Any]:
-    ev = trace.scan()
-    k = (
-        ev.filter(pl.col("kind") == "kernel")
-        .group_by("name", "external_id")
-        .agg(pl.col("dur_ns").fill_null(0).sum().cast(pl.Int64).alias("dur_ns"))
-        .collect()
-        .with_columns(pl.col("name").cast(pl.String))
-    )
+    """The precision of more than half of the matrix-kernel time, from the kernel taxonomy of the
+    rank (:func:`~ranksight.views.kernel_taxonomy.kernel_taxonomy_table`: the name's precision, else
+    the launching op's input dtype), so that this and ``kernel-taxonomy`` give one number."""
     none: dict[str, Any] = {"precision": "unknown", "precision_share": None, "precision_source": None}
-    if not k.height:
+    tax = kernel_taxonomy_table(trace)
+    kernels = tax.filter(pl.col("kind") == "kernel")
+    if not kernels.height:
         return {**none, "evidence": "no kernels recorded"}
-    ops = (
-        ev.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
-        .select("row", "name", "external_id")
-        .collect()
-    )
-    op_types = (
-        trace.with_args(ops, "op")
-        .select("external_id", pl.col("name").cast(pl.String).alias("op"), pl.col("input_type").cast(pl.String))
-        .unique("external_id", keep="first")
-        if ops.height and "input_type" in trace.table("op").columns
-        else pl.DataFrame(schema={"external_id": pl.Int64, "op": pl.String, "input_type": pl.String})
-    )
-    k = k.join(op_types, on="external_id", how="left")
-    # op-dtype precision for kernels launched by a matrix op
-    pairs = k.select("op", "input_type").unique().drop_nulls("op")
-    op_prec = {(o, t): _precision_of_types(t) for o, t in pairs.iter_rows() if o is not None and _MATRIX_OP.match(o)}
-    op_p = [op_prec.get((o, t)) for o, t in k.select("op", "input_type").iter_rows()]
-    k = k.with_columns(
-        pl.Series("op_precision", op_p, dtype=pl.String),
-        pl.Series(
-            "op_matrix",
-            [
-                p is not None or (o is not None and bool(_MATRIX_OP.match(o)))
-                for p, o in zip(op_p, k["op"].to_list(), strict=True)
-            ],
-            dtype=pl.Boolean,
-        ),
-    )
-    tax = kernel_taxonomy(k["name"]).select("name", "family", pl.col("precision").alias("name_precision"))
-    k = k.join(tax, on="name", how="left")
-    # matrix work: a gemm / attention / convolution kernel by the taxonomy, or a kernel a matrix op launched
-    matrix = pl.col("family").is_in(list(MATRIX_FAMILIES)) | pl.col("op_matrix")
-    name_p = pl.when(pl.col("name_precision") != "unknown").then(pl.col("name_precision"))
-    m = k.filter(matrix).with_columns(name_p.alias("from_name"))
+    m = kernels.filter(pl.col("family").is_in(list(MATRIX_FAMILIES)))
     if not m.height and captured:
         return {
             **none,
@@ -521,33 +449,21 @@ def _precision(trace: Trace, captured: int = 0) -> dict[str, Any]:
     if not m.height:
         return {
             **none,
-            "evidence": "no matrix kernels (no gemm / attention / convolution kernel by the kernel taxonomy, "
-            "none launched by a matrix op)",
+            "evidence": "no matrix kernels (no gemm / attention / convolution kernel by the kernel taxonomy)",
         }
-    # the launching op's input dtype is a fact about the data; a name refines fp32 inputs to TF32 math
-    # and speaks where no aten matrix op launched the kernel (graph replays, custom ops)
-    tf32 = (pl.col("op_precision") == "fp32") & (pl.col("from_name") == "tf32")
-    m = m.with_columns(
-        pl.when(tf32).then(pl.lit("tf32")).otherwise(pl.coalesce("op_precision", "from_name")).alias("p"),
-        pl.when(tf32 | pl.col("op_precision").is_null() & pl.col("from_name").is_not_null())
-        .then(pl.lit("kernel names"))
-        .when(pl.col("op_precision").is_not_null())
-        .then(pl.lit("op dtypes"))
-        .alias("src"),
-    )
     total = int(m["dur_ns"].sum())
     by = (
-        m.filter(pl.col("p").is_not_null())
-        .group_by("p")
+        m.filter(pl.col("precision") != "unknown")
+        .group_by("precision")
         .agg(pl.col("dur_ns").sum())
-        .sort(["dur_ns", "p"], descending=[True, False])
+        .sort(["dur_ns", "precision"], descending=[True, False])
     )
     known = int(by["dur_ns"].sum()) if by.height else 0
     if not by.height or total <= 0:
         return {
             **none,
-            "evidence": f"{_plural(m.height, 'matrix kernel')} ({total / 1e6:.3f} ms), none with a precision in its "
-            "name or its launching op's input dtypes",
+            "evidence": f"{_plural(int(m['count'].sum()), 'matrix kernel')} ({total / 1e6:.3f} ms), none with a "
+            "precision in its name or its launching op's input dtypes",
         }
     top, top_ns = by.row(0)
     share = top_ns / total
@@ -558,7 +474,8 @@ def _precision(trace: Trace, captured: int = 0) -> dict[str, Any]:
             "evidence": f"no precision covers more than half of {total / 1e6:.3f} ms of matrix-kernel time "
             f"({shares}; unknown {_pct((total - known) / total)})",
         }
-    srcs = sorted(set(m.filter(pl.col("p") == top)["src"].drop_nulls().to_list()))
+    labels = {"name": "kernel names", "op": "op dtypes"}
+    srcs = sorted({labels.get(x, x) for x in m.filter(pl.col("precision") == top)["precision_source"].to_list()})
     source = " and ".join(srcs) if srcs else None
     rest = ", ".join(f"{p} {_pct(ns / total)}" for p, ns in by.rows()[1:4])
     unknown_ns = total - known
