@@ -32,6 +32,9 @@ The others, and the analyses that read them:
   the HTA facade.
 - ``kernel_taxonomy``: the kernel taxonomy (:mod:`ranksight.model.taxonomy`: class, family, precision,
   Tensor Core use, library) of a rank's GPU activities with their time — kernel-taxonomy, diagnose.
+- ``run_context``: training or inference, CUDA/HIP graph capture or replay, torch.compile,
+  parallelism hints, dominant matrix precision (from ``kernel_taxonomy``), device, each with its
+  evidence — run-context, info, summary, the report, diagnose rules.
 - ``tb_steps``: step windows as the TensorBoard plugin defines them — overview, gpu-metrics.
 - ``time_units``: ranks whose span and event durations are ~1000× the others' (ns vs µs) — info,
   diagnose.
