@@ -232,3 +232,31 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
             found = [f for f in found if not f.ranks or set(f.ranks) & set(rs)]
         tables["findings"] = findings_table(found, findings)
     return SummaryDoc(tables, columns, notes, list(rs))
+
+
+# ---- idle-causes headline (docs/idle-causes.md) ---------------------------------------------------
+
+#: Causes named per rank in the ``idle_causes`` headline, and the smallest share named.
+IDLE_CAUSES_SHOWN = 3
+IDLE_CAUSES_MIN_PCT = 1.0
+
+
+def _idle_causes_headline(res: Any) -> pl.DataFrame:
+    """Per rank: the largest causes of GPU idle inside the GPU span with their share of the idle,
+    e.g. ``cpu_op 62% · collective_wait 27% · launch_latency 8%``."""
+    df = res.tables["by_rank"].filter(pl.col("share_pct") >= IDLE_CAUSES_MIN_PCT)
+    text = pl.format("{} {}%", pl.col("cause"), pl.col("share_pct").round(0).cast(pl.Int64))
+    return (
+        df.sort(["rank", "idle_us", "cause"], descending=[False, True, False])
+        .group_by(pl.col("rank").cast(pl.Int64), maintain_order=True)
+        .agg(text.head(IDLE_CAUSES_SHOWN).str.join(" · ").alias("idle_causes"))
+    )
+
+
+HEADLINES.append(
+    Headline(
+        "idle-causes",
+        {"idle_causes": "largest causes of GPU idle inside the GPU span, % of the idle (analyze idle-causes)"},
+        _idle_causes_headline,
+    )
+)

@@ -27,6 +27,7 @@ SECTION_MODULES = (
     "sections_findings",
     "sections_gpu",
     "sections_health",
+    "sections_idle_causes",
     "sections_kernels",
     "sections_memory",
     "sections_memory_snapshot",
