@@ -151,4 +151,5 @@ def test_peak_fallbacks():
     assert v100 is not None and v100.label == "V100 SXM2"
     assert peak_for(v100, "bf16") == (15.7, "fp32")  # no bf16 unit: FP32 peak, said so
     assert lookup({"name": "ARTEMIS"}) is None and lookup(None) is None
-    assert lookup({"name": "NVIDIA Quadro GP100", "computeMajor": 6, "computeMinor": 0, "numSms": 56}) is None
+    gp100 = lookup({"name": "NVIDIA Quadro GP100", "computeMajor": 6, "computeMinor": 0, "numSms": 56})
+    assert gp100 is not None and peak_for(gp100, "bf16") == (10.3, "fp32")  # Pascal: no bf16 unit

@@ -25,10 +25,14 @@ Definitions (per rank):
   correctly). ``peak_tflop_per_s`` is the FLOP-weighted (harmonic) peak that makes
   ``mfu = achieved / peak``. **HFU** is the same with hardware FLOPs, shown when recomputation is
   visible;
-- peaks: :mod:`ranksight.views.peaks` by the name of the device(s) the rank used
-  (``deviceProperties``), ``fp32`` ops against the FP32 peak unless ``allow_tf32``; a rank driving
-  several GPUs gets the sum of their peaks; ``peak_tflops`` overrides every data type; ops whose
-  input type maps to no data type are counted against the fp32 peak.
+- peaks: :mod:`ranksight.views.peaks` by the name of the GPU(s) the rank used
+  (``meta.used_devices()``: the definition ``info``'s ``gpu`` reads), ``fp32`` ops against the
+  FP32 peak unless ``allow_tf32``; a rank driving several GPUs gets the sum of their peaks;
+  ``peak_tflops`` overrides every data type;
+- unknown is empty, never 0: a step without a counted op has empty FLOPs, rates and MFU; MFU is
+  empty when the GPU or its peak is unknown, or when some of the step's FLOPs are in ops whose
+  input type maps to no data type (their peak is unknown; ``peak_tflops`` applies to them); the
+  ``note`` column of ``steps`` says why.
 """
 
 from __future__ import annotations
@@ -111,8 +115,9 @@ def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
 
 
 def counted_ops(trace: Trace) -> pl.DataFrame:
-    """Counted ops of one trace: ``row, tid, ts_ns, end_ns, step, name, flops, dtype, phase,
-    estimated`` (see module doc)."""
+    """Counted ops of one trace: ``row, tid, ts_ns, end_ns, step, name, flops, input_type, dtype,
+    phase, estimated`` (``input_type``: the Kineto type of the operand the FLOPs are typed by;
+    ``dtype``: its peak data type, empty when unknown; see module doc)."""
     ops = trace.kind("cpu_op", columns=["row", "tid", "ts_ns", "end_ns", "dur_ns", "step", "name"]).filter(
         pl.col("dur_ns").is_not_null()
     )
@@ -145,6 +150,7 @@ def counted_ops(trace: Trace) -> pl.DataFrame:
         "step",
         "name",
         "flops",
+        pl.col("itype").alias("input_type"),
         pl.col("itype").map_elements(dtype_of, return_dtype=pl.String).alias("dtype"),
         "phase",
         "estimated",
@@ -161,6 +167,7 @@ def _empty_counted() -> pl.DataFrame:
             "step": pl.Int32,
             "name": pl.String,
             "flops": pl.Float64,
+            "input_type": pl.String,
             "dtype": pl.String,
             "phase": pl.String,
             "estimated": pl.Boolean,
@@ -209,25 +216,40 @@ def step_windows(trace: Trace) -> pl.DataFrame:
     )
 
 
+#: Every data type a peak is given for (``--peak-tflops`` applies to each).
+_DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+
+
 def rank_peak(
     trace: Trace, *, peak_tflops: float | None = None, allow_tf32: bool = False
-) -> tuple[dict[str, float] | None, str]:
-    """Peak TFLOP/s per data type for the GPU(s) this rank used, and a label."""
+) -> tuple[dict[str, float] | None, str, str | None]:
+    """Peak TFLOP/s per data type for the GPU(s) this rank used, a label for the ``gpu`` column,
+    and why the peak is unknown (None when known).
+
+    The GPUs are those of ``meta.used_devices()``, the definition ``info``'s ``gpu`` reads."""
     if peak_tflops is not None:
-        return {
-            d: float(peak_tflops) for d in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
-        }, f"--peak-tflops {peak_tflops:g}"
+        return {d: float(peak_tflops) for d in _DTYPES}, f"--peak-tflops {peak_tflops:g}", None
     devs = trace.meta.devices_used or []
-    found = [(d, lookup(trace.meta.device(d))) for d in devs]
-    if not found or any(p is None for _, p in found):
-        names = sorted({str((trace.meta.device(d) or {}).get("name", "")) or f"device {d}" for d in devs}) or ["no GPU"]
-        return None, "unknown: " + ", ".join(names)
+    if not devs:
+        return None, "none", "no GPU work in the trace"
+    used = trace.meta.used_devices()
+    missing = [d for d in devs if d not in used]
+    if missing:
+        ids = ", ".join(str(d) for d in missing)
+        if not trace.meta.device_properties:
+            return None, "unknown", "the GPU is not identified (the trace has no deviceProperties)"
+        return None, "unknown", f"the GPU is not identified (no deviceProperties entry for device {ids})"
+    found = {d: lookup(used[d]) for d in devs}
+    names = sorted({str(used[d].get("name") or "") or f"device {d}" for d in devs if found[d] is None})
+    if names:
+        return None, ", ".join(names), f"{', '.join(names)}: no peak in the table (views/peaks.py)"
+    peaks = [p for p in found.values() if p is not None]
     out: dict[str, float] = {}
-    for dt in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"):
+    for dt in _DTYPES:
         key = "tf32" if dt == "fp32" and allow_tf32 else dt
-        out[dt] = sum(peak_for(p, key)[0] for _, p in found if p is not None)
-    labels = sorted({p.label for _, p in found if p is not None})
-    return out, " + ".join(labels) if len(found) == 1 else f"{len(found)} × {labels[0]}"
+        out[dt] = sum(peak_for(p, key)[0] for p in peaks)
+    labels = sorted({p.label for p in peaks})
+    return out, " + ".join(labels) if len(peaks) == 1 else f"{len(peaks)} × {labels[0]}", None
 
 
 def _per_step(trace: Trace, c: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
@@ -235,13 +257,15 @@ def _per_step(trace: Trace, c: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
     if win.height == 0:
         g = trace.gpu_events.filter(pl.col("dur_ns").is_not_null())
         src = g if g.height else trace.kind("cpu_op").filter(pl.col("dur_ns").is_not_null())
-        lo, hi = (int(src["ts_ns"].min()), int(src["end_ns"].max())) if src.height else (0, 0)  # type: ignore[arg-type]
+        lo, hi = (int(src["ts_ns"].min()), int(src["end_ns"].max())) if src.height else (None, None)  # type: ignore[arg-type]
         win = pl.DataFrame({"step": [None], "start_ns": [lo], "end_ns": [hi], "incomplete": [False]}, schema=win.schema)
         c = c.with_columns(pl.lit(None, dtype=pl.Int32).alias("step"))
     agg = c.group_by("step", "dtype").agg(
+        pl.len().alias("n"),
         pl.col("flops").filter(model).sum().alias("model"),
         pl.col("flops").sum().alias("hw"),
         pl.col("flops").filter(pl.col("phase") == "recompute").sum().alias("re"),
+        pl.col("input_type").drop_nulls().unique().sort().alias("itypes"),
     )
     return win.join(agg, on="step", how="left", nulls_equal=True)
 
@@ -250,59 +274,101 @@ def _rank_rows(
     trace: Trace, model_flops: float | None, peak_tflops: float | None, allow_tf32: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     c = counted_ops(trace)
-    peaks, label = rank_peak(trace, peak_tflops=peak_tflops, allow_tf32=allow_tf32)
+    peaks, label, why = rank_peak(trace, peak_tflops=peak_tflops, allow_tf32=allow_tf32)
     win = step_windows(trace)
     per = _per_step(trace, c, win)
-    pk = (
-        pl.col("dtype").fill_null("fp32").replace_strict(peaks or {}, default=None, return_dtype=pl.Float64)
-        if peaks
-        else pl.lit(None, dtype=pl.Float64)
-    )
+    if peak_tflops is not None:  # every data type, known or not
+        pk = pl.lit(float(peak_tflops))
+    elif peaks:  # a data type the GPU has no peak for falls back to fp32 (peaks has every type); unknown: null
+        pk = pl.col("dtype").replace_strict(peaks, default=None, return_dtype=pl.Float64)
+    else:
+        pk = pl.lit(None, dtype=pl.Float64)
     per = per.with_columns(pk.alias("__peak"))
+    counted = pl.col("n").is_not_null()
+    unknown_prec = counted & pl.col("dtype").is_null() & pl.col("__peak").is_null()
     st = per.group_by("step", "start_ns", "end_ns", "incomplete", maintain_order=True).agg(
+        pl.col("n").sum().alias("n"),
         pl.col("model").sum().alias("model"),
         pl.col("hw").sum().alias("hw"),
         pl.col("re").sum().alias("re"),
         (pl.col("model") / pl.col("__peak")).sum().alias("model_at_peak"),
         (pl.col("hw") / pl.col("__peak")).sum().alias("hw_at_peak"),
-        pl.col("__peak").is_null().any().alias("__nopeak"),
+        (counted & pl.col("__peak").is_null()).any().alias("__nopeak"),
+        pl.col("hw").filter(unknown_prec).sum().alias("__unknown_prec"),
+        pl.col("itypes").filter(unknown_prec).explode().drop_nulls().unique().sort().alias("__itypes"),
     )
-    st = _finish(st, trace.rank, model_flops, peaks, label)
-    notes = _notes(trace, c, peaks, label)
+    no_shapes = trace.table("op")["input_dims"].is_null().all()
+    st = _finish(st, trace.rank, model_flops, peak_tflops, label, why, no_shapes)
+    notes = _notes(trace, c, st, why, no_shapes)
     return st, _op_table(trace, c, peaks), notes
 
 
 def _finish(
-    st: pl.DataFrame, rank: int, model_flops: float | None, peaks: dict[str, float] | None, label: str
+    st: pl.DataFrame,
+    rank: int,
+    model_flops: float | None,
+    peak_tflops: float | None,
+    label: str,
+    why: str | None,
+    no_shapes: bool,
 ) -> pl.DataFrame:
+    """The ``steps`` rows; a value that cannot be computed is empty and ``note`` says why."""
     sec = (pl.col("end_ns") - pl.col("start_ns")) / 1e9
     if model_flops is not None:
-        # seconds-per-TFLOP of the counted mix; bf16 when nothing was counted in the step
-        fallback = 1.0 / peaks["bf16"] if peaks else None
-        inv = pl.when(pl.col("model") > 0).then(pl.col("model_at_peak") / pl.col("model")).otherwise(fallback)
+        # F weighted by the counted data-type mix (seconds at peak per FLOP of the step's counted
+        # ops); one peak for every type with --peak-tflops
+        inv = (
+            pl.lit(1.0 / peak_tflops)
+            if peak_tflops
+            else pl.when(pl.col("model") > 0).then(pl.col("model_at_peak") / pl.col("model"))
+        )
         st = st.with_columns(
             pl.lit(float(model_flops)).alias("model"),
             (float(model_flops) * inv).alias("model_at_peak"),
             (float(model_flops) * inv + pl.col("re") * inv).alias("hw_at_peak"),
-            pl.lit(False).alias("__nopeak") if peaks else pl.col("__nopeak"),
         )
+    counted = (pl.col("n") > 0) | pl.lit(model_flops is not None)
+    timed = sec > 0
+    known_peak = ~pl.col("__nopeak") & pl.col("model_at_peak").is_not_null() & pl.lit(why is None)
     at_peak = pl.col("model_at_peak") / 1e12
+    mfu_ok = counted & timed & known_peak & (at_peak > 0)
+    unk = pl.col("__unknown_prec")
+    types = pl.col("__itypes").list.join(", ")
+    no_ops = "no op in this step has a FLOP formula and input shapes" + (
+        " (no Input Dims: profile with record_shapes=True)" if no_shapes else ""
+    )
+    note = (
+        pl.when(~timed | pl.col("start_ns").is_null())
+        .then(pl.lit("the step has no time span"))
+        .when(~counted)
+        .then(pl.lit(no_ops))
+        .when(pl.lit(why is not None))
+        .then(pl.lit(f"no peak for the GPU: {why}; pass --peak-tflops"))
+        .when(unk > 0)
+        .then(
+            pl.format("{} GFLOP in ops of unknown precision (input type ", (unk / 1e9).round(3))
+            + pl.when(types != "").then(types).otherwise(pl.lit("not recorded"))
+            + pl.lit("); pass --peak-tflops")
+        )
+        .when(pl.col("n") == 0)  # --model-flops-per-step without a counted op to type it
+        .then(pl.lit("no counted op in this step gives the precision of --model-flops-per-step; pass --peak-tflops"))
+        .when(~mfu_ok)
+        .then(pl.lit("no FLOP counted at a known peak"))
+    )
     return st.select(
         pl.lit(rank, dtype=pl.Int32).alias("rank"),
         "step",
         (sec * 1e6).alias("step_us"),
-        (pl.col("model") / 1e9).alias("model_gflop"),
-        (pl.col("re") / 1e9).alias("recompute_gflop"),
-        (pl.col("model") / sec / 1e12).alias("achieved_tflop_per_s"),
-        pl.when(at_peak > 0).then(pl.col("model") / 1e12 / at_peak).otherwise(None).alias("peak_tflop_per_s"),
-        pl.when(pl.col("__nopeak") & (pl.col("model") > 0)).then(None).otherwise(at_peak / sec).alias("mfu"),
-        pl.when((pl.col("re") > 0) & ~pl.col("__nopeak"))
-        .then(pl.col("hw_at_peak") / 1e12 / sec)
-        .otherwise(None)
-        .alias("hfu"),
+        pl.when(counted).then(pl.col("model") / 1e9).alias("model_gflop"),
+        pl.when(counted).then(pl.col("re") / 1e9).alias("recompute_gflop"),
+        pl.when(counted & timed).then(pl.col("model") / sec / 1e12).alias("achieved_tflop_per_s"),
+        pl.when(mfu_ok).then(pl.col("model") / 1e12 / at_peak).alias("peak_tflop_per_s"),
+        pl.when(mfu_ok).then(at_peak / sec).alias("mfu"),
+        pl.when(mfu_ok & (pl.col("re") > 0)).then(pl.col("hw_at_peak") / 1e12 / sec).alias("hfu"),
         pl.lit(label).alias("gpu"),
         "incomplete",
-    ).with_columns(pl.when(pl.lit(peaks is None)).then(None).otherwise(pl.col("mfu")).alias("mfu"))
+        note.alias("note"),
+    )
 
 
 def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> pl.DataFrame:
@@ -327,7 +393,7 @@ def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> 
             pl.col("estimated").any(),
         )
         .with_columns(
-            (pl.col("gflop") / pl.col("gflop").sum()).alias("flop_share"),
+            pl.when(pl.col("gflop").sum() > 0).then(pl.col("gflop") / pl.col("gflop").sum()).alias("flop_share"),
             pl.when(pl.col("device_us") > 0)
             .then(pl.col("gflop") / pl.col("device_us") * 1e3)
             .otherwise(None)
@@ -355,14 +421,16 @@ def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> 
     )
 
 
-def _notes(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None, label: str) -> list[str]:
+def _notes(trace: Trace, c: pl.DataFrame, st: pl.DataFrame, why: str | None, no_shapes: bool) -> list[str]:
+    r = trace.rank
     notes = []
-    if peaks is None:
-        notes.append(f"rank {trace.rank}: no peak for {label}; MFU left empty (pass --peak-tflops)")
+    unknown = st.filter(pl.col("mfu").is_null() & pl.col("note").is_not_null())
+    if unknown.height:
+        where = "" if st.height == 1 else f" in {unknown.height} of {st.height} steps"
+        reasons = unknown["note"].unique(maintain_order=True).to_list()
+        notes.append(f"rank {r}: mfu empty{where}: " + "; ".join(str(x) for x in reasons))
     if c.height and c["estimated"].any():
-        notes.append(
-            f"rank {trace.rank}: some convolution FLOPs are estimated (no stride/padding recorded: stride 1 assumed)"
-        )
+        notes.append(f"rank {r}: some convolution FLOPs are estimated (no stride/padding recorded: stride 1 assumed)")
     counted = set(c["name"].unique().to_list()) if c.height else set()
     # counted per name first (categorical), the string tests then run once per distinct name
     n = pl.col("name")
@@ -383,9 +451,9 @@ def _notes(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None, label:
     )
     if vc.height:
         items = ", ".join(f"{n} ({k})" for n, k in vc.iter_rows())
-        notes.append(f"rank {trace.rank}: not counted (no shape formula): {items}")
-    if not counted and trace.table("op")["input_dims"].is_null().all():
-        notes.append(f"rank {trace.rank}: no Input Dims (profile with record_shapes=True)")
+        notes.append(f"rank {r}: not counted (no shape formula): {items}")
+    if not counted and no_shapes:
+        notes.append(f"rank {r}: no Input Dims (profile with record_shapes=True)")
     return notes
 
 

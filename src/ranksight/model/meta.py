@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TraceMeta", "ProcessGroup", "build_meta", "gpu_vendor_of"]
+__all__ = ["TraceMeta", "ProcessGroup", "build_meta", "gpu_vendor_of", "used_device_properties"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,32 @@ class TraceMeta:
             if d.get("id") == device_id:
                 return d
         return None
+
+    def used_devices(self) -> dict[int, dict[str, Any]]:
+        """``{device id: deviceProperties entry}`` of the devices used (:func:`used_device_properties`)."""
+        return used_device_properties(self.device_properties, self.devices_used)
+
+
+#: ``deviceProperties`` keys that describe a GPU model rather than one device.
+_MODEL_KEYS = ("name", "computeMajor", "computeMinor", "numSms", "totalGlobalMem")
+
+
+def used_device_properties(props: list[dict[str, Any]], devices_used: list[int]) -> dict[int, dict[str, Any]]:
+    """The ``deviceProperties`` entry of each device the rank's GPU work ran on: the one
+    definition of the rank's GPU (``gpu_model``, ``info``'s ``gpu``, ``mfu``'s peak).
+
+    A device takes the entry with its ``id``; a device with no such entry takes the first entry
+    when every entry listed is the same GPU model (a process lists the devices it sees from 0
+    while its GPU events may carry another number: ROCm traces with events on device 2 and one
+    entry, id 0); otherwise it has none (unknown)."""
+    by_id = {p.get("id"): p for p in props}
+    same_model = len({tuple(p.get(k) for k in _MODEL_KEYS) for p in props}) == 1
+    out: dict[int, dict[str, Any]] = {}
+    for d in devices_used:
+        p = by_id.get(d, props[0] if same_model else None)
+        if p is not None:
+            out[d] = p
+    return out
 
 
 def gpu_vendor_of(raw: dict[str, Any], names: list[str], runtime_names: set[str]) -> str | None:
@@ -118,7 +144,7 @@ def build_meta(
                 ranks=tuple(int(r) for r in ranks if _int(r) is not None),
             )
         )
-    used_props = [p for p in props if p.get("id") in devices_used] or props[:1]
+    used_props = list(used_device_properties(props, devices_used).values()) if devices_used else props[:1]
     names = [str(p.get("name", "")) for p in used_props if p.get("name")]
     model = names[0] if names else None
     base = stats.get("base_time_ns") if stats.get("has_base_time") else None

@@ -103,8 +103,8 @@ HEADLINES: list[Headline] = [
     ),
     Headline(
         "mfu",
-        {"mfu_pct": "mean model FLOPs utilization over steps × 100"},
-        _per_rank_mean("steps", {"mfu_pct": pl.col("mfu").mean() * 100}),
+        {"mfu_pct": "mean model FLOPs utilization over steps × 100 (empty when unknown, a note says why)"},
+        _per_rank_mean("steps", {"mfu_pct": pl.col("mfu").mean() * 100, "note": pl.col("note").drop_nulls().first()}),
     ),
     Headline(
         "memory",
@@ -132,6 +132,26 @@ HEADLINES: list[Headline] = [
         _pick("run context", {"context": "context"}),
     ),
 ]
+
+
+def _why_empty(analysis: str, df: pl.DataFrame) -> list[str]:
+    """``df``: ``rank``, headline columns and ``note`` (why a value of the row is empty): one note
+    per reason, naming the empty columns and the ranks (runs of ranks as ``a–b``)."""
+    vals = [c for c in df.columns if c not in ("rank", "note")]
+    empty = df.filter(pl.any_horizontal(pl.col(vals).is_null()) & pl.col("note").is_not_null())
+    out = []
+    for (why,), g in empty.group_by(["note"], maintain_order=True):
+        rs = sorted(int(r) for r in g["rank"].to_list())
+        runs: list[list[int]] = []
+        for r in rs:
+            if runs and r == runs[-1][-1] + 1:
+                runs[-1].append(r)
+            else:
+                runs.append([r])
+        ranks = ",".join(f"{x[0]}–{x[-1]}" if len(x) > 1 else str(x[0]) for x in runs)
+        cols = ", ".join(c for c in vals if g[c].null_count())
+        out.append(f"`{analysis}`: {cols} empty on rank{'s' if len(rs) > 1 else ''} {ranks}: {why}")
+    return out
 
 
 @dataclass
@@ -214,6 +234,9 @@ def build_summary(run: Any, *, ranks: Any = None, top: int = 5, findings: int = 
         except (KeyError, pl.exceptions.ColumnNotFoundError) as err:
             notes.append(f"{hl.analysis}: headline columns missing ({err})")
             continue
+        if "note" in cols.columns:  # why a value is empty on a rank: a note per reason
+            notes += _why_empty(hl.analysis, cols)
+            cols = cols.drop("note")
         cols = cols.select([c for c in cols.columns if c == "rank" or c not in per_rank.columns])
         per_rank = per_rank.join(cols, on="rank", how="left")
         columns.update({c: f"{hl.columns.get(c, c)} [{hl.analysis}]" for c in cols.columns if c != "rank"})

@@ -38,13 +38,15 @@ def safe_text(s: str) -> Text:
 
 
 def format_value(v: Any) -> str:
+    """A cell as text. A value that could not be computed (None, NaN, ±inf) is empty, as
+    ``--format json`` writes it null; the notes say why."""
     if v is None:
         return ""
     if isinstance(v, str):
         return v if len(v) <= MAX_TEXT else v[: MAX_TEXT - 1] + "…"
     if isinstance(v, float):
         if math.isnan(v) or math.isinf(v):
-            return str(v)
+            return ""
         if abs(v) >= 1000:
             return f"{v:,.0f}"
         if abs(v) >= 1 or v == 0:
@@ -115,6 +117,10 @@ def print_tables(
 def _csv(df: pl.DataFrame) -> str:
     flat = df.with_columns(
         pl.col(c).cast(pl.String) for c, dt in df.schema.items() if isinstance(dt, (pl.Categorical, pl.Enum))
+    )
+    # a value that could not be computed is an empty cell, as in the other formats
+    flat = flat.with_columns(
+        pl.when(pl.col(c).is_finite()).then(pl.col(c)).alias(c) for c, dt in flat.schema.items() if dt.is_float()
     )
     nested = [c for c, dt in flat.schema.items() if isinstance(dt, (pl.List, pl.Struct, pl.Array))]
     if nested:
