@@ -840,3 +840,165 @@ RULES = [
     rule_load_imbalance,
     rule_time_unit_mismatch,
 ]
+
+
+# ---- idle-causes: why the GPU is idle (docs/idle-causes.md) ------------------------------------
+
+#: A step is judged when its GPU idle (``temporal --per-step`` ``idle_pct``) is at least this share.
+IDLE_STEP_PCT = 15.0
+#: Causes with at least this share of the judged idle get their fix.
+IDLE_FIX_SHARE = 0.10
+_CAPTURE_API_RE = r"^(cuda|hip)Stream(Begin|End)Capture|^(cuda|hip)GraphInstantiate"
+_GRAPH_LAUNCH_RE = r"^(cuda|hip|cu)GraphLaunch$"
+_HOST_COLLECTIVE_RE = r"^(record_param_comms$|nccl:|c10d::|gloo:)"
+
+
+def _idle_graph_facts(trace: Trace) -> tuple[list[int], bool]:
+    """The steps that capture a CUDA/HIP graph (stream capture or graph instantiation calls in
+    them: the kernels recorded there did not run) and whether the rank replays graphs."""
+    ev = trace.kind(*LAUNCH_KINDS, columns=["name", "step"])
+    names = ev["name"].cast(pl.String).unique().drop_nulls()
+    capture = names.filter(names.str.contains(_CAPTURE_API_RE))
+    steps = ev.filter(pl.col("name").cast(pl.String).is_in(capture.implode()) & pl.col("step").is_not_null())
+    return sorted(int(s) for s in steps["step"].unique().to_list()), bool(names.str.contains(_GRAPH_LAUNCH_RE).any())
+
+
+def _idle_fix(cause: str, site: str | None, late: str | None, replays: bool) -> str:
+    """The fix to try for one cause of idle, naming its top call site."""
+    at = f" ({site})" if site else ""
+    if cause == "dataloader":
+        return (
+            f"the GPU waits for the next batch{at}: DataLoader(num_workers>0, pin_memory=True, "
+            "persistent_workers=True) and a larger prefetch_factor"
+        )
+    if cause == "collective_wait":
+        who = f"rank {late}" if late else "a late rank"
+        return (
+            f"the launching thread waits for {who} in a host-side collective{at}: `ranksight analyze stragglers` "
+            "says why it is late; balance the work per rank, or use a GPU collective backend (NCCL/RCCL)"
+        )
+    if cause == "sync":
+        return (
+            f"a synchronisation empties the GPU's queue{at}: remove the ones that do not deliver the step's result "
+            "(.item(), .cpu(), .tolist(), torch.cuda.synchronize()); find them with "
+            "torch.cuda.set_sync_debug_mode('warn')"
+        )
+    if cause == "cpu_op" and site is not None and re.match(_HOST_COLLECTIVE_RE, site):
+        return (
+            f"a host-side collective{at} runs while the GPU waits: use a GPU backend (NCCL/RCCL) or overlap it "
+            "with compute (async_op=True, DDP gradient buckets)"
+        )
+    if cause == "cpu_op":
+        graphs = (
+            "fuse ops with torch.compile (the run already replays CUDA/HIP graphs)"
+            if replays
+            else "capture the step in CUDA graphs (torch.compile(mode='reduce-overhead') or torch.cuda.CUDAGraph) "
+            "and fuse ops with torch.compile"
+        )
+        return f"the launching thread is busy on the CPU{at} while the GPU waits: {graphs}; move host work off it"
+    if cause == "launch_latency":
+        return (
+            "launched work waits to start: launch overhead between many short kernels; fewer, larger kernels "
+            "(torch.compile fusion, a larger batch)" + ("" if replays else " or CUDA graphs")
+        )
+    return (
+        "part of the idle has no recorded cause (no launch record, or nothing recorded on the launching thread): "
+        "profile CPU and CUDA activities with with_stack=True to attribute it"
+    )
+
+
+def rule_idle_causes(ctx: Context) -> list[Finding]:
+    """Steps whose GPU idle is ≥ 15 % of the step window (``temporal --per-step`` ``idle_pct``), with
+    the causes of that idle (``idle-causes`` ``by_step``: DataLoader, collective wait, sync, CPU op,
+    launch latency, unexplained), their top call sites and the longest idle pieces (time ranges).
+
+    Applies to training and inference runs (every mode), not to capture-only traces (the default of
+    ``APPLIES``). Contradicting facts, checked: steps that capture a CUDA/HIP graph are not judged
+    (the kernels recorded there never ran, so the GPU only looks idle); ranks without GPU work are
+    skipped; the CUDA-graph fix is not given to a run that already replays graphs."""
+    tem = ctx.result("temporal", per_step=True)
+    ic = ctx.result("idle-causes")
+    if tem is None or ic is None:
+        return []
+    per_step, by_step, gaps = tem["per_step"], ic["by_step"], ic["gaps"]
+    out = []
+    for r in ctx.ranks:
+        steps = per_step.filter(pl.col("rank") == r)
+        if steps.height == 0 or not ctx.has_gpu(r):
+            continue
+        capture, replays = ctx.on_rank(_idle_graph_facts, r)
+        if capture:
+            note = f"idle-causes: rank {r} steps {capture} capture a CUDA/HIP graph (kernels recorded, not run): "
+            note += "not judged"
+            if note not in ctx.notes:
+                ctx.notes.append(note)
+        judged = steps.filter(~pl.col("step").is_in(capture))
+        flagged = judged.filter(pl.col("idle_pct") >= IDLE_STEP_PCT)
+        if flagged.height == 0:
+            continue
+        fs = flagged["step"].implode()
+        idle_us = float(flagged["idle_us"].sum())
+        impact = idle_us / float(judged["step_time_us"].sum())
+        mine = gaps.filter((pl.col("rank") == r) & pl.col("step").is_in(fs))
+        causes = (
+            by_step.filter((pl.col("rank") == r) & pl.col("step").is_in(fs))
+            .group_by("cause")
+            .agg(pl.col("idle_us").sum())
+            .sort(["idle_us", "cause"], descending=[True, False])
+            .with_columns((pl.col("idle_us") / idle_us).alias("share"))
+        )
+        sites = (
+            mine.filter(pl.col("call_site").is_not_null())
+            .group_by("cause", "call_site")
+            .agg(pl.col("dur_us").sum().alias("idle_us"))
+            .sort(["idle_us", "call_site"], descending=[True, False])
+        )
+        top_site = {
+            c: s
+            for c, s in sites.group_by("cause", maintain_order=True).first().select("cause", "call_site").iter_rows()
+        }
+        late = mine.filter(pl.col("cause") == "collective_wait")["detail"].str.extract(r"waits for rank (\d+)").mode()
+        named = [
+            f"{c} {100 * s:.0f}%" + (f" ({top_site[c]})" if c in top_site else "")
+            for c, s in causes.select("cause", "share").head(3).iter_rows()
+        ]
+        longest = mine.head(5).select("step", "start_ns", "end_ns", "dur_us", "cause", "call_site", "detail")
+        out.append(
+            Finding(
+                rule="idle-causes",
+                title="The GPU waits: the causes of its idle time",
+                severity=_sev(impact, 0.50, 0.25),
+                impact=_r(impact, 4),
+                ranks=[r],
+                summary=f"rank {r}: the GPU is idle {100 * idle_us / float(flagged['step_time_us'].sum()):.0f}% of "
+                f"{flagged.height} of {judged.height} steps ({idle_us / 1e3:.1f} ms); why: {', '.join(named)}",
+                evidence={
+                    "idle_by_cause_us": {c: _r(v) for c, v in causes.select("cause", "idle_us").iter_rows()},
+                    "idle_share_by_cause_pct": {c: _r(100 * s) for c, s in causes.select("cause", "share").iter_rows()},
+                    "top_call_sites": {
+                        c: {s: _r(v) for _, s, v in g.head(3).iter_rows()}
+                        for (c,), g in sites.group_by("cause", maintain_order=True)
+                    },
+                    "idle_pct_by_step": {str(s): _r(p) for s, p in judged.select("step", "idle_pct").iter_rows()},
+                    "steps_judged": judged.height,
+                    "steps_flagged": [int(s) for s in flagged["step"].to_list()],
+                    "steps_capturing_graphs": capture,
+                    "replays_graphs": replays,
+                    "longest_idle": [
+                        {k: (_r(v) if isinstance(v, float) else v) for k, v in row.items()}
+                        for row in longest.iter_rows(named=True)
+                    ],
+                    "threshold_pct": IDLE_STEP_PCT,
+                    "definition": "temporal --per-step idle_pct; causes: idle-causes by_step (docs/idle-causes.md)",
+                },
+                fixes=[
+                    _idle_fix(c, top_site.get(c), late[0] if late.len() else None, replays)
+                    for c, s in causes.select("cause", "share").iter_rows()
+                    if s >= IDLE_FIX_SHARE
+                ],
+            )
+        )
+    return out
+
+
+RULES.append(rule_idle_causes)
