@@ -123,6 +123,14 @@ def test_inference_from_serving_markers(make_trace):
     assert "SGLang model executor frame" in c.evidence["mode"]
 
 
+@pytest.mark.parametrize("name", ["execute_context_1(128)_generation_0(0)", "execute_context_0(0)_generation_32(32)"])
+def test_inference_from_vllm_step_annotation_without_token_count(make_trace, name):
+    ev = Ev()
+    ev.cpu(name, cat="user_annotation")
+    c = ctx_of(make_trace, ev)
+    assert c.mode == "inference" and f"vLLM step annotation `{name}` ×1" in c.evidence["mode"]
+
+
 def test_inference_from_vllm_step_annotation(make_trace):
     ev = Ev()
     ev.cpu("execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)", cat="user_annotation")

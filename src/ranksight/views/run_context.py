@@ -129,7 +129,9 @@ _OPTIMIZER = re.compile(
 )
 #: serving frameworks: (label, pattern on annotations / ops / Python frames)
 _SERVING: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("vLLM step annotation", re.compile(r"^execute_\d+_context_\d+")),
+    # vLLM's step ranges: `execute_context_1(128)_generation_0(0)`; the traces of TraceLens (vLLM and SGLang)
+    # also carry `execute_32_context_0(…)_generation_32(…)`
+    ("vLLM step annotation", re.compile(r"^execute_(?:\d+_)?context_\d+")),
     ("vLLM model runner frame", re.compile(r"(?:^|/)vllm/(?:v1/)?worker/\w*model_runner\.py\(")),
     ("SGLang step annotation", re.compile(r"^step\[[A-Z_]+ bs=\d+")),
     ("SGLang model executor frame", re.compile(r"(?:^|/)sglang/srt/model_executor/")),
