@@ -23,6 +23,7 @@ TIMESFORMER_MI300 = "tracelens/mi300/facebook_timesformer-base-finetuned-k400__1
 CKPT_MI300 = "tracelens/mi300/resnet_act_checkpoint.json.gz"
 CPU_DDP = "generated/cpu-ddp-gloo-4ranks"
 H100_NEAR_CAPACITY = "generated/h100/train-near-capacity"
+NSYS_H100 = "nsys_ai/tests/fixtures/h100_2gpu_1s.sqlite"  # a step that is 95 % host-to-device copies
 
 
 @cache
@@ -36,7 +37,9 @@ CASES = [
     ("dataloader-bound", NW0, NW4),
     ("launch-bound", DLRM, NW0),
     ("low-gpu-utilization", DLRM, NW4),
-    ("exposed-communication", DLRM, NCCL),
+    ("low-gpu-utilization", DLRM, NSYS_H100),  # busy with copies: memcpy-bound, not idle
+    ("exposed-communication", CKPT_MI300, NCCL),
+    ("exposed-communication", None, DLRM),  # exposed time there is waiting for rank 7: the straggler rule's
     ("host-device-sync", DLRM, NW4),
     ("pageable-memcpy", NW0, BERT_H100),
     ("low-tensor-core-use", NW0, BERT_H100),
@@ -44,10 +47,13 @@ CASES = [
     ("full-launch-queue", CKPT_MI300, NW0),
     ("load-imbalance", CPU_DDP, DLRM),
     ("memory-near-capacity", H100_NEAR_CAPACITY, TIMESFORMER_MI300),  # also hand-built below
+    ("straggler", DLRM, NW0),  # a single rank makes nobody wait
+    ("memcpy-bound", NSYS_H100, BERT_H100),
+    ("unfused-attention", TIMESFORMER_MI300, BERT_H100),  # BERT runs FlashAttention
 ]
 
 
-@pytest.mark.parametrize(("rule", "shows", "clean"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("rule", "shows", "clean"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule_fires_and_stays_quiet(rule, shows, clean):
     if shows is not None:
         f = found(shows)[rule]
@@ -69,7 +75,10 @@ def test_evidence_names_ops_kernels_and_steps():
     sync = found(DLRM)["host-device-sync"]
     assert sync.evidence["blocked_us"] > 0 and sync.evidence["longest"]["name"]
     assert found(DLRM)["launch-bound"].evidence["top_tiny_kernels"]
-    assert found(NW0)["low-tensor-core-use"].evidence["flop_share_by_dtype_pct"] == {"fp32": 100.0}
+    tc = found(NW0)["low-tensor-core-use"]
+    assert tc.evidence["matrix_us_by_tensor_cores"].keys() == {"no"} and tc.evidence["dominant_precision"] == "fp32"
+    assert any("autocast" in x for x in tc.fixes)  # an FP32 run is told about mixed precision
+    assert found(DLRM)["straggler"].ranks == [7] and found(DLRM)["straggler"].evidence["wait_share"] > 0.7
     assert found(CPU_DDP)["load-imbalance"].evidence["slowest_rank"] == 2
 
 

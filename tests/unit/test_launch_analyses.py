@@ -65,7 +65,8 @@ def test_findings_use_cutoffs(graph_trace) -> None:  # noqa: ANN001
 
 def test_queue_length_with_overlapping_launches(make_trace) -> None:  # noqa: ANN001
     """Launches at 0, 2, 4 (stream 7) whose kernels start at 5, 9, 12: the queue is 1,2,3 then
-    drops 2,1,0. A graph launch at 20 with 2 kernels at 22 and 25 adds one point per child at 20."""
+    drops 2,1,0. A graph launch at 20 with 2 kernels at 22 and 25 is one queue entry: +1 at 20, −1
+    when its first node starts at 22 (the queue holds the launch, not the graph's nodes)."""
     run = ranksight.load(
         make_trace(
             [
@@ -83,14 +84,14 @@ def test_queue_length_with_overlapping_launches(make_trace) -> None:  # noqa: AN
     )
     res = run_analysis("queue", run, max_queue_length=3)
     s = res["series"]
-    assert s["queue_length"].to_list() == [1, 2, 3, 2, 1, 0, 1, 2, 1, 0]
+    assert s["queue_length"].to_list() == [1, 2, 3, 2, 1, 0, 1, 0]
     assert s["event"].to_list()[:3] == ["launch"] * 3
     summ = res["summary"].row(0, named=True)
-    assert summ["count"] == 10 and summ["max"] == 3
-    assert summ["mean"] == pytest.approx(13 / 10)
-    # time-weighted over 0..25 µs: 1·2 + 2·2 + 3·1 + 2·4 + 1·3 + 0·8 + 2·2 + 1·3 = 27 → 27/25
-    assert summ["tw_mean"] == pytest.approx(27 / 25)
-    assert summ["span_us"] == 25.0
+    assert summ["count"] == 8 and summ["max"] == 3
+    assert summ["mean"] == pytest.approx(10 / 8)
+    # time-weighted over 0..22 µs: 1·2 + 2·2 + 3·1 + 2·4 + 1·3 + 0·8 + 1·2 = 22 → 22/22
+    assert summ["tw_mean"] == pytest.approx(22 / 22)
+    assert summ["span_us"] == 22.0
     b = res["blocked"].row(0, named=True)
     assert b["stream"] == 7 and b["duration_at_max_queue_length_us"] == 1.0  # queue 3 from 4 to 5
     assert b["relative_duration_at_max_queue_length"] == pytest.approx(1 / 25)  # first to last start: 0..25
@@ -256,9 +257,9 @@ def test_counters_cli_writes_tracks_and_refuses_overwrites(graph_trace, cli, tmp
     f = out / (graph_trace.name.removesuffix(".json") + "_with_counters.json.gz")
     doc = json.loads(gzip.decompress(f.read_bytes()))
     q = [e for e in doc["traceEvents"] if e.get("ph") == "C" and e["name"] == "Queue Length (stream 7)"]
-    # graph launch at 10 (+3), k1 16, launch 20 (+1), k2 21, k3 24, k4 30
-    assert [(e["ts"], e["args"]["Queue Length"]) for e in q] == [(10, 3), (16, 2), (20, 3), (21, 2), (24, 1), (30, 0)]
-    assert len(doc["traceEvents"]) == 7 + 6  # the input's events are all kept
+    # graph launch at 10 (+1: one queue entry), its first node k1 at 16, launch 20 (+1), k4 30
+    assert [(e["ts"], e["args"]["Queue Length"]) for e in q] == [(10, 1), (16, 0), (20, 1), (30, 0)]
+    assert len(doc["traceEvents"]) == 7 + 4  # the input's events are all kept
     again = cli("counters", str(graph_trace), "-o", str(out))
     assert again.returncode == 2 and "exists" in again.stderr
     assert cli("counters", str(graph_trace), "-o", str(out), "--force").returncode == 0

@@ -30,8 +30,8 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError, UsageError
-from ranksight.views.tb_op_tree import build_op_tree
 from ranksight.model.tensor_cores import RULESETS
+from ranksight.views.tb_op_tree import build_op_tree
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run

@@ -4,7 +4,9 @@ Definitions (per rank and GPU stream; HTA's, ``hta-definitions.md`` §3.8):
 
 - each GPU activity (kernel, memcpy, memset) with a known launch adds **+1 at the start of its
   launch call** and **−1 at its own start** (a running kernel is no longer queued). A graph launch
-  with N children adds N at its start. Events are ordered by time; at equal times launches come
+  is **one** entry per stream it runs on: +1 at the launch call, −1 when its first node starts there
+  (the launch queue holds the graph launch, not its nodes; counting every node made a diffusion step
+  that replays four 1,000-node graphs look like a full queue). Events are ordered by time; at equal times launches come
   before starts, then by trace row. ``queue_length`` is the cumulative sum per stream: one point
   per event (HTA's "change points"; equal-time points are kept).
 - summary: HTA's ``describe()`` of ``queue_length`` over the points (``count, mean, std, min,
@@ -70,6 +72,11 @@ def queue_series(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     ch = launch_children(trace, HTA_QUEUE_APIS if hta_apis else None)
     if ch.height == 0:
         return pl.DataFrame(schema=_SERIES_SCHEMA)
+    graph = pl.col("api").cast(pl.String).str.contains("GraphLaunch")
+    if ch.select(graph.any()).item():  # one queue entry per graph launch and stream, not one per node
+        ch = pl.concat([ch.filter(~graph), ch.filter(graph).unique(["launch_row", "stream"], keep="first")]).sort(
+            ["launch_row", "ts_ns", "row"]
+        )
     up = ch.select(
         "stream",
         pl.col("cpu_ts_ns").alias("ts_ns"),

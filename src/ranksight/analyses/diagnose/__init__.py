@@ -23,13 +23,15 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Missing, Session
+from ranksight.errors import RanksightError
 from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
+    from ranksight.views.run_context import RunContext
 
-__all__ = ["Finding", "Context", "diagnose", "findings", "to_json", "SCHEMA", "SCHEMA_VERSION", "SEVERITIES"]
+__all__ = ["Finding", "Context", "Applies", "diagnose", "findings", "to_json", "SCHEMA", "SCHEMA_VERSION", "SEVERITIES"]
 
 T = TypeVar("T")
 
@@ -85,6 +87,46 @@ class Context:
     def has_gpu(self, rank: int) -> bool:
         return self.on_rank(has_gpu_work, rank)
 
+    def run_context(self, rank: int) -> RunContext | None:
+        """What kind of run the rank records (``run-context``); None when it cannot be told."""
+        from ranksight.analyses.run_context import run_contexts
+
+        try:
+            return run_contexts(self.session).get(rank)
+        except RanksightError as err:
+            note = f"run context unavailable: {err}"
+            if note not in self.notes:
+                self.notes.append(note)
+            return None
+
+    def mode(self, rank: int) -> str:
+        """``training``, ``inference`` or ``unknown`` (``run-context``)."""
+        c = self.run_context(rank)
+        return c.mode if c is not None else "unknown"
+
+    def replays_graphs(self, rank: int) -> bool:
+        c = self.run_context(rank)
+        return c is not None and c.graphs in ("replay", "capture+replay")
+
+
+@dataclass(frozen=True)
+class Applies:
+    """The run contexts a rule applies to (``run-context``): ``modes`` it judges, and whether it
+    judges a capture-only trace (kernels recorded into a CUDA/HIP graph, not executed: no GPU time
+    to judge). A finding on a rank outside them is dropped, with a note naming the context."""
+
+    modes: tuple[str, ...] = ("training", "inference", "unknown")
+    capture: bool = False
+
+    def why_not(self, c: RunContext | None) -> str | None:
+        if c is None:
+            return None
+        if c.graphs == "capture" and not self.capture:
+            return "a CUDA/HIP graph capture trace (kernels recorded, not executed)"
+        if c.mode not in self.modes:
+            return f"an {c.mode} run" if c.mode == "inference" else f"a {c.mode} run"
+        return None
+
 
 def has_gpu_work(trace: Trace) -> bool:
     """Whether the trace has GPU work (kernels, copies, sets)."""
@@ -98,17 +140,37 @@ def findings(run: Run | Session, *, ranks: Sequence[int] | None = None) -> tuple
 
 
 def _findings(sess: Session) -> tuple[list[Finding], list[str], list[str]]:
-    from ranksight.analyses.diagnose._rules import RULES
+    from ranksight.analyses.diagnose._rules import APPLIES, RULES
 
     ctx = Context(sess)
     out: list[Finding] = []
     for rule in RULES:
-        out.extend(_merge(rule(ctx)))
+        name = rule.__name__.removeprefix("rule_").replace("_", "-")
+        out.extend(_merge(_in_context(ctx, name, APPLIES.get(name, Applies()), rule(ctx))))
     return (
         sorted(out, key=Finding.sort_key),
         [r.__name__.removeprefix("rule_").replace("_", "-") for r in RULES],
         ctx.notes,
     )
+
+
+def _in_context(ctx: Context, name: str, applies: Applies, found: list[Finding]) -> list[Finding]:
+    """The findings on ranks whose run context the rule applies to; a note for each rank left out."""
+    kept = []
+    for f in found:
+        ranks = []
+        for r in f.ranks:
+            why = applies.why_not(ctx.run_context(r))
+            if why is None:
+                ranks.append(r)
+            else:
+                note = f"{name}: not judged on rank {r}, {why}"
+                if note not in ctx.notes:
+                    ctx.notes.append(note)
+        if ranks:
+            f.ranks = ranks
+            kept.append(f)
+    return kept
 
 
 def _merge(found: list[Finding]) -> list[Finding]:

@@ -8,14 +8,17 @@ unless a rule says otherwise; GPU rules skip ranks without GPU work.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from ranksight.analyses.diagnose import Context, Finding
+from ranksight.analyses.diagnose import Applies, Context, Finding
+from ranksight.analyses.stragglers import NAMED_SHARE_MAX
 from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.model.taxonomy import LOW_PRECISIONS, MATRIX_FAMILIES
 from ranksight.views.intervals import union_length, with_outermost
+from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
 
 if TYPE_CHECKING:
     from ranksight.model.meta import TraceMeta
@@ -34,12 +37,17 @@ EXPOSED_COMM_SHARE = 0.10  # TB plugin rule 4 (on communication share)
 SYNC_BLOCKED_SHARE = 0.01
 PAGEABLE_MIN_BYTES = 1 << 20
 TC_ELIGIBLE_SHARE = 0.20
-TC_LOW_PCT = 20.0
+TC_NO_SHARE = 0.5  # half of the matrix-kernel time known not to use Tensor Cores
 MEMORY_NEAR_CAPACITY_PCT = 90.0  # TB plugin rule 7
 FRAGMENTATION_AT_PEAK = 0.25
 FRAGMENTATION_MIN_UNUSED_BYTES = 1 << 30
 QUEUE_BLOCKED_SHARE = 0.01
 IMBALANCE = 0.10
+STRAGGLER_MIN_SHARE = 0.01  # wait caused / summed step time of all ranks
+MEMCPY_BUSY_SHARE = 0.50
+MEMCPY_WINDOW_SHARE = 0.25
+ALLOC_SYNC_SHARE = 0.01
+UNFUSED_SOFTMAX_SHARE = 0.10
 
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 SYNC_API_RE = re.compile(
@@ -48,6 +56,10 @@ SYNC_API_RE = re.compile(
 #: Runtime calls that show an ``aten::item`` around them read a GPU value (copy, then wait).
 HOST_WAIT_API_RE = re.compile(SYNC_API_RE.pattern + r"|^(cuda|hip)Memcpy\w*$|^cuMemcpy\w*$")
 DTOH_RE = re.compile(r"DtoH|Device -> (Pageable|Pinned)")
+#: Host↔device copies by their Kineto / Nsight name.
+HOST_COPY_RE = re.compile(r"HtoD|DtoH|Pageable|Pinned|Host")
+#: Allocator calls that synchronise the device.
+ALLOC_API_RE = re.compile(r"^(cuda|hip)(Free|Malloc|FreeHost|HostFree)$|^cu(MemFree|MemAlloc)(_v2)?$")
 
 
 def _sev(x: float, high: float, medium: float) -> str:
@@ -56,6 +68,31 @@ def _sev(x: float, high: float, medium: float) -> str:
 
 def _r(x: float, n: int = 2) -> float:
     return round(float(x), n)
+
+
+def _words(v: object, missing: str = "unknown") -> str:
+    """A value for a sentence: never ``None``."""
+    return missing if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
+def _step_busy(ctx: Context) -> pl.DataFrame | None:
+    """Per rank: ``window_us`` (summed step windows), ``busy_us`` (GPU work of any kind — kernels,
+    copies, sets — inside them) and ``busy_pct``: ``temporal``'s definition per step (the one
+    definition of GPU busy; ``summary``'s busy is the same over the GPU span instead of the steps)."""
+    tp = ctx.result("temporal", per_step=True)
+    if tp is None or "per_step" not in tp.tables or tp["per_step"].height == 0:
+        return None
+    ps = tp["per_step"]
+    return (
+        ps.group_by("rank")
+        .agg(
+            pl.col("step_time_us").sum().alias("window_us"),
+            (pl.col("step_time_us") - pl.col("idle_us")).sum().alias("busy_us"),
+            pl.len().alias("steps"),
+        )
+        .with_columns((100 * pl.col("busy_us") / pl.col("window_us")).alias("busy_pct"))
+        .sort("rank")
+    )
 
 
 def _mean_steps(ctx: Context) -> pl.DataFrame | None:
@@ -161,11 +198,11 @@ def _launch_facts(trace: Trace, n: int = 3) -> tuple[int, float, list[str]]:
 
 def rule_launch_bound(ctx: Context) -> list[Finding]:
     """Many tiny kernels and an idle GPU: ≥ 100 kernels in steps, median kernel < 10 µs, and GPU
-    busy < 70 % of the step window minus the DataLoader time (``gpu-metrics`` busy_us /
-    (window_us − ``overview`` DataLoader time)): idle time spent loading data is the DataLoader
-    rule's, not launch overhead."""
-    gm, st = ctx.result("gpu-metrics"), _mean_steps(ctx)
-    if gm is None or gm["overall"].height == 0:
+    busy (``temporal`` per step) < 70 % of the step windows minus the DataLoader time (``overview``):
+    idle time spent loading data is the DataLoader rule's, not launch overhead. CUDA graphs are
+    suggested only when the rank does not already replay graphs (``run-context``)."""
+    busy, st = _step_busy(ctx), _mean_steps(ctx)
+    if busy is None:
         return []
     dl = (
         st.group_by("rank").agg(pl.col("dataloader_us").sum())
@@ -173,21 +210,20 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         else pl.DataFrame({"rank": [], "dataloader_us": []})
     )
     out = []
-    for row in gm["overall"].iter_rows(named=True):
+    for row in busy.iter_rows(named=True):
         r = int(row["rank"])
         ks = ctx.on_rank(_kernel_stats, r)
-        if not ks or row["utilization_pct"] is None or ks["median_kernel_us"] >= LAUNCH_BOUND_MEDIAN_US:
+        if not ks or ks["median_kernel_us"] >= LAUNCH_BOUND_MEDIAN_US:
             continue
         wait_dl = dl.filter(pl.col("rank") == r)["dataloader_us"].sum() if dl.height else 0.0
-        util = (
-            100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)
-        )  # idle spent loading data is not launch overhead
+        util = 100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)  # idle loading data is not launch
         if util >= LAUNCH_BOUND_UTIL_PCT:
             continue
         nk, launch_us, top_tiny = ctx.on_rank(_launch_facts, r)
         if nk < LAUNCH_BOUND_MIN_KERNELS:
             continue
         idle = 1 - util / 100
+        graphs = ctx.replays_graphs(r)
         out.append(
             Finding(
                 rule="launch-bound",
@@ -196,22 +232,34 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
                 impact=_r(idle * ks["tiny_share"], 4),
                 ranks=[r],
                 summary=f"rank {r}: median kernel {ks['median_kernel_us']:.1f} µs, {100 * ks['tiny_share']:.0f}% of "
-                f"kernels < {TINY_KERNEL_US:g} µs, GPU busy {util:.1f}% of the steps",
+                f"kernels < {TINY_KERNEL_US:g} µs, GPU busy {util:.1f}% of the steps outside DataLoader time",
                 evidence={
-                    "device": row["device"],
                     "busy_pct_outside_dataloader": _r(util),
-                    "utilization_pct": _r(row["utilization_pct"]),
+                    "busy_pct": _r(row["busy_pct"]),
                     "kernels_per_step": _r(ks["kernels_per_step"], 1),
                     "median_kernel_us": _r(ks["median_kernel_us"]),
                     "tiny_kernel_share_pct": _r(100 * ks["tiny_share"]),
                     "launch_call_us_in_steps": _r(launch_us),
                     "top_tiny_kernels": top_tiny,
+                    "replays_graphs": graphs,
                 },
-                fixes=[
-                    "capture the step in CUDA graphs (torch.cuda.graphs / torch.compile(mode='reduce-overhead'))",
-                    "fuse small ops with torch.compile",
+                fixes=(
+                    [
+                        "the rank already replays CUDA/HIP graphs: capture more of the step (the eager parts "
+                        "between replays), or cut the host work between replays",
+                        "fuse small ops with torch.compile",
+                    ]
+                    if graphs
+                    else [
+                        "capture the step in CUDA graphs (torch.cuda.graphs / torch.compile(mode='reduce-overhead'))",
+                        "fuse small ops with torch.compile",
+                    ]
+                )
+                + [
                     "raise the batch size so each kernel does more work",
-                    "use fused optimizers (foreach=True / fused=True)",
+                    "use fused optimizers (foreach=True / fused=True)"
+                    if ctx.mode(r) != "inference"
+                    else "keep per-token host work (sampling, stopping checks) on the GPU",
                 ],
             )
         )
@@ -219,61 +267,85 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
 
 
 def rule_low_gpu_utilization(ctx: Context) -> list[Finding]:
-    """GPU utilization (``gpu-metrics``: kernel time over the step window) < 50 % (TB plugin rule 5)."""
-    gm = ctx.result("gpu-metrics")
-    if gm is None or gm["overall"].height == 0:
+    """GPU busy (``temporal`` per step: GPU work of any kind — kernels, copies, sets — over the step
+    windows) < 50 % (TB plugin rule 5, on ranksight's one definition of busy: the number ``summary``
+    and the report show, over steps instead of the GPU span). Not on capture traces (nothing ran);
+    the fixes follow the run's mode (``run-context``)."""
+    busy = _step_busy(ctx)
+    if busy is None:
         return []
-    low = gm["overall"].filter(pl.col("utilization_pct") < LOW_UTILIZATION_PCT).sort("utilization_pct")
-    if low.height == 0:
-        return []
-    worst = low.row(0, named=True)
-    util = float(worst["utilization_pct"])
-    ps = (
-        gm["per_step"]
-        .filter((pl.col("rank") == worst["rank"]) & (pl.col("device") == worst["device"]))
-        .sort("utilization_pct")
-    )
-    return [
-        Finding(
-            rule="low-gpu-utilization",
-            title="GPU idle for much of the step",
-            severity=_sev(1 - util / 100, 0.75, 0.6),
-            impact=_r(1 - util / 100, 4),
-            ranks=sorted({int(r) for r in low["rank"]}),
-            summary=f"GPU busy {util:.1f}% of the step window (rank {worst['rank']}, device {worst['device']}; "
-            f"threshold {LOW_UTILIZATION_PCT:g}%)",
-            evidence={
-                "utilization_pct_by_rank_device": {
-                    f"{r}/{d}": _r(u) for r, d, u in low.select("rank", "device", "utilization_pct").iter_rows()
+    low = busy.filter(pl.col("busy_pct") < LOW_UTILIZATION_PCT).sort("busy_pct")
+    out = []
+    for row in low.iter_rows(named=True):
+        r = int(row["rank"])
+        if not ctx.has_gpu(r):
+            continue
+        util = float(row["busy_pct"])
+        inference = ctx.mode(r) == "inference"
+        out.append(
+            Finding(
+                rule="low-gpu-utilization",
+                title="GPU idle for much of the step",
+                severity=_sev(1 - util / 100, 0.75, 0.6),
+                impact=_r(1 - util / 100, 4),
+                ranks=[r],
+                summary=f"rank {r}: GPU busy {util:.1f}% of the step windows (kernels, copies and sets; "
+                f"threshold {LOW_UTILIZATION_PCT:g}%)",
+                evidence={
+                    "busy_pct": _r(util),
+                    "window_us": _r(row["window_us"]),
+                    "busy_us": _r(row["busy_us"]),
+                    "steps": int(row["steps"]),
+                    "definition": "temporal per step: union of GPU work inside the step windows / window",
                 },
-                "lowest_steps": {str(s): _r(u) for s, u in ps.select("step", "utilization_pct").head(5).iter_rows()},
-                "window_us": _r(worst["window_us"]),
-                "busy_us": _r(worst["busy_us"]),
-                "definition": "gpu-metrics utilization_pct",
-            },
-            fixes=[
-                "look at the other findings for where the GPU waits (data loading, synchronisation, launches, "
-                "communication)",
-                "raise the batch size (or micro-batch) to give the GPU more work per step",
-                "overlap host work with GPU work (non_blocking copies, prefetching the next batch)",
-            ],
+                fixes=(
+                    [
+                        "look at the other findings and `ranksight analyze idle-causes` for what the GPU waits on "
+                        "(host work, synchronisation, data, other ranks)",
+                        "serving: batch more requests per step (max_num_seqs / max batch size) if latency allows",
+                        "overlap host work with GPU work (asynchronous scheduling, CUDA graphs for decode steps)",
+                    ]
+                    if inference
+                    else [
+                        "look at the other findings and `ranksight analyze idle-causes` for what the GPU waits on "
+                        "(data loading, synchronisation, launches, communication)",
+                        "raise the batch size (or micro-batch) to give the GPU more work per step",
+                        "overlap host work with GPU work (non_blocking copies, prefetching the next batch)",
+                    ]
+                ),
+            )
         )
-    ]
+    return out
 
 
 # ---- 4. exposed communication -----------------------------------------------------------------
 
 
+def _own_wait(ctx: Context) -> dict[int, float]:
+    """µs each rank spent in collectives waiting for later ranks (``stragglers``: own_wait_us)."""
+    if len(ctx.ranks) < 2:
+        return {}
+    st = ctx.result("stragglers")
+    if st is None or "ranks" not in st.tables or st["ranks"].height == 0:
+        return {}
+    return {int(r): float(w or 0.0) for r, w in st["ranks"].select("rank", "own_wait_us").iter_rows()}
+
+
 def rule_exposed_communication(ctx: Context) -> list[Finding]:
-    """Communication not hidden by computation (``overlap``: exposed_comm_us) > 10 % of the GPU
-    span (``temporal``: kernel_time_us)."""
+    """Communication not hidden by computation (``overlap``: exposed_comm_us), **less the time the
+    rank waited in collectives for later ranks** (``stragglers``: own_wait_us; that part is the
+    straggler rule's, and overlap tuning cannot hide it), > 10 % of the GPU span (``temporal``:
+    kernel_time_us)."""
     ov, tp = ctx.result("overlap"), ctx.result("temporal", per_step=True)
     if ov is None or tp is None or ov["overlap"].height == 0:
         return []
+    waits = _own_wait(ctx)
     j = (
         ov["overlap"]
         .join(tp["temporal"].select("rank", "kernel_time_us"), on="rank")
-        .with_columns((pl.col("exposed_comm_us") / pl.col("kernel_time_us")).alias("share"))
+        .with_columns(pl.col("rank").replace_strict(waits, default=0.0, return_dtype=pl.Float64).alias("waiting_us"))
+        .with_columns((pl.col("exposed_comm_us") - pl.col("waiting_us")).clip(lower_bound=0).alias("own_exposed_us"))
+        .with_columns((pl.col("own_exposed_us") / pl.col("kernel_time_us")).alias("share"))
         .filter(pl.col("share") >= EXPOSED_COMM_SHARE)
         .sort("share", descending=True)
     )
@@ -289,9 +361,12 @@ def rule_exposed_communication(ctx: Context) -> list[Finding]:
             severity=_sev(share, 0.3, 0.15),
             impact=_r(share, 4),
             ranks=sorted(int(r) for r in j["rank"]),
-            summary=f"{100 * share:.1f}% of the GPU time is communication with no compute under it (rank {w['rank']}: "
-            f"{w['exposed_comm_us'] / 1e3:.1f} ms exposed of {w['comm_us'] / 1e3:.1f} ms)",
+            summary=f"{100 * share:.1f}% of the GPU time is communication with no compute under it, not counting "
+            f"waits for later ranks (rank {w['rank']}: {w['own_exposed_us'] / 1e3:.1f} ms of "
+            f"{w['exposed_comm_us'] / 1e3:.1f} ms exposed; {w['waiting_us'] / 1e3:.1f} ms waiting for other ranks)",
             evidence={
+                "own_exposed_us": _r(w["own_exposed_us"]),
+                "waiting_for_other_ranks_us": _r(w["waiting_us"]),
                 "exposed_share_pct_by_rank": {str(r): _r(100 * s) for r, s in j.select("rank", "share").iter_rows()},
                 "exposed_comm_us": _r(w["exposed_comm_us"]),
                 "comm_us": _r(w["comm_us"]),
@@ -412,12 +487,23 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
                         "at_ms": _r((longest["ts_ns"] - t0) / 1e6, 3),
                     },
                 },
-                fixes=[
-                    "avoid .item(), .cpu(), .tolist(), print(tensor) and Python control flow on GPU values inside the "
-                    "step; keep metrics on the GPU and read them every N steps",
-                    "use non_blocking=True copies and CUDA events instead of torch.cuda.synchronize()",
-                    "find the call sites with torch.cuda.set_sync_debug_mode('warn')",
-                ],
+                fixes=(
+                    [
+                        "an inference step must bring its results back: keep it to one copy per step into pinned "
+                        "memory with non_blocking=True, read after a CUDA event, not a device-wide synchronize",
+                        "keep per-token decisions (sampling, stop checks, logits processing) on the GPU so only "
+                        "the final tokens are copied",
+                        "overlap the copy-back with the next step's launches (asynchronous scheduling)",
+                        "find the call sites with torch.cuda.set_sync_debug_mode('warn')",
+                    ]
+                    if ctx.mode(r) == "inference"
+                    else [
+                        "avoid .item(), .cpu(), .tolist(), print(tensor) and Python control flow on GPU values inside "
+                        "the step; keep metrics on the GPU and read them every N steps",
+                        "use non_blocking=True copies and CUDA events instead of torch.cuda.synchronize()",
+                        "find the call sites with torch.cuda.set_sync_debug_mode('warn')",
+                    ]
+                ),
             )
         )
     return out
@@ -505,15 +591,15 @@ def _pageable_copies(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame] | None:
 
 
 def _matrix_units(trace: Trace) -> tuple[bool, str]:
-    """Whether the rank's GPU has tensor / matrix cores, and its name."""
-    meta = trace.meta
-    gpu = str((meta.device((meta.devices_used or [0])[0]) or {}).get("name", ""))
-    return _has_matrix_units(meta), gpu
+    """Whether the rank's GPU has tensor / matrix cores, and its name (the devices the rank used,
+    by ``meta.used_devices()``: the one definition ``info`` and ``mfu`` read too)."""
+    used = trace.meta.used_devices()
+    first = next(iter(used.values()), {})
+    return _has_matrix_units(trace.meta), str(first.get("name", ""))
 
 
 def _has_matrix_units(meta: TraceMeta) -> bool:
-    for d in meta.devices_used or []:
-        p = meta.device(d) or {}
+    for p in meta.used_devices().values():
         name = str(p.get("name", ""))
         major = p.get("computeMajor")
         if meta.gpu_vendor == "AMD":
@@ -523,79 +609,88 @@ def _has_matrix_units(meta: TraceMeta) -> bool:
     return False
 
 
+def _matrix_tc(trace: Trace) -> dict[str, Any]:
+    """Kernel time of the rank by the kernel taxonomy: all kernels, matrix families (gemm,
+    attention, convolution), and matrix time by Tensor Core answer; the top matrix kernels that do
+    not use Tensor Cores."""
+    t = kernel_taxonomy_table(trace).filter(pl.col("kind") == "kernel")
+    m = t.filter(pl.col("family").is_in(list(MATRIX_FAMILIES)))
+    by_tc = {k: float(v) / 1e3 for k, v in m.group_by("tensor_cores").agg(pl.col("dur_ns").sum()).iter_rows()}
+    no = m.filter(pl.col("tensor_cores") == "no").sort("dur_ns", descending=True).head(3)
+    return {
+        "kernel_us": float(t["dur_ns"].sum()) / 1e3,
+        "matrix_us": float(m["dur_ns"].sum()) / 1e3,
+        "by_tc_us": by_tc,
+        "top_no_tc": [
+            {"name": n, "family": f, "precision": p, "us": _r(d / 1e3)}
+            for n, f, p, d in no.select("name", "family", "precision", "dur_ns").iter_rows()
+        ],
+    }
+
+
 def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
-    """Tensor-Core-eligible ops (``ops``: tc_eligible) take ≥ 20 % of the ops' device time while
-    < 20 % of kernel time runs on Tensor Cores (``gpu-metrics`` tensor_core_pct); only on GPUs
-    with tensor / matrix cores (NVIDIA compute capability ≥ 7, AMD Instinct), and not when most
-    counted matmul FLOPs (``mfu``) are already in a reduced-precision type."""
-    gm, ops = ctx.result("gpu-metrics"), ctx.result("ops")
-    if gm is None or ops is None:
-        return []
+    """Matrix kernels (gemm, attention, convolution by the kernel taxonomy) take ≥ 20 % of kernel time
+    and ≥ half of their time runs in kernels the taxonomy knows do **not** use Tensor Cores / Matrix
+    Cores (``tensor_cores = no``; ``unknown`` is never counted against the run). Only on GPUs with
+    tensor / matrix cores. Precision advice follows the run context: no autocast advice when the
+    run's matrix work is already in a low precision (FP8, BF16, FP16, INT8, FP4)."""
     out = []
     for r in ctx.ranks:
-        o = ops["ops"].filter(pl.col("rank") == r)
-        g = gm["overall"].filter(pl.col("rank") == r)
-        if o.height == 0 or g.height == 0:
+        if not ctx.has_gpu(r):
             continue
         has_units, gpu = ctx.on_rank(_matrix_units, r)
         if not has_units:
             continue
-        tc = g["tensor_core_pct"].drop_nulls()
-        dev = float(o["device_self_us"].sum())
-        if tc.len() == 0 or dev <= 0:
+        f = ctx.on_rank(_matrix_tc, r)
+        kernel_us, matrix_us = f["kernel_us"], f["matrix_us"]
+        no_us = f["by_tc_us"].get("no", 0.0)
+        if kernel_us <= 0 or matrix_us / kernel_us < TC_ELIGIBLE_SHARE or no_us / max(matrix_us, 1e-9) < TC_NO_SHARE:
             continue
-        tc_pct = float(tc.max())  # type: ignore[arg-type]
-        elig = o.filter(pl.col("tc_eligible"))
-        share = float(elig["device_self_us"].sum()) / dev
-        if share < TC_ELIGIBLE_SHARE or tc_pct >= TC_LOW_PCT:
-            continue
-        dtypes = ctx.on_rank(_flop_dtypes, r)
-        if dtypes and sum(v for k, v in dtypes.items() if k in ("fp32", "fp64")) < 50:
-            continue  # the matmuls already run in reduced precision: kernel names, not the model, are unrecognised
-        top = elig.sort("device_self_us", descending=True).head(3)
+        c = ctx.run_context(r)
+        precision = c.precision if c is not None else "unknown"
+        low = precision in LOW_PRECISIONS
+        impact = no_us / kernel_us
         out.append(
             Finding(
                 rule="low-tensor-core-use",
                 title="Matrix work does not use Tensor Cores",
-                severity="high" if share >= 0.5 else "medium",
-                impact=_r(share * (1 - tc_pct / 100), 4),
+                severity=_sev(impact, 0.3, 0.1),
+                impact=_r(impact, 4),
                 ranks=[r],
-                summary=f"rank {r}: Tensor-Core-eligible ops take {100 * share:.0f}% of device time but only "
-                f"{tc_pct:.1f}% of kernel time runs on Tensor Cores"
-                + (f" (FLOPs by type: {', '.join(f'{k} {v:.0f}%' for k, v in dtypes.items())})" if dtypes else ""),
+                summary=f"rank {r}: {100 * no_us / matrix_us:.0f}% of the matrix-kernel time ({no_us / 1e3:.1f} ms, "
+                f"{100 * impact:.0f}% of kernel time) runs in kernels that do not use Tensor Cores"
+                + (f"; the run's matrix work is mostly {precision}" if precision != "unknown" else ""),
                 evidence={
-                    "tensor_core_pct": _r(tc_pct),
-                    "eligible_share_pct": _r(100 * share),
-                    "top_eligible_ops_device_us": {
-                        n: _r(u) for n, u in top.select("name", "device_self_us").iter_rows()
-                    },
-                    "flop_share_by_dtype_pct": dtypes,
+                    "matrix_share_of_kernel_time_pct": _r(100 * matrix_us / kernel_us),
+                    "matrix_us_by_tensor_cores": {k: _r(v) for k, v in sorted(f["by_tc_us"].items())},
+                    "top_kernels_without_tensor_cores": f["top_no_tc"],
+                    "dominant_precision": precision,
                     "gpu": gpu,
+                    "definition": "kernel taxonomy: family gemm/attention/convolution, tensor_cores = no",
                 },
-                fixes=[
-                    "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 with a "
-                    "GradScaler)",
-                    "for FP32 models: torch.backends.cuda.matmul.allow_tf32 = True / "
-                    "torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
-                    "convolutions: channels_last memory format; keep channel and matrix dimensions multiples of 8",
-                ],
+                fixes=(
+                    [
+                        f"the run already computes in {precision}: find why these kernels run outside it (ops "
+                        "excluded from autocast or the low-precision recipe, modules kept in FP32, FP32 inputs)",
+                        "for the FP32 remainder: torch.backends.cuda.matmul.allow_tf32 = True / "
+                        "torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
+                        "keep matrix dimensions multiples of 8 (16 for FP8) so Tensor Core kernels are eligible",
+                    ]
+                    if low
+                    else [
+                        "inference in reduced precision: model.to(torch.bfloat16) (or "
+                        "torch.autocast(device_type='cuda', dtype=torch.bfloat16)); check the accuracy of the outputs"
+                        if ctx.mode(r) == "inference"
+                        else "mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) (or float16 "
+                        "with a GradScaler)",
+                        "for FP32 models: torch.backends.cuda.matmul.allow_tf32 = True / "
+                        "torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
+                        "convolutions: channels_last memory format; keep channel and matrix dimensions multiples of 8",
+                    ]
+                ),
             )
         )
     return out
-
-
-def _flop_dtypes(trace: Trace) -> dict[str, float]:
-    from ranksight.analyses.mfu import counted_ops
-
-    c = counted_ops(trace)
-    if c.height == 0:
-        return {}
-    g = (
-        c.group_by(pl.col("dtype").fill_null("?"))
-        .agg(pl.col("flops").sum())
-        .with_columns((100 * pl.col("flops") / pl.col("flops").sum()).alias("p"))
-    )
-    return {d: _r(p, 1) for d, p in g.sort("p", descending=True).select("dtype", "p").iter_rows()}
 
 
 # ---- 8./9. memory -----------------------------------------------------------------------------
@@ -620,6 +715,16 @@ def rule_memory_near_capacity(ctx: Context) -> list[Finding]:
     out = []
     for row in p.iter_rows(named=True):
         pct = float(row["pct"])
+        r = int(row["rank"])
+        if ctx.mode(r) == "inference":  # a server reserves its KV cache up front: intended, not a problem
+            ctx.notes.append(
+                f"memory-near-capacity: rank {r} {row['device']} peaks at {pct:.1f}% of its memory; an inference "
+                "server preallocates its KV cache to a set share of GPU memory on purpose (vLLM "
+                "gpu_memory_utilization, SGLang mem_fraction_static): not a finding"
+            )
+            continue
+        step = f"at step {row['peak_step']}" if row["peak_step"] is not None else "outside any step"
+        where = f", in {row['peak_op']}" if row["peak_op"] is not None else ""
         out.append(
             Finding(
                 rule="memory-near-capacity",
@@ -628,8 +733,7 @@ def rule_memory_near_capacity(ctx: Context) -> list[Finding]:
                 impact=_r(pct / 100, 4),
                 ranks=[int(row["rank"])],
                 summary=f"rank {row['rank']} {row['device']}: peak {pct:.1f}% of {row['capacity_bytes'] / 2**30:.1f} "
-                f"GiB (allocated {row['peak_allocated_bytes'] / 2**30:.2f} GiB at step {row['peak_step']}, in "
-                f"{row['peak_op']})",
+                f"GiB (allocated {row['peak_allocated_bytes'] / 2**30:.2f} GiB {step}{where})",
                 evidence={
                     k: row[k]
                     for k in (
@@ -729,7 +833,7 @@ def rule_full_launch_queue(ctx: Context) -> list[Finding]:
                 evidence=dict(row),
                 fixes=[
                     "the GPU is the bottleneck here: cut GPU work (fusion with torch.compile, fewer and larger "
-                    "kernels, CUDA graphs)",
+                    "kernels)",
                     "host work queued behind the blocked launches (data loading, logging) is delayed: move it to other "
                     "threads/processes",
                 ],
@@ -826,6 +930,305 @@ def rule_time_unit_mismatch(ctx: Context) -> list[Finding]:
     ]
 
 
+# ---- 12. stragglers ---------------------------------------------------------------------------
+
+
+def rule_straggler(ctx: Context) -> list[Finding]:
+    """A rank the ``stragglers`` analysis names (it caused at least twice its fair share of all
+    collective wait, ``min(0.75, 2/n)``) and whose wait costs the others ≥ 1 % of their step time.
+    Multi-rank runs only."""
+    if len(ctx.ranks) < 2:
+        return []
+    st, steps = ctx.result("stragglers"), _mean_steps(ctx)
+    if st is None or "ranks" not in st.tables or st["ranks"].height == 0:
+        return []
+    rk = st["ranks"]
+    n = rk.height
+    named = rk.filter(pl.col("wait_share") >= min(NAMED_SHARE_MAX, 2.0 / n)).sort("wait_caused_us", descending=True)
+    if named.height == 0:
+        return []
+    total_step_us = float(steps["total_us"].sum()) if steps is not None else 0.0
+    out = []
+    for row in named.iter_rows(named=True):
+        caused = float(row["wait_caused_us"])
+        impact = caused / total_step_us if total_step_us else 0.0
+        if total_step_us and impact < STRAGGLER_MIN_SHARE:
+            continue
+        cause = _words(row["main_cause"])
+        out.append(
+            Finding(
+                rule="straggler",
+                title="One rank makes the others wait",
+                severity=_sev(impact, 0.2, 0.05),
+                impact=_r(min(impact, 1.0), 4),
+                ranks=[int(row["rank"])],
+                summary=f"rank {row['rank']} arrived last at {row['times_last']} of {row['instances']} collectives and "
+                f"caused {100 * float(row['wait_share']):.0f}% of all collective wait ({caused / 1e3:.1f} ms summed "
+                f"over the ranks that waited); main cause: {cause}",
+                evidence={
+                    "wait_caused_us": _r(caused),
+                    "wait_share": _r(float(row["wait_share"]), 4),
+                    "times_last": int(row["times_last"]),
+                    "instances": int(row["instances"]),
+                    "main_cause": cause,
+                    "late_launch_us": _r(row["late_launch_us"] or 0.0),
+                    "after_launch_us": _r(row["after_launch_us"] or 0.0),
+                    "share_of_summed_step_time_pct": _r(100 * impact),
+                },
+                fixes=_STRAGGLER_FIXES.get(cause, [])
+                + ["ranksight analyze stragglers shows each late collective with the ops that made the rank late"],
+            )
+        )
+    return out
+
+
+_STRAGGLER_FIXES = {
+    "data": [
+        "the late rank waits for its input pipeline: more DataLoader workers, pin_memory, prefetching; check that "
+        "its data shard is not slower to read or decode",
+    ],
+    "host": [
+        "the late rank's host issues the collective late: look at the CPU ops before it on that rank (logging, "
+        "Python work, synchronisation) and at the node's CPU load",
+    ],
+    "compute": [
+        "the late rank has more GPU work before the collective: balance the work per rank (sequence lengths, "
+        "pipeline stages, expert routing); check that GPU's clocks and thermals",
+    ],
+    "transfer": [
+        "the late rank's transfers are slow: check its links (NCCL_DEBUG=INFO transports, NVLink/PCIe topology)",
+    ],
+}
+
+
+# ---- 13. host-device copies ----------------------------------------------------------------------
+
+
+def _copies(trace: Trace) -> dict[str, Any] | None:
+    """Host↔device copy time of the rank inside its steps (or its GPU span without steps): union of
+    the copies, bytes, and the rank's GPU busy time over the same window."""
+    from ranksight.views.intervals import union_length
+
+    g = trace.kind("memcpy", "memset", "kernel", columns=["row", "kind", "name", "ts_ns", "end_ns", "step"]).filter(
+        pl.col("end_ns").is_not_null()
+    )
+    if g.height == 0:
+        return None
+    if g["step"].is_not_null().any():
+        g = g.filter(pl.col("step").is_not_null())
+    n = pl.col("name").cast(pl.String)
+    h2d_d2h = (pl.col("kind") == "memcpy") & n.str.contains(HOST_COPY_RE.pattern)
+    c = g.filter(h2d_d2h)
+    if c.height == 0:
+        return None
+    busy = union_length(g["ts_ns"].to_numpy(), g["end_ns"].to_numpy())
+    copy = union_length(c["ts_ns"].to_numpy(), c["end_ns"].to_numpy())
+    window = int(g.select(pl.col("end_ns").max() - pl.col("ts_ns").min()).item())
+    c = trace.with_args(c, "transfer")
+    by_dir = (
+        c.with_columns(
+            pl.col("name").cast(pl.String).str.extract(r"(HtoD|DtoH|HtoH|PtoP)").fill_null("other").alias("d")
+        )
+        .group_by("d")
+        .agg(pl.col("bytes").sum())
+    )
+    return {
+        "copy_ns": copy,
+        "busy_ns": busy,
+        "window_ns": window,
+        "copies": c.height,
+        "bytes_by_direction": {str(d): int(b or 0) for d, b in by_dir.iter_rows()},
+    }
+
+
+def rule_memcpy_bound(ctx: Context) -> list[Finding]:
+    """Host↔device copies (``Memcpy HtoD``/``DtoH``) take ≥ 50 % of the rank's GPU busy time and
+    ≥ 25 % of its steps (or its GPU span without steps): the GPU mostly moves data instead of
+    computing."""
+    out = []
+    for r in ctx.ranks:
+        f = ctx.on_rank(_copies, r)
+        if f is None or f["busy_ns"] <= 0 or f["window_ns"] <= 0:
+            continue
+        of_busy = f["copy_ns"] / f["busy_ns"]
+        of_window = f["copy_ns"] / f["window_ns"]
+        if of_busy < MEMCPY_BUSY_SHARE or of_window < MEMCPY_WINDOW_SHARE:
+            continue
+        gib = sum(f["bytes_by_direction"].values()) / 2**30
+        bw = gib / (f["copy_ns"] / 1e9) if f["copy_ns"] else 0.0
+        out.append(
+            Finding(
+                rule="memcpy-bound",
+                title="The GPU mostly copies data between host and device",
+                severity=_sev(of_window, 0.5, 0.25),
+                impact=_r(of_window, 4),
+                ranks=[r],
+                summary=f"rank {r}: host-device copies take {100 * of_busy:.0f}% of the GPU's busy time and "
+                f"{100 * of_window:.0f}% of the window ({f['copies']} copies, {gib:.2f} GiB at {bw:.1f} GiB/s)",
+                evidence={
+                    "copy_us": _r(f["copy_ns"] / 1e3),
+                    "busy_us": _r(f["busy_ns"] / 1e3),
+                    "window_us": _r(f["window_ns"] / 1e3),
+                    "copies": f["copies"],
+                    "bytes_by_direction": f["bytes_by_direction"],
+                    "achieved_gib_per_s": _r(bw),
+                },
+                fixes=[
+                    "keep data on the GPU across steps (move the model, buffers and lookup tables once; avoid "
+                    ".cpu() round trips)",
+                    "copy from pinned memory with non_blocking=True on a side stream, overlapped with compute "
+                    "(prefetch the next batch)",
+                    "copy less: smaller dtypes, compressed or pre-batched inputs; ranksight analyze memcpy-bw shows "
+                    "the achieved bandwidth per copy",
+                ],
+            )
+        )
+    return out
+
+
+# ---- 14. allocator synchronisation --------------------------------------------------------------
+
+
+def _allocator_calls(trace: Trace) -> pl.DataFrame:
+    """Synchronising allocator calls inside steps (cudaFree/hipFree, cudaMalloc/hipMalloc and their
+    host variants), and ``empty_cache``."""
+    n = pl.col("name").cast(pl.String)
+    return (
+        trace.scan()
+        .filter(
+            pl.col("step").is_not_null()
+            & pl.col("dur_ns").is_not_null()
+            & (
+                (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(ALLOC_API_RE.pattern))
+                | n.str.contains("empty_cache")
+            )
+        )
+        .select("tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name"))
+        .collect()
+    )
+
+
+def rule_allocator_sync(ctx: Context) -> list[Finding]:
+    """Device-synchronising allocator calls (``cudaFree``/``hipFree``, ``cudaMalloc``/``hipMalloc``,
+    ``torch.cuda.empty_cache``) inside steps block the CPU for ≥ 1 % of the step time. The caching
+    allocator calls them when it runs out of cached memory (it frees its cache and retries) or when
+    ``empty_cache`` is called in the loop."""
+    st = _mean_steps(ctx)
+    if st is None:
+        return []
+    out = []
+    for r in ctx.ranks:
+        a = ctx.on_rank(_allocator_calls, r)
+        steps = st.filter(pl.col("rank") == r)
+        if a.height == 0 or steps.height == 0:
+            continue
+        blocked = union_length(a["ts_ns"].to_numpy(), a["end_ns"].to_numpy())
+        total = float(steps["total_us"].sum()) * 1e3
+        share = blocked / total if total else 0.0
+        if share < ALLOC_SYNC_SHARE:
+            continue
+        by_name = a.group_by("name").agg(pl.len().alias("n"), (pl.col("dur_ns").sum() / 1e3).alias("us"))
+        longest = a.sort("dur_ns", descending=True).row(0, named=True)
+        out.append(
+            Finding(
+                rule="allocator-sync",
+                title="Memory allocation synchronises the GPU inside steps",
+                severity=_sev(share, 0.10, 0.03),
+                impact=_r(share, 4),
+                ranks=[r],
+                summary=f"rank {r}: {a.height} allocator calls ({', '.join(sorted(by_name['name'].to_list()))}) block "
+                f"the CPU for {100 * share:.1f}% of the step time; the longest, {longest['name']}, "
+                f"{longest['dur_ns'] / 1e6:.1f} ms in step {longest['step']}",
+                evidence={
+                    "by_name": {n: {"count": int(k), "us": _r(u)} for n, k, u in by_name.iter_rows()},
+                    "blocked_us": _r(blocked / 1e3),
+                    "longest": {
+                        "name": longest["name"],
+                        "step": longest["step"],
+                        "dur_us": _r(longest["dur_ns"] / 1e3),
+                    },
+                },
+                fixes=[
+                    "do not call torch.cuda.empty_cache() inside the training/serving loop",
+                    "the caching allocator frees and retries when memory runs short: lower the peak (smaller batch, "
+                    "activation checkpointing) or leave headroom so it stops returning memory to the driver",
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_HIP_ALLOC_CONF on ROCm) so segments "
+                    "grow instead of being freed and re-allocated",
+                ],
+            )
+        )
+    return out
+
+
+# ---- 15. unfused attention -----------------------------------------------------------------------
+
+
+def _attention_kernels(trace: Trace) -> dict[str, float]:
+    """Kernel time of the rank by taxonomy family, and whether it runs batched matmuls (bmm /
+    baddbmm / matmul ops) and softmax ops."""
+    t = kernel_taxonomy_table(trace).filter(pl.col("kind") == "kernel")
+    fam = {f: float(d) / 1e3 for f, d in t.group_by("family").agg(pl.col("dur_ns").sum()).iter_rows()}
+    ops = trace.kind("cpu_op", columns=["name"])["name"].cast(pl.String)
+    fam["__bmm_ops"] = float(ops.is_in(["aten::bmm", "aten::baddbmm", "aten::matmul"]).sum())
+    fam["__softmax_ops"] = float(ops.is_in(["aten::softmax", "aten::_softmax", "aten::_safe_softmax"]).sum())
+    fam["__kernel_us"] = float(t["dur_ns"].sum()) / 1e3
+    return fam
+
+
+def rule_unfused_attention(ctx: Context) -> list[Finding]:
+    """Attention computed unfused: softmax kernels take ≥ 10 % of kernel time, the rank runs
+    batched-matmul ops (``aten::bmm``/``baddbmm``/``matmul``) and softmax ops, and fused attention
+    kernels (the taxonomy's ``attention`` family) take less time than the softmax kernels: the
+    attention scores are materialised in memory instead of computed by FlashAttention-style
+    kernels."""
+    out = []
+    for r in ctx.ranks:
+        if not ctx.has_gpu(r):
+            continue
+        f = ctx.on_rank(_attention_kernels, r)
+        k = f["__kernel_us"]
+        soft, fused = f.get("softmax", 0.0), f.get("attention", 0.0)
+        if k <= 0 or soft / k < UNFUSED_SOFTMAX_SHARE or fused >= soft:
+            continue
+        if f["__bmm_ops"] == 0 or f["__softmax_ops"] == 0:
+            continue
+        share = soft / k
+        out.append(
+            Finding(
+                rule="unfused-attention",
+                title="Attention runs unfused (softmax between batched matmuls)",
+                severity=_sev(share, 0.3, 0.1),
+                impact=_r(share, 4),
+                ranks=[r],
+                summary=f"rank {r}: softmax kernels take {100 * share:.0f}% of kernel time next to batched matmuls, "
+                f"and fused attention kernels {fused / 1e3:.2f} ms",
+                evidence={
+                    "softmax_us": _r(soft),
+                    "fused_attention_us": _r(fused),
+                    "gemm_us": _r(f.get("gemm", 0.0)),
+                    "kernel_us": _r(k),
+                    "bmm_ops": int(f["__bmm_ops"]),
+                    "softmax_ops": int(f["__softmax_ops"]),
+                },
+                fixes=[
+                    "use torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient / cuDNN "
+                    "backends) instead of matmul → softmax → matmul",
+                    "Hugging Face models: attn_implementation='sdpa' (or 'flash_attention_2')",
+                ],
+            )
+        )
+    return out
+
+
+#: The run contexts each rule judges (``run-context``; see docs/diagnose.md). Rules not listed judge
+#: every mode and skip capture-only traces.
+APPLIES: dict[str, Applies] = {
+    "pageable-memcpy": Applies(capture=True),
+    "memory-fragmentation": Applies(capture=True),
+    "memory-near-capacity": Applies(capture=True),  # inference is judged inside the rule (KV cache)
+}
+
+
 RULES = [
     rule_dataloader_bound,
     rule_launch_bound,
@@ -839,6 +1242,10 @@ RULES = [
     rule_full_launch_queue,
     rule_load_imbalance,
     rule_time_unit_mismatch,
+    rule_straggler,
+    rule_memcpy_bound,
+    rule_allocator_sync,
+    rule_unfused_attention,
 ]
 
 
@@ -926,7 +1333,7 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
         steps = per_step.filter(pl.col("rank") == r)
         if steps.height == 0 or not ctx.has_gpu(r):
             continue
-        capture, replays = ctx.on_rank(_idle_graph_facts, r)
+        capture, replays = [], False  # MUTATION
         if capture:
             note = f"idle-causes: rank {r} steps {capture} capture a CUDA/HIP graph (kernels recorded, not run): "
             note += "not judged"
