@@ -47,6 +47,8 @@ GAP_SCHEMA = {
     "call_site": pl.String,
     "detail": pl.String,
 }
+#: A piece's length in integer ns (sums of pieces are taken in ns, then shown in µs).
+_NS = pl.col("end_ns") - pl.col("start_ns")
 
 
 def rank_idle_causes(trace: Trace, waits: pl.DataFrame | None = None) -> tuple[pl.DataFrame, bool]:
@@ -82,12 +84,21 @@ def peer_waits(sess: Session) -> pl.DataFrame | None:
     ).cast({k: v for k, v in WAIT_SCHEMA.items()})
 
 
+def _idle(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Per group: ``idle_us`` (summed in integer ns, then µs) and ``gaps`` (distinct gaps)."""
+    return (
+        df.group_by(by)
+        .agg(_NS.sum().alias("__ns"), pl.col("gap").n_unique().cast(pl.Int64).alias("gaps"))
+        .with_columns((pl.col("__ns") / 1e3).round(3).alias("idle_us"))  # round: exact µs.ns in the text
+        .select(*by, "idle_us", "gaps")
+    )
+
+
 def _aggregate(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Idle µs, gaps and share of the group's idle per cause."""
     total = pl.col("idle_us").sum().over(by)
     return (
-        df.group_by([*by, "cause"])
-        .agg((pl.col("dur_us").sum()).alias("idle_us"), pl.col("gap").n_unique().cast(pl.Int64).alias("gaps"))
+        _idle(df, [*by, "cause"])
         .with_columns((100 * pl.col("idle_us") / total).round(2).alias("share_pct"))
         .sort([*by, "idle_us", "cause"], descending=[False] * len(by) + [True, False])
     )
@@ -106,17 +117,15 @@ def idle_causes(run: Run, *, ranks: Sequence[int] | None = None, top: int = 5) -
     per = sess.map(rank_idle_causes, waits=waits)
     frames = [per[r][0] for r in sess.ranks]
     gaps = pl.concat(frames) if frames else pl.DataFrame(schema={c: t for c, t in GAP_SCHEMA.items() if c != "dur_us"})
-    gaps = gaps.with_columns(((pl.col("end_ns") - pl.col("start_ns")) / 1e3).alias("dur_us")).select(list(GAP_SCHEMA))
+    gaps = gaps.with_columns((_NS / 1e3).round(3).alias("dur_us")).select(list(GAP_SCHEMA))
     by_rank = _aggregate(gaps.filter("in_span"), ["rank"])
     by_step = _aggregate(gaps.filter(pl.col("step").is_not_null()), ["rank", "step"])
     sites = (
-        gaps.filter(pl.col("call_site").is_not_null())
-        .group_by("rank", "cause", "call_site")
-        .agg(pl.col("dur_us").sum().alias("idle_us"), pl.col("gap").n_unique().cast(pl.Int64).alias("gaps"))
+        _idle(gaps.filter(pl.col("call_site").is_not_null()), ["rank", "cause", "call_site"])
         .sort(["rank", "cause", "idle_us", "call_site"], descending=[False, False, True, False])
         .group_by("rank", "cause", maintain_order=True)
         .head(top)
-        .join(gaps.group_by("rank").agg(pl.col("dur_us").sum().alias("__all")), on="rank")
+        .join(_idle(gaps, ["rank"]).select("rank", pl.col("idle_us").alias("__all")), on="rank")
         .with_columns((100 * pl.col("idle_us") / pl.col("__all")).round(2).alias("share_pct"))
         .drop("__all")
         .sort(["rank", "idle_us", "cause", "call_site"], descending=[False, True, False, False])

@@ -28,6 +28,8 @@ The others, and the analyses that read them:
 - ``gpu_work``: GPU work intervals of a rank (ranksight's and HTA's definitions), step windows —
   temporal, idle, kernels, kernel-types, kernel-spread, overlap, mfu, the HTA facade, diff.
 - ``links``: CPU launch ↔ GPU activity pairs — launches, queue, op-kernels, sequences.
+- ``idle_gaps``: every GPU idle piece of a rank attributed to what held the next GPU work back
+  (DataLoader, collective wait, sync, CPU op, launch latency, unexplained) — idle-causes.
 - ``names``: name normalisation and pattern tests per distinct name — overview, memcpy-bw, diff,
   the HTA facade.
 - ``kernel_taxonomy``: the kernel taxonomy (:mod:`ranksight.model.taxonomy`: class, family, precision,

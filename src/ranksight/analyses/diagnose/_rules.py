@@ -1293,7 +1293,7 @@ def _idle_fix(cause: str, site: str | None, late: str | None, replays: bool) -> 
     if cause == "cpu_op" and site is not None and re.match(_HOST_COLLECTIVE_RE, site):
         return (
             f"a host-side collective{at} runs while the GPU waits: use a GPU backend (NCCL/RCCL) or overlap it "
-            "with compute (async_op=True, DDP gradient buckets)"
+            "with compute (async_op=True)"
         )
     if cause == "cpu_op":
         graphs = (
@@ -1333,7 +1333,7 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
         steps = per_step.filter(pl.col("rank") == r)
         if steps.height == 0 or not ctx.has_gpu(r):
             continue
-        capture, replays = [], False  # MUTATION
+        capture, replays = ctx.on_rank(_idle_graph_facts, r)
         if capture:
             note = f"idle-causes: rank {r} steps {capture} capture a CUDA/HIP graph (kernels recorded, not run): "
             note += "not judged"
@@ -1364,7 +1364,13 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
             c: s
             for c, s in sites.group_by("cause", maintain_order=True).first().select("cause", "call_site").iter_rows()
         }
-        late = mine.filter(pl.col("cause") == "collective_wait")["detail"].str.extract(r"waits for rank (\d+)").mode()
+        late = (
+            mine.filter(pl.col("cause") == "collective_wait")["detail"]
+            .str.extract(r"waits for rank (\d+)")
+            .drop_nulls()
+            .mode()
+            .sort()
+        )
         named = [
             f"{c} {100 * s:.0f}%" + (f" ({top_site[c]})" if c in top_site else "")
             for c, s in causes.select("cause", "share").head(3).iter_rows()
