@@ -58,9 +58,30 @@ def test_graph_launch_is_one_launch_with_three_children(graph_trace) -> None:  #
 
 
 def test_findings_use_cutoffs(graph_trace) -> None:  # noqa: ANN001
-    res = run_analysis("launches", ranksight.load(graph_trace), runtime_cutoff_us=3, launch_delay_cutoff_us=5)
+    """The ordinary launch (20–22) waits 8 µs for k4 at 30: 4 µs queued behind the graph's k3
+    (running until 26), 4 µs with the stream idle. Only the idle part can make an outlier; HTA's
+    definition (``hta_apis``) counts the whole delay."""
+    run = ranksight.load(graph_trace)
+    t = run_analysis("launches", run)["launches"].sort("ts_ns")
+    assert t.select("launch_delay_us", "queued_us", "idle_delay_us").rows() == [(2.0, 0.0, 2.0), (8.0, 4.0, 4.0)]
+    res = run_analysis("launches", run, runtime_cutoff_us=3, launch_delay_cutoff_us=3)
     f = {r["finding"]: r["count"] for r in res["findings"].iter_rows(named=True)}
     assert f == {"launch_delay_outlier": 1, "runtime_outlier": 1, "short_kernel": 1}
+    res = run_analysis("launches", run, runtime_cutoff_us=3, launch_delay_cutoff_us=5)
+    f = {r["finding"]: r["count"] for r in res["findings"].iter_rows(named=True)}
+    assert "launch_delay_outlier" not in f  # 8 µs of delay, but only 4 µs idle: queued is not late
+
+
+def test_a_gpu_bound_step_has_no_launch_delay_outliers(make_trace) -> None:  # noqa: ANN001
+    """The CPU launches 50 kernels of 200 µs in 50 µs: every kernel waits behind the previous one
+    (delays up to ~10 ms), the stream is never idle: no outlier. HTA's rule marks 49."""
+    ev = []
+    for i in range(50):
+        ev += [R("cudaLaunchKernel", i, 1, i + 1), K(f"k{i}", 10 + i * 200, 200, i + 1)]
+    run = ranksight.load(make_trace(ev))
+    t = run_analysis("launches", run)["launches"]
+    assert t["idle_delay_us"].max() == 9.0 and t["launch_delay_outlier"].sum() == 0
+    assert run_analysis("launches", run, hta_apis=True)["launches"]["launch_delay_outlier"].sum() == 49
 
 
 def test_queue_length_with_overlapping_launches(make_trace) -> None:  # noqa: ANN001

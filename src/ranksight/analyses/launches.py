@@ -10,10 +10,18 @@ Definitions (per rank; times in µs from exact ns):
 - ``launch_delay_us``: start of the first child − end of the launch call, clipped at 0 (HTA's
   definition); only the first child of a graph launch has a delay, so it is one number per launch;
 - ``launch_delay_from_start_us``: start of the first child − start of the launch call (not clipped);
+- ``queued_us``: the part of ``launch_delay_us`` during which the first child's stream was still
+  running earlier GPU work (the CPU ran ahead and the work waited its turn): ``clamp(end of the
+  stream's earlier work − end of the launch call, 0, launch_delay_us)``; ``idle_delay_us =
+  launch_delay_us − queued_us``: the stream sat idle after the call returned and the work had not
+  started (launch latency proper);
 - findings (HTA's cutoffs by default): ``short_kernel`` = ``cpu_dur_us <= runtime_cutoff_us`` and
   ``gpu_dur_us < cpu_dur_us`` (the GPU work is shorter than launching it); ``runtime_outlier`` =
-  ``cpu_dur_us > runtime_cutoff_us``; ``launch_delay_outlier`` = ``launch_delay_us >
-  launch_delay_cutoff_us``.
+  ``cpu_dur_us > runtime_cutoff_us``; ``launch_delay_outlier`` = ``idle_delay_us >
+  launch_delay_cutoff_us``: a delay while the stream was idle. A delay spent queued behind earlier
+  work is the norm when the CPU runs ahead of the GPU (on a GPU-bound step nearly every launch
+  waits), not an outlier. With ``hta_apis=True`` the outlier is HTA's, on the whole delay
+  (``launch_delay_us > launch_delay_cutoff_us``).
 
 ``hta_apis=True`` restricts launches to HTA's names (``cudaLaunchKernel``, ``cudaLaunchKernelExC``,
 MTIA ``runFunction``, plus ``cudaMemcpyAsync``/``cudaMemsetAsync`` with memory events);
@@ -29,6 +37,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
+from ranksight.model.kinds import GPU_KINDS
 from ranksight.views.links import HTA_LAUNCH_STATS_APIS, HTA_MEMORY_APIS, launch_children
 
 if TYPE_CHECKING:
@@ -66,6 +75,8 @@ _LAUNCH_SCHEMA = {
     "short_kernel": pl.Boolean,
     "runtime_outlier": pl.Boolean,
     "launch_delay_outlier": pl.Boolean,
+    "queued_us": pl.Float64,
+    "idle_delay_us": pl.Float64,
 }
 
 
@@ -104,9 +115,14 @@ def launch_table(
     )
     if not include_memory and not hta_apis:
         agg = agg.filter(pl.col("has_kernel"))
+    agg = agg.join(_stream_busy_until(trace, agg), on="launch_row", how="left")
     cpu = pl.col("cpu_dur_ns") / 1e3
     gpu = pl.col("gpu_dur_ns") / 1e3
     delay = ((pl.col("first_gpu_ns") - pl.col("cpu_end_ns")).clip(lower_bound=0)) / 1e3
+    queued = ((pl.col("__busy_until") - pl.col("cpu_end_ns")).clip(lower_bound=0).fill_null(0) / 1e3).clip(
+        upper_bound=delay
+    )
+    idle_delay = delay - queued
     return agg.select(
         pl.lit(trace.rank, pl.Int32).alias("rank"),
         pl.col("launch_row").alias("row"),
@@ -124,8 +140,37 @@ def launch_table(
         ((pl.col("first_gpu_ns") - pl.col("ts_ns")) / 1e3).alias("launch_delay_from_start_us"),
         ((cpu <= runtime_cutoff_us) & (gpu < cpu)).alias("short_kernel"),
         (cpu > runtime_cutoff_us).alias("runtime_outlier"),
-        (delay > launch_delay_cutoff_us).alias("launch_delay_outlier"),
+        ((delay if hta_apis else idle_delay) > launch_delay_cutoff_us).alias("launch_delay_outlier"),
+        queued.alias("queued_us"),
+        idle_delay.alias("idle_delay_us"),
     ).cast(_LAUNCH_SCHEMA)  # type: ignore[arg-type]
+
+
+def _stream_busy_until(trace: Trace, agg: pl.DataFrame) -> pl.DataFrame:
+    """Per launch: the latest end of GPU work on its first child's stream that started before that
+    child (``__busy_until``; null when none did)."""
+    g = (
+        trace.scan()
+        .filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("end_ns").is_not_null())
+        .select("stream", "ts_ns", "end_ns")
+        .sort("stream", "ts_ns")
+        .collect()
+        .with_columns(pl.col("end_ns").cum_max().over("stream").alias("__busy_until"))
+        .with_columns(pl.col("ts_ns") + 1)  # work starting at the child's start is not before it
+        .unique(["stream", "ts_ns"], keep="last")
+        .sort("stream", "ts_ns")
+    )
+    first = agg.select("launch_row", "stream", pl.col("first_gpu_ns").alias("ts_ns")).drop_nulls().sort("ts_ns")
+    if first.height == 0 or g.height == 0:
+        return pl.DataFrame(schema={"launch_row": agg.schema["launch_row"], "__busy_until": pl.Int64})
+    j = first.sort("stream", "ts_ns").join_asof(
+        g.select("stream", "ts_ns", "__busy_until"),
+        on="ts_ns",
+        by="stream",
+        strategy="backward",
+        check_sortedness=False,
+    )
+    return j.select("launch_row", "__busy_until")
 
 
 def hta_launch_stats(trace: Trace, *, include_memory: bool = True) -> pl.DataFrame:
@@ -155,6 +200,8 @@ def launch_summary(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.
         pl.col("short_kernel").sum().alias("short_kernels"),
         pl.col("runtime_outlier").sum().alias("runtime_outliers"),
         pl.col("launch_delay_outlier").sum().alias("launch_delay_outliers"),
+        pl.col("queued_us").sum().alias("queued_total_us"),
+        pl.col("idle_delay_us").median().alias("idle_delay_p50_us"),
     )
     by_api = (
         table.group_by("rank", "api")
