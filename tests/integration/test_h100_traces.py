@@ -118,7 +118,10 @@ def test_cuda_graph_kernels_are_launched_by_the_graph_launch() -> None:
     k = ev.filter(pl.col("kind") == "kernel").join(launch, on="launch_row")
     by = dict(k.group_by("launch").len().iter_rows())
     assert by == {"cudaGraphLaunch": 165, "cudaLaunchKernel": 3}  # 55 kernels per replay; argmax outside the graph
-    assert {f.rule for f in findings(run("cudagraph-infer"))[0]} == set()
+    # the one finding: the GPU idles 15–22 % of each step between replays (idle-causes, low), and the
+    # run is not told to use the CUDA graphs it already replays
+    (f,) = findings(run("cudagraph-infer"))[0]
+    assert f.rule == "idle-causes" and f.severity == "low" and not any("CUDA graphs (" in x for x in f.fixes)
 
 
 def test_triton_kernels_are_compute_and_counted_once() -> None:
