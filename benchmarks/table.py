@@ -57,6 +57,23 @@ def render(res: dict) -> str:
             f"{r.get('load_plus_analyses_speedup_x', '')}× | {_v(rf, 'report_s')} | {_v(rc, 'report_s')} | "
             f"{_v(rc, 'peak_rss_mb')} |"
         )
+    cc = [(n, r["cache_checksum"]) for n, r in res["sets"].items() if "cache_checksum" in r]
+    if cc:
+        out.append("\n### Cache checksums: what verifying an entry costs\n")
+        out.append(
+            "| set | decode s (no cache) | first load with cache s (written, hashed, fsync'ed) | re-open s, verified "
+            "(of which hashing s, MB hashed) | re-open s, not verified | decode ÷ verified re-open | side tables + "
+            "spans read back s (of which hashing s, MB) |"
+        )
+        out.append("|---|---|---|---|---|---|---|")
+        for name, c in cc:
+            rv, ru, fc = c.get("reopen_verified", {}), c.get("reopen_unverified", {}), c.get("first_cached", {})
+            out.append(
+                f"| {name} | {_v(c.get('decode', {}), 'load_s')} | {_v(fc, 'load_s')} | {_v(rv, 'load_s')} "
+                f"({_v(rv, 'verify_s')}, {_v(rv, 'verified_mb')}) | {_v(ru, 'load_s')} | "
+                f"{_v(c, 'decode_over_reopen_x', '{}×')} | {_v(rv, 'tables_s')} ({_v(rv, 'tables_verify_s')}, "
+                f"{_v(rv, 'tables_verified_mb')}) |"
+            )
     ev = [(n, r) for n, r in res["sets"].items() if "ranksight_every" in r]
     if ev:
         out.append("\n### Memory: load plus every registered analysis, one process\n")
