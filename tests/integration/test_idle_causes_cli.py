@@ -77,6 +77,11 @@ def test_report_section() -> None:
         "idle-causes-sites",
         "idle-causes-gaps",
     ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = build_payload(ranksight.load(DATA / "hta" / "cpu_only"))
+    (sec,) = [s for s in cpu["sections"] if s["slug"] == "idle-causes"]
+    assert not sec["shown"] and "no GPU idle time" in sec["reason"]
 
 
 def test_rule_fires_and_names_the_causes() -> None:

@@ -27,8 +27,10 @@ CAUSE_ORDER = ("dataloader", "collective_wait", "sync", "cpu_op", "launch_latenc
     "its per-step idle. Definitions: docs/idle-causes.md.",
 )
 def idle_causes(ctx: Ctx) -> list[dict[str, Any]]:
-    tabs = ctx.tables("idle-causes", "gaps")
+    tabs = ctx.result("idle-causes").tables
     by_rank, by_step, sites, gaps = tabs["by_rank"], tabs["by_step"], tabs["call_sites"], tabs["gaps"]
+    if gaps.height == 0:
+        raise Skip("`idle-causes`: no GPU idle time in these traces (no GPU work, or the GPU never idles)")
     order = [c for c in CAUSE_ORDER if c in set(gaps["cause"].to_list())]
     blocks: list[dict[str, Any]] = []
     if by_rank.height:
