@@ -193,3 +193,62 @@ def test_entry_writes_the_events_last_and_reports_each_file(cfg, trace_file):
     entry = cache_mod.write_entry(cfg, t, "k", on_written=seen.append)
     assert seen == [*[f"t_{n}.parquet" for n in TABLES], "spans.parquet", "events.parquet"]
     assert all((entry / f).exists() for f in seen)
+
+
+def test_cache_errors_in_words():
+    import errno
+
+    why = cache_mod._why
+    assert why(OSError(errno.ENOSPC, "No space left on device")) == "no space left on device"
+    assert why(pl.exceptions.ComputeError("parquet: underlying IO error: No space left on device (os error 28)")) == (
+        "no space left on device"
+    )
+    assert why(PermissionError(errno.EACCES, "Permission denied")) == "permission denied"
+    assert why(OSError(errno.EROFS, "Read-only file system")) == "read-only file system"
+    assert why(ValueError("odd")) == "ValueError: odd"
+
+
+def test_verify_mode_is_checked(tmp_path, trace_file):
+    with pytest.raises(ValueError, match="verify must be one of"):
+        CacheConfig(tmp_path, verify="fast")
+    with pytest.raises(ranksight.RanksightError, match="cache_verify must be one of sampled, full"):
+        ranksight.load(trace_file, cache=CacheConfig(tmp_path / "c", min_bytes=0), cache_verify="fast")
+
+
+def test_full_fingerprint_reads_the_content_not_the_mtime(trace_file):
+    import os
+
+    full, sampled = cache_mod.fingerprint(str(trace_file), full=True), cache_mod.fingerprint(str(trace_file))
+    assert full != sampled
+    os.utime(trace_file, (1, 1))
+    assert cache_mod.fingerprint(str(trace_file), full=True) == full
+    assert cache_mod.fingerprint(str(trace_file)) != sampled
+
+
+def test_cache_warnings_one_line_for_all_ranks():
+    from ranksight.model.run import _one_line_per_cache_problem
+
+    lines = [
+        "rank 0: cache: not written to /c: no space left on device; the traces are decoded without it",
+        "rank 0: 3 events dropped",
+        "rank 1: cache: not written to /c: no space left on device; the traces are decoded without it",
+        "rank 2: cache: entry x was unusable (events.parquet fails its checksum): decoded again and rewritten",
+    ]
+    assert _one_line_per_cache_problem(lines) == [
+        "ranks 0, 1: cache: not written to /c: no space left on device; the traces are decoded without it",
+        "rank 0: 3 events dropped",
+        "rank 2: cache: entry x was unusable (events.parquet fails its checksum): decoded again and rewritten",
+    ]
+
+
+def test_list_entries_kinds(cfg, trace_file):
+    ranksight.load(trace_file, cache=cfg)
+    d = cfg.directory
+    (d / ".tmp-abcdef12-x").mkdir()
+    (d / "t.json-0123456789abcdef0123456789abcdef").mkdir()  # no meta.json
+    (d / "not-an-entry").mkdir()
+    (d / "file.txt").write_text("x")
+    kinds = sorted((e.kind, e.path.name[:6]) for e in cache_mod.list_entries(d))
+    assert kinds == [("broken", "t.json"), ("entry", "rank0."), ("tmp", ".tmp-a")]
+    [e] = [e for e in cache_mod.list_entries(d) if e.kind == "entry"]
+    assert e.rank == 0 and e.source == str(trace_file.resolve()) and e.bytes > 0
