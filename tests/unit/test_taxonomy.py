@@ -209,6 +209,15 @@ CASES = [
         "no",
         "Triton",
     ),
+    (  # tracelens/b200: vLLM's KV-cache write has "flash" in its name and FP8 cache data: a copy, not attention
+        "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>("
+        "__nv_bfloat16 const*, __nv_bfloat16 const*, unsigned char*)",
+        "COMPUTE",
+        "elementwise",
+        "fp8",
+        "no",
+        "vLLM",
+    ),
     ("kernel_0", "COMPUTE", "other", "unknown", "unknown", "unknown"),  # no evidence: unknown, not a guess
     ("event_wait", "OTHER", "sync", "unknown", "no", "unknown"),  # hta/mtia_inference_trace
     # ---- communication ---------------------------------------------------------------------------

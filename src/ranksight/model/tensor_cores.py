@@ -273,11 +273,19 @@ def uses_tensor_cores(name: str, ruleset: str = "current") -> bool:
 
 
 def tensor_core_mask(names: pl.Series, ruleset: str = "current") -> pl.Series:
-    """Vectorised :func:`uses_tensor_cores` over a column of names (each distinct name judged once)."""
+    """Whether each kernel name runs on Tensor Cores, each distinct name judged once. ``"current"``:
+    the kernel taxonomy's answer is ``yes`` (:func:`ranksight.model.taxonomy.classify`: this table,
+    plus FP8/FP4 matrix kernels; ``unknown`` counts as no); ``"plugin"``: the plugin's list only."""
     _check(ruleset)
     s = names.cast(pl.String)
     uniq = s.unique().drop_nulls()
-    verdict = dict(zip(uniq.to_list(), (uses_tensor_cores(n, ruleset) for n in uniq.to_list()), strict=True))
+    if ruleset == "current":
+        from ranksight.model.taxonomy import classify  # the taxonomy reads this module's table
+
+        judged = (classify(n).tensor_cores == "yes" for n in uniq.to_list())
+    else:
+        judged = (uses_tensor_cores(n, ruleset) for n in uniq.to_list())
+    verdict = dict(zip(uniq.to_list(), judged, strict=True))
     return s.replace_strict(verdict, default=False, return_dtype=pl.Boolean).alias("tensor_cores")
 
 
