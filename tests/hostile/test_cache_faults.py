@@ -129,6 +129,29 @@ def test_flipped_bytes_are_detected_and_rebuilt(trace, cfg, fname):
     assert cache_mod.check_entry(_entry(cfg)) is None
 
 
+@pytest.mark.parametrize("fname", ["events.parquet", "t_kernel.parquet"])
+@case(
+    FAMILY,
+    "a real trace (HTA's ns-resolution trace, 3 MB gzip): 64 bytes zeroed in its cached `events.parquet` or "
+    "`t_kernel.parquet`, then `ranksight analyze ops` and `kernel-config` (the numbers the issue saw change)",
+    "salvage with warning",
+    "one warning; the ops (device time per op) and kernel-config (blocks per SM) tables equal `--no-cache`",
+)
+def test_flipped_bytes_on_a_real_trace(tmp_path, data, fname):
+    src = data("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    p = Path(shutil.copyfile(src, tmp_path / src.name))
+    c = tmp_path / "cache"
+    want = {n: cli("analyze", n, p, "--no-cache", "--format", "csv") for n in ("ops", "kernel-config")}
+    assert cli("info", p, "--cache-dir", c).rc == 0
+    [entry] = [e for e in c.iterdir() if not e.name.startswith(".")]
+    _zero(entry / fname, at=0.3)
+    got = {n: cli("analyze", n, p, "--cache-dir", c, "--format", "csv") for n in ("ops", "kernel-config")}
+    for n in want:
+        assert got[n].rc == want[n].rc == 0 and got[n].out == want[n].out, n
+    warned = [w for r in got.values() for w in r.warnings if "fails its checksum" in w]
+    assert len(warned) == 1 and fname in warned[0]
+
+
 @case(
     FAMILY,
     "`meta.json` edited so that it still parses (a stats number changed)",
