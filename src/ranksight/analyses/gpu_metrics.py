@@ -32,7 +32,8 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError
 from ranksight.model.kinds import LAUNCH_KINDS
-from ranksight.model.tensor_cores import RULESETS, tensor_core_mask
+from ranksight.model.taxonomy import tensor_core_mask
+from ranksight.model.tensor_cores import RULESETS
 from ranksight.views.intervals import union
 from ranksight.views.tb_steps import plugin_steps
 

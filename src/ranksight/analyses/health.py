@@ -12,6 +12,10 @@ never GPU work):
   that carry a correlation and own no GPU work (``gpu_count == 0``). A warning when kernel
   launches (``*Launch*``, MTIA ``runFunction``) are among them: dropped GPU records (trap 12);
   only ``info`` when they are all memcpy/memset calls (zero-byte ones leave no GPU record).
+  Kernel launches made while a CUDA/HIP graph is being captured (between ``*StreamBeginCapture``
+  and ``*StreamEndCapture`` on the thread; ``run-context``'s count) are not counted there.
+- ``captured_launches`` (info): those launches, recorded into the graph and not executed, so they
+  own no GPU event (not dropped records).
 - ``stream_overlap``: on one (device, stream), GPU work sorted by start; an item overlaps when
   it starts before the running maximum end of the earlier items; the overlap is
   ``min(prev_max_end, end) − start``. Overlaps of at least ``noise_us`` are warnings (trap 5);
@@ -59,6 +63,7 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_APIS, LAUNCH_KINDS
 from ranksight.views.enclosing import parent_spans
+from ranksight.views.run_context import run_context
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -179,23 +184,45 @@ def _links(t: Trace, rank: int) -> list[dict[str, Any]]:
         .collect()
     )
     lost = launches.filter(pl.col("gpu_count") == 0)
-    # copies and sets of zero bytes legitimately leave no GPU record; lost kernels do not
+    # copies and sets of zero bytes legitimately leave no GPU record; lost kernels do not, unless
+    # they were captured into a CUDA/HIP graph (recorded, not executed: run-context's count)
     is_kernel_launch = pl.col("name").cast(pl.String).str.contains("(?i)launch|runFunction")
     lost_k = lost.filter(is_kernel_launch)
+    captured = min(run_context(t).captured_launches, lost_k.height) if lost_k.height else 0
+    dropped_k = lost_k.height - captured
+    outside = " outside graph capture" if captured else ""
     if gpu.height == 0 and launches.height == 0:
         out.append(_row(rank, "launch_without_gpu", "ok", detail="no launches"))
-    elif lost.height == 0:
-        out.append(_row(rank, "launch_without_gpu", "ok", detail=f"all {launches.height} launches own GPU work"))
+    elif lost.height - captured == 0:
+        out.append(
+            _row(
+                rank,
+                "launch_without_gpu",
+                "ok",
+                detail=f"all {launches.height - captured} launches{outside} own GPU work",
+            )
+        )
     else:
         out.append(
             _row(
                 rank,
                 "launch_without_gpu",
-                "warning" if lost_k.height else "info",
-                lost.height,
-                detail=f"{lost.height} of {launches.height} launches own no GPU event "
-                + ("(dropped GPU records): " if lost_k.height else "(copies/sets only; zero-byte ones leave none): ")
+                "warning" if dropped_k else "info",
+                lost.height - captured,
+                detail=f"{lost.height - captured} of {launches.height - captured} launches{outside} own no GPU event "
+                + ("(dropped GPU records): " if dropped_k else "(copies/sets only; zero-byte ones leave none): ")
                 + _names(lost),
+            )
+        )
+    if captured:
+        out.append(
+            _row(
+                rank,
+                "captured_launches",
+                "info",
+                captured,
+                detail=f"{captured} kernel launches were captured into CUDA/HIP graphs (between BeginCapture and "
+                "EndCapture): recorded, not executed, so they own no GPU event; not dropped records",
             )
         )
     owners = (

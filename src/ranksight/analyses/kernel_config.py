@@ -30,7 +30,8 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError, UsageError
-from ranksight.model.tensor_cores import RULESETS, tensor_core_mask
+from ranksight.model.taxonomy import tensor_core_mask
+from ranksight.model.tensor_cores import RULESETS
 from ranksight.views.tb_op_tree import build_op_tree, kernel_owner_names
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from importlib import resources
 
 import polars as pl
 
-from ranksight.model.tensor_cores import KERNEL_RULES, tensor_core_rule
+from ranksight.model.tensor_cores import KERNEL_RULES, RULESETS, tensor_core_rule, uses_tensor_cores
 
 __all__ = [
     "FAMILIES",
@@ -52,6 +52,7 @@ __all__ = [
     "classify",
     "kernel_taxonomy",
     "TAXONOMY_SCHEMA",
+    "tensor_core_mask",
 ]
 
 COMPUTE_FAMILIES = (
@@ -300,3 +301,19 @@ def kernel_taxonomy(names: pl.Series, kind: str = "kernel") -> pl.DataFrame:
         },
         schema=TAXONOMY_SCHEMA,
     )
+
+
+def tensor_core_mask(names: pl.Series, ruleset: str = "current") -> pl.Series:
+    """Whether each kernel name runs on Tensor Cores, each distinct name judged once. ``"current"``:
+    the taxonomy's answer is ``yes`` (the Tensor Core table, plus FP8/FP4 matrix kernels; ``unknown``
+    counts as no); ``"plugin"``: the TensorBoard plugin's list only."""
+    if ruleset not in RULESETS:
+        raise ValueError(f"unknown tensor-core rule set {ruleset!r}; choose from {RULESETS}")
+    s = names.cast(pl.String)
+    uniq = s.unique().drop_nulls().to_list()
+    if ruleset == "current":
+        judged = [classify(n).tensor_cores == "yes" for n in uniq]
+    else:
+        judged = [uses_tensor_cores(n, ruleset) for n in uniq]
+    verdict = dict(zip(uniq, judged, strict=True))
+    return s.replace_strict(verdict, default=False, return_dtype=pl.Boolean).alias("tensor_cores")

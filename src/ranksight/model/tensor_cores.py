@@ -273,19 +273,12 @@ def uses_tensor_cores(name: str, ruleset: str = "current") -> bool:
 
 
 def tensor_core_mask(names: pl.Series, ruleset: str = "current") -> pl.Series:
-    """Whether each kernel name runs on Tensor Cores, each distinct name judged once. ``"current"``:
-    the kernel taxonomy's answer is ``yes`` (:func:`ranksight.model.taxonomy.classify`: this table,
-    plus FP8/FP4 matrix kernels; ``unknown`` counts as no); ``"plugin"``: the plugin's list only."""
+    """Whether each kernel name runs on Tensor Cores by this table alone, each distinct name judged
+    once. The analyses use :func:`ranksight.model.taxonomy.tensor_core_mask` (the taxonomy's answer)."""
     _check(ruleset)
     s = names.cast(pl.String)
     uniq = s.unique().drop_nulls()
-    if ruleset == "current":
-        from ranksight.model.taxonomy import classify  # the taxonomy reads this module's table
-
-        judged = (classify(n).tensor_cores == "yes" for n in uniq.to_list())
-    else:
-        judged = (uses_tensor_cores(n, ruleset) for n in uniq.to_list())
-    verdict = dict(zip(uniq.to_list(), judged, strict=True))
+    verdict = dict(zip(uniq.to_list(), (uses_tensor_cores(n, ruleset) for n in uniq.to_list()), strict=True))
     return s.replace_strict(verdict, default=False, return_dtype=pl.Boolean).alias("tensor_cores")
 
 

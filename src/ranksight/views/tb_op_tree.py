@@ -44,7 +44,8 @@ import polars as pl
 from ranksight import _core
 from ranksight.model.derive import STEP_RE
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
-from ranksight.model.tensor_cores import tc_eligible_mask, tensor_core_mask
+from ranksight.model.taxonomy import tensor_core_mask
+from ranksight.model.tensor_cores import tc_eligible_mask
 from ranksight.model.trace import Trace
 from ranksight.views.enclosing import innermost_enclosing
 from ranksight.views.names import values_matching
