@@ -30,7 +30,12 @@ TIME_UNIT_RATIO = (250.0, 4000.0)
 
 def time_facts(trace: Trace) -> dict[str, int | None]:
     """``span_ns`` (first start to last end of timed events) and ``median_dur_ns`` (median
-    duration of complete events with a duration > 0) of one rank; None when there are none."""
+    duration of complete events with a duration > 0) of one rank; None when there are none
+    (memoised on the trace: ``info`` and ``diagnose`` both read it)."""
+    return dict(trace.memo("time_facts", lambda: _time_facts(trace)))
+
+
+def _time_facts(trace: Trace) -> dict[str, int | None]:
     span = trace.span_ns
     med = (
         trace.scan()
