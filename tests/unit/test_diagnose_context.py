@@ -161,3 +161,20 @@ def test_a_graph_launch_is_one_queue_entry(make_trace):
     res = run_analysis("queue", ranksight.load(make_trace(ev, deviceProperties=H100)))
     assert res["summary"]["max"].to_list() == [1]
     assert res["blocked"]["duration_at_max_queue_length_us"].sum() == 0
+
+
+def test_idle_causes_judges_the_gpu_span_when_there_are_no_steps(make_trace):
+    """An inference script without ProfilerSteps: two kernels 0–20 and 60–100 µs, the second
+    launched at 55 after a CPU op running 20–55: idle 40 of 100 µs, cause cpu_op (and launch
+    latency), judged over the GPU span."""
+    ev = [
+        op("aten::linear", 0, 8),
+        rt("cudaLaunchKernel", 1, 2, 1),
+        kern("volta_sgemm_128x64_nn", 0, 20, 1),
+        op("aten::nonzero", 20, 35),
+        rt("cudaLaunchKernel", 55, 2, 2),
+        kern("volta_sgemm_128x64_nn", 60, 40, 2),
+    ]
+    f = rules_of(make_trace(ev, deviceProperties=H100))[0]["idle-causes"]
+    assert "40% of its span" in f.summary and "no steps" in f.summary
+    assert f.evidence["idle_by_cause_us"] == {"cpu_op": 35.0, "launch_latency": 5.0}

@@ -1331,7 +1331,12 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
     out = []
     for r in ctx.ranks:
         steps = per_step.filter(pl.col("rank") == r)
-        if steps.height == 0 or not ctx.has_gpu(r):
+        if not ctx.has_gpu(r):
+            continue
+        if steps.height == 0:  # no ProfilerSteps (inference scripts, serving): judge the GPU span
+            f = _idle_span_finding(ctx, r, tem["temporal"], ic)
+            if f is not None:
+                out.append(f)
             continue
         capture, replays = ctx.on_rank(_idle_graph_facts, r)
         if capture:
@@ -1412,6 +1417,66 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _idle_span_finding(ctx: Context, r: int, tem: pl.DataFrame, ic: Any) -> Finding | None:
+    """The idle-causes finding of a rank without steps: idle over its GPU span (``temporal``
+    ``idle_pct``, ``idle-causes`` ``by_rank``) ≥ the step threshold."""
+    row = tem.filter(pl.col("rank") == r)
+    if row.height == 0 or row["idle_pct"][0] is None or float(row["idle_pct"][0]) < IDLE_STEP_PCT:
+        return None
+    span_us, idle_us = float(row["kernel_time_us"][0]), float(row["idle_us"][0])
+    causes = (
+        ic["by_rank"]
+        .filter(pl.col("rank") == r)
+        .sort(["idle_us", "cause"], descending=[True, False])
+        .with_columns((pl.col("idle_us") / idle_us).alias("share"))
+    )
+    sites = (
+        ic["call_sites"]
+        .filter(pl.col("rank") == r)
+        .sort(["idle_us", "call_site"], descending=[True, False])
+        .group_by("cause", maintain_order=True)
+        .first()
+    )
+    top_site = dict(sites.select("cause", "call_site").iter_rows())
+    _, replays = ctx.on_rank(_idle_graph_facts, r)
+    named = [
+        f"{c} {100 * sh:.0f}%" + (f" ({top_site[c]})" if top_site.get(c) else "")
+        for c, sh in causes.select("cause", "share").head(3).iter_rows()
+    ]
+    longest = (
+        ic["gaps"]
+        .filter((pl.col("rank") == r) & pl.col("in_span"))
+        .head(5)
+        .select("start_ns", "end_ns", "dur_us", "cause", "call_site", "detail")
+    )
+    impact = idle_us / span_us if span_us else 0.0
+    return Finding(
+        rule="idle-causes",
+        title="The GPU waits: the causes of its idle time",
+        severity=_sev(impact, 0.50, 0.25),
+        impact=_r(impact, 4),
+        ranks=[r],
+        summary=f"rank {r}: the GPU is idle {100 * impact:.0f}% of its span ({idle_us / 1e3:.1f} ms of "
+        f"{span_us / 1e3:.1f} ms; the trace has no steps); why: {', '.join(named)}",
+        evidence={
+            "idle_by_cause_us": {c: _r(v) for c, v in causes.select("cause", "idle_us").iter_rows()},
+            "idle_share_by_cause_pct": {c: _r(100 * sh) for c, sh in causes.select("cause", "share").iter_rows()},
+            "top_call_sites": top_site,
+            "replays_graphs": replays,
+            "longest_idle": [
+                {k: (_r(v) if isinstance(v, float) else v) for k, v in x.items()} for x in longest.iter_rows(named=True)
+            ],
+            "threshold_pct": IDLE_STEP_PCT,
+            "definition": "temporal idle_pct over the GPU span (no steps); causes: idle-causes by_rank",
+        },
+        fixes=[
+            _idle_fix(c, top_site.get(c), None, replays)
+            for c, sh in causes.select("cause", "share").iter_rows()
+            if sh >= IDLE_FIX_SHARE
+        ],
+    )
 
 
 RULES.append(rule_idle_causes)
