@@ -127,6 +127,30 @@ def test_selection_by_late_rank(tmp_path):
     assert _files(run) == {0: ("b.json", "distributedInfo")}
 
 
+@case(
+    FAMILY,
+    "`--rank 1` over `rank0.json`, `rank1.json` whose `distributedInfo` after `traceEvents` agrees with the names",
+    "correct result",
+    "rank 1 is rank1.json ('distributedInfo') and rank0.json is not decoded (a name that agrees with the "
+    "declaration is trusted; a file numbered by order, or a declaration that contradicts the name, makes every "
+    "file's declaration be read)",
+)
+def test_selection_by_agreeing_names_decodes_one_file(tmp_path, monkeypatch):
+    from ranksight.model import engine as engine_mod
+
+    d = _pair(tmp_path / "t", {"after": dist(0)}, {"after": dist(1)}, names=("rank0.json", "rank1.json"))
+    loaded: list[str] = []
+    real = engine_mod.TraceSource.load
+
+    def counting(self):  # noqa: ANN001, ANN202
+        loaded.append(Path(self.path).name)
+        return real(self)
+
+    monkeypatch.setattr(engine_mod.TraceSource, "load", counting)
+    run = ranksight.load(d, ranks=[1], cache=False)
+    assert _files(run) == {1: ("rank1.json", "distributedInfo")} and loaded == ["rank1.json"]
+
+
 @pytest.mark.parametrize("mode", ["cached re-run", "process pool (--jobs 2)"])
 @case(
     FAMILY,

@@ -287,7 +287,10 @@ def load(
         if i in seen and s.nsys is None and s.rank_source in PROVISIONAL_SOURCES and _declares(seen[i][1])
     }
     if late:  # a distributedInfo after traceEvents: the ranks are resolved again with it
-        if wanted is not None:  # the other files' declarations count too (their numbering, duplicates)
+        if wanted is not None and any(  # the other files' declarations count too (numbering, duplicates),
+            s.rank_source == "order" or declared_rank(late.get(os.path.realpath(s.path), {})) not in (None, s.rank)
+            for s in sources
+        ):  # unless every selected file's name said the rank it declares
             chosen = {os.path.realpath(f.path) for f in files}
             for f in discover(paths, notes=[], **discover_opts):
                 rp = os.path.realpath(f.path)
