@@ -30,7 +30,8 @@ __all__ = ["RULES"]
 DATALOADER_SHARE = 0.05  # TB plugin rule 1
 LOW_UTILIZATION_PCT = 50.0  # TB plugin rule 5
 TINY_KERNEL_US = 10.0
-LAUNCH_BOUND_MEDIAN_US = 10.0
+HOST_WAIT_SHARE = 0.5  # of the GPU's idle time in steps
+HOST_WAIT_CAUSES = ("cpu_op", "launch_latency")
 LAUNCH_BOUND_UTIL_PCT = 70.0
 LAUNCH_BOUND_MIN_KERNELS = 100
 EXPOSED_COMM_SHARE = 0.10  # TB plugin rule 4 (on communication share)
@@ -196,14 +197,35 @@ def _launch_facts(trace: Trace, n: int = 3) -> tuple[int, float, list[str]]:
     return nk, launch_us, k["name"].cast(pl.String).value_counts(sort=True).head(n)["name"].to_list()
 
 
+def _host_wait(ctx: Context) -> dict[int, tuple[float, float]]:
+    """Per rank: (idle µs inside steps, the part of it that is host wait — ``idle-causes``
+    causes ``cpu_op`` and ``launch_latency``: the next GPU work was not yet launched, or was being
+    launched)."""
+    ic = ctx.result("idle-causes")
+    if ic is None or "by_step" not in ic.tables or ic["by_step"].height == 0:
+        return {}
+    t = (
+        ic["by_step"]
+        .group_by("rank")
+        .agg(
+            pl.col("idle_us").sum().alias("idle"),
+            pl.col("idle_us").filter(pl.col("cause").is_in(list(HOST_WAIT_CAUSES))).sum().alias("host"),
+        )
+    )
+    return {int(r): (float(i), float(h or 0.0)) for r, i, h in t.iter_rows()}
+
+
 def rule_launch_bound(ctx: Context) -> list[Finding]:
-    """Many tiny kernels and an idle GPU: ≥ 100 kernels in steps, median kernel < 10 µs, and GPU
-    busy (``temporal`` per step) < 70 % of the step windows minus the DataLoader time (``overview``):
-    idle time spent loading data is the DataLoader rule's, not launch overhead. CUDA graphs are
+    """Host-bound steps: GPU busy (``temporal`` per step) < 70 % of the step windows minus the
+    DataLoader time (idle spent loading data is the DataLoader rule's), ≥ 100 kernels in steps, and
+    ≥ 50 % of the GPU's idle time in steps is host wait (``idle-causes``: ``cpu_op`` — the launching
+    thread busy in an op — and ``launch_latency``), not a median kernel length: a compiled model
+    whose kernels are long can still leave the GPU waiting on Python between them. CUDA graphs are
     suggested only when the rank does not already replay graphs (``run-context``)."""
     busy, st = _step_busy(ctx), _mean_steps(ctx)
     if busy is None:
         return []
+    host = _host_wait(ctx)
     dl = (
         st.group_by("rank").agg(pl.col("dataloader_us").sum())
         if st is not None
@@ -212,8 +234,11 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
     out = []
     for row in busy.iter_rows(named=True):
         r = int(row["rank"])
+        idle_us, host_us = host.get(r, (0.0, 0.0))
+        if idle_us <= 0 or host_us / idle_us < HOST_WAIT_SHARE:
+            continue
         ks = ctx.on_rank(_kernel_stats, r)
-        if not ks or ks["median_kernel_us"] >= LAUNCH_BOUND_MEDIAN_US:
+        if not ks:
             continue
         wait_dl = dl.filter(pl.col("rank") == r)["dataloader_us"].sum() if dl.height else 0.0
         util = 100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)  # idle loading data is not launch
@@ -222,20 +247,24 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         nk, launch_us, top_tiny = ctx.on_rank(_launch_facts, r)
         if nk < LAUNCH_BOUND_MIN_KERNELS:
             continue
-        idle = 1 - util / 100
+        host_share = host_us / float(row["window_us"])
         graphs = ctx.replays_graphs(r)
         out.append(
             Finding(
                 rule="launch-bound",
-                title="Launch-bound: many tiny kernels, idle GPU",
-                severity=_sev(idle, 0.7, 0.5),
-                impact=_r(idle * ks["tiny_share"], 4),
+                title="Host-bound: the GPU waits for the CPU to launch work",
+                severity=_sev(host_share, 0.5, 0.25),
+                impact=_r(host_share, 4),
                 ranks=[r],
-                summary=f"rank {r}: median kernel {ks['median_kernel_us']:.1f} µs, {100 * ks['tiny_share']:.0f}% of "
-                f"kernels < {TINY_KERNEL_US:g} µs, GPU busy {util:.1f}% of the steps outside DataLoader time",
+                summary=f"rank {r}: GPU busy {util:.1f}% of the steps outside DataLoader time; "
+                f"{100 * host_us / idle_us:.0f}% of its idle time ({host_us / 1e3:.1f} ms) is host wait (CPU ops and "
+                f"launch calls before the next kernel); median kernel {ks['median_kernel_us']:.1f} µs",
                 evidence={
                     "busy_pct_outside_dataloader": _r(util),
                     "busy_pct": _r(row["busy_pct"]),
+                    "host_wait_us": _r(host_us),
+                    "idle_us_in_steps": _r(idle_us),
+                    "host_wait_share_of_idle_pct": _r(100 * host_us / idle_us),
                     "kernels_per_step": _r(ks["kernels_per_step"], 1),
                     "median_kernel_us": _r(ks["median_kernel_us"]),
                     "tiny_kernel_share_pct": _r(100 * ks["tiny_share"]),
@@ -260,6 +289,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
                     "use fused optimizers (foreach=True / fused=True)"
                     if ctx.mode(r) != "inference"
                     else "keep per-token host work (sampling, stopping checks) on the GPU",
+                    "ranksight analyze idle-causes names the ops the launching thread runs while the GPU waits",
                 ],
             )
         )
