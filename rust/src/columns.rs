@@ -88,6 +88,7 @@ impl Col {
 pub struct Interner {
     map: FxHashMap<Box<str>, u32>,
     list: Vec<Box<str>>,
+    bytes: usize,
 }
 
 impl Interner {
@@ -100,7 +101,12 @@ impl Interner {
         let b: Box<str> = s.into();
         self.map.insert(b.clone(), c);
         self.list.push(b);
+        self.bytes += s.len();
         c
+    }
+    /// Bytes of the distinct strings.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
     pub fn strings(&self) -> &[Box<str>] {
         &self.list

@@ -17,6 +17,7 @@ pub mod error;
 pub mod event;
 pub mod export;
 pub mod json;
+pub mod limits;
 pub mod nest;
 pub mod numbers;
 pub mod scan;
@@ -137,6 +138,11 @@ struct Table {
     data: std::sync::Mutex<Vec<Option<ArrayData>>>,
 }
 
+/// (event index or None, byte offset or None, length in bytes) of a cut string.
+type CutInfo = (Option<u64>, Option<u64>, u64);
+/// (event index, field, raw text, name, category) of a dropped event.
+type DropInfo = (u64, &'static str, String, String, String);
+
 /// The result of decoding one trace file.
 #[pyclass(module = "ranksight._core")]
 struct Decoded {
@@ -144,6 +150,8 @@ struct Decoded {
     meta: Vec<(String, String)>,
     id_names: Vec<(i64, String)>,
     stats: Vec<(&'static str, i64)>,
+    cuts: Vec<CutInfo>,
+    drops: Vec<DropInfo>,
 }
 
 impl Decoded {
@@ -160,7 +168,7 @@ impl Decoded {
                 Table { name, columns, data: std::sync::Mutex::new(data) }
             })
             .collect();
-        Decoded { tables, meta, id_names, stats }
+        Decoded { tables, meta, id_names, stats, cuts: Vec::new(), drops: Vec::new() }
     }
 
     fn find(&self, name: &str) -> PyResult<&Table> {
@@ -201,6 +209,16 @@ impl Decoded {
     fn id_names(&self) -> Vec<(i64, String)> {
         self.id_names.clone()
     }
+    /// Strings cut by the per-string cap (the first 20): `[(event index or None, byte offset or
+    /// None, length)]`; `stats()["cut_strings"]` counts them all.
+    fn cut_strings(&self) -> Vec<CutInfo> {
+        self.cuts.clone()
+    }
+    /// Events dropped for an unusable `ts` / `dur` (the first 20): `[(event index, field, raw
+    /// text or "missing", name, category)]`; `stats()["dropped_events"]` counts them all.
+    fn dropped_events(&self) -> Vec<DropInfo> {
+        self.drops.clone()
+    }
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         for (k, v) in &self.stats {
@@ -224,6 +242,11 @@ fn stats_of(d: &decode::Decoded, nstrings: usize, events: usize) -> Vec<(&'stati
         ("skipped_non_objects", d.skipped_non_objects as i64),
         ("repaired_events", d.columns.repaired as i64),
         ("bad_numbers", d.columns.bad_numbers as i64),
+        ("dropped_events", d.columns.dropped as i64),
+        ("dropped_ts", d.columns.dropped_ts as i64),
+        ("dropped_dur", d.columns.dropped_dur as i64),
+        ("cut_strings", d.cut_count as i64),
+        ("longest_string", d.columns.strings.strings().iter().map(|s| s.len()).max().unwrap_or(0) as i64),
         ("base_time_ns", d.base_time_ns.unwrap_or(0)),
         ("has_base_time", d.base_time_ns.is_some() as i64),
     ]
@@ -275,18 +298,23 @@ fn release_free_memory() {
 
 /// Decode a Kineto trace (`.json` or gzip, detected from the content).
 #[pyfunction]
-#[pyo3(signature = (path, *, max_bytes=0, strict=false, chunk_bytes=32 << 20))]
-fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk_bytes: usize) -> PyResult<Decoded> {
+#[pyo3(signature = (path, *, max_bytes=0, strict=false, chunk_bytes=32 << 20, max_string_bytes=decode::DEFAULT_MAX_STRING_BYTES, max_event_bytes=decode::DEFAULT_MAX_EVENT_BYTES))]
+fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk_bytes: usize, max_string_bytes: usize, max_event_bytes: usize) -> PyResult<Decoded> {
     guard(|| {
-        let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, strict, header_only: false, spans_only: false };
+        let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, max_string_bytes, max_event_bytes, strict, header_only: false, spans_only: false };
         let result = py.detach(|| {
             decode::decode(&path, &opts).map(|mut d| {
                 let events = d.columns.n;
                 let nstrings = d.columns.strings.len();
                 let stats = stats_of(&d, nstrings, events);
+                let cuts = d.cuts.iter().map(|c| (c.event_index, c.offset, c.len)).collect();
+                let drops = d.columns.drops.iter().map(|x| (x.event, x.field, x.text.clone(), x.name.clone(), x.cat.clone())).collect();
                 let cols = std::mem::take(&mut d.columns);
                 let (tables, id_names, _) = export::tables(cols);
-                Decoded::new(tables, meta_strings(d.meta), id_names, stats)
+                let mut out = Decoded::new(tables, meta_strings(d.meta), id_names, stats);
+                out.cuts = cuts;
+                out.drops = drops;
+                out
             })
         });
         release_free_memory();
@@ -300,10 +328,10 @@ type Header = (Vec<(String, String)>, bool, bool);
 /// Read the top-level keys that precede `traceEvents`, without decoding events.
 /// Returns (meta, reached_events, gzip).
 #[pyfunction]
-#[pyo3(signature = (path, *, max_bytes=0))]
-fn read_header(py: Python<'_>, path: String, max_bytes: u64) -> PyResult<Header> {
+#[pyo3(signature = (path, *, max_bytes=0, max_string_bytes=decode::DEFAULT_MAX_STRING_BYTES, max_event_bytes=decode::DEFAULT_MAX_EVENT_BYTES))]
+fn read_header(py: Python<'_>, path: String, max_bytes: u64, max_string_bytes: usize, max_event_bytes: usize) -> PyResult<Header> {
     guard(|| {
-        let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, strict: false, header_only: true, spans_only: false };
+        let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, max_string_bytes, max_event_bytes, strict: false, header_only: true, spans_only: false };
         let r = py.detach(|| decode::decode(&path, &opts));
         let d = r.map_err(to_py_err)?;
         Ok((meta_strings(d.meta), d.reached_events, d.gzip))
@@ -314,10 +342,10 @@ fn read_header(py: Python<'_>, path: String, max_bytes: u64) -> PyResult<Header>
 /// events: the `spans` table again, for a trace whose spans were not kept. Returns (offsets as
 /// uint64, lengths as uint32) buffers.
 #[pyfunction]
-#[pyo3(signature = (path, *, max_bytes=0))]
-fn scan_spans<'py>(py: Python<'py>, path: String, max_bytes: u64) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+#[pyo3(signature = (path, *, max_bytes=0, max_string_bytes=decode::DEFAULT_MAX_STRING_BYTES, max_event_bytes=decode::DEFAULT_MAX_EVENT_BYTES))]
+fn scan_spans<'py>(py: Python<'py>, path: String, max_bytes: u64, max_string_bytes: usize, max_event_bytes: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     guard(|| {
-        let opts = decode::Options { chunk_bytes: 32 << 20, max_bytes, strict: false, header_only: false, spans_only: true };
+        let opts = decode::Options { chunk_bytes: 32 << 20, max_bytes, max_string_bytes, max_event_bytes, strict: false, header_only: false, spans_only: true };
         let d = py.detach(|| decode::decode(&path, &opts)).map_err(to_py_err)?;
         let off: Vec<u8> = d.columns.offset.iter().flat_map(|x| x.to_ne_bytes()).collect();
         let len: Vec<u8> = d.columns.len.iter().flat_map(|x| x.to_ne_bytes()).collect();
@@ -325,14 +353,16 @@ fn scan_spans<'py>(py: Python<'py>, path: String, max_bytes: u64) -> PyResult<(B
     })
 }
 
-/// The raw JSON text of events, given their stream offsets and lengths (from the `spans` table).
+/// The raw JSON text of events, given their stream offsets and lengths (from the `spans` table);
+/// an event longer than `max_event_bytes` is refused (`TooLargeError`).
 #[pyfunction]
-fn extract_events(py: Python<'_>, path: String, offsets: Vec<u64>, lengths: Vec<u32>) -> PyResult<Vec<String>> {
+#[pyo3(signature = (path, offsets, lengths, *, max_event_bytes=decode::DEFAULT_MAX_READ_BACK))]
+fn extract_events(py: Python<'_>, path: String, offsets: Vec<u64>, lengths: Vec<u32>, max_event_bytes: u64) -> PyResult<Vec<String>> {
     guard(|| {
         if offsets.len() != lengths.len() {
             return Err(PyValueError::new_err("offsets and lengths differ in length"));
         }
-        let r = py.detach(|| decode::extract(&path, &offsets, &lengths));
+        let r = py.detach(|| decode::extract_capped(&path, &offsets, &lengths, max_event_bytes));
         let v = r.map_err(to_py_err)?;
         Ok(v.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect())
     })

@@ -6,6 +6,7 @@
 //! buffer the scanner stops at the item's start and resumes there once more bytes are appended.
 
 use crate::json::{object_end, skip_ws, string_end, value_end};
+use crate::limits::cap_text;
 
 #[derive(Debug, Clone)]
 pub struct ScanError {
@@ -35,6 +36,10 @@ pub struct Scanner {
     pub skipped_non_objects: usize,
     /// stop before the first event (header-only reads)
     pub stop_at_events: bool,
+    /// cut strings longer than this in top-level keys and values (0 = none; see `limits`)
+    pub string_cap: usize,
+    /// lengths of the strings cut in top-level keys and values
+    pub meta_cuts: Vec<u64>,
 }
 
 pub enum Progress {
@@ -61,6 +66,8 @@ impl Scanner {
             events_closed: false,
             skipped_non_objects: 0,
             stop_at_events: false,
+            string_cap: 0,
+            meta_cuts: Vec::new(),
         }
     }
 
@@ -132,8 +139,15 @@ impl Scanner {
                         let Some(end) = string_end(buf, pos + 1) else {
                             return Ok(Progress::NeedMore(pos));
                         };
-                        let key: String = serde_json::from_slice(&buf[pos..end])
-                            .unwrap_or_else(|_| String::from_utf8_lossy(&buf[pos + 1..end - 1]).into_owned());
+                        let raw_key = match cap_text(&buf[pos..end], self.string_cap) {
+                            Some((cut, cuts)) => {
+                                self.meta_cuts.extend(cuts.iter().map(|c| c.len));
+                                std::borrow::Cow::Owned(cut)
+                            }
+                            None => std::borrow::Cow::Borrowed(&buf[pos..end]),
+                        };
+                        let key: String = serde_json::from_slice(&raw_key)
+                            .unwrap_or_else(|_| String::from_utf8_lossy(&raw_key[1..raw_key.len() - 1]).into_owned());
                         // need the colon and the start of the value in this buffer too
                         let p = skip_ws(buf, end);
                         if p >= n {
@@ -157,7 +171,14 @@ impl Scanner {
                             match value_end(buf, v, eof) {
                                 None => return Ok(Progress::NeedMore(pos)),
                                 Some(e) => {
-                                    meta.push((key, buf[v..e].to_vec()));
+                                    let value = match cap_text(&buf[v..e], self.string_cap) {
+                                        Some((cut, cuts)) => {
+                                            self.meta_cuts.extend(cuts.iter().map(|c| c.len));
+                                            cut
+                                        }
+                                        None => buf[v..e].to_vec(),
+                                    };
+                                    meta.push((key, value));
                                     self.state = State::ObjNext;
                                     pos = e;
                                 }

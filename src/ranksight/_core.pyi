@@ -28,7 +28,8 @@ class EmptyError(DecodeError):
     """``empty``: the file is empty."""
 
 class TooLargeError(DecodeError):
-    """``too_large``: the decompressed input exceeds the size cap."""
+    """``too_large``: the decompressed input exceeds the size cap, an event the per-event cap,
+    the distinct strings 1 GiB in all, or an event to read back its read-back cap."""
 
 class GzipError(DecodeError):
     """``gzip``: the gzip stream is corrupt."""
@@ -73,19 +74,40 @@ class Decoded:
         """Top-level keys other than ``traceEvents``, with their raw JSON text."""
     def id_names(self) -> list[tuple[int, str]]:
         """Synthetic ids given to string pids/tids, with the original strings."""
+    def cut_strings(self) -> list[tuple[int | None, int | None, int]]:
+        """Strings cut by the per-string cap (the first 20): (event index or None for a
+        top-level key or value, byte offset or None, length in bytes in the file)."""
+    def dropped_events(self) -> list[tuple[int, str, str, str, str]]:
+        """Events dropped for a ``ts`` / ``dur`` that is missing or not a number in range (the
+        first 20): (event index, ``"ts"`` or ``"dur"``, raw text or ``"missing"``, name, cat)."""
     def stats(self) -> dict[str, int]: ...
 
-def decode_file(path: str, *, max_bytes: int = 0, strict: bool = False, chunk_bytes: int = 33554432) -> Decoded:
-    """Decode a Kineto trace (``.json`` or gzip, detected from the content)."""
+def decode_file(
+    path: str,
+    *,
+    max_bytes: int = 0,
+    strict: bool = False,
+    chunk_bytes: int = 33554432,
+    max_string_bytes: int = 1048576,
+    max_event_bytes: int = 67108864,
+) -> Decoded:
+    """Decode a Kineto trace (``.json`` or gzip, detected from the content). Strings longer than
+    ``max_string_bytes`` are cut (0: no cap); an event longer than ``max_event_bytes`` once its
+    strings are cut is a ``TooLargeError`` (0: no cap)."""
 
-def read_header(path: str, *, max_bytes: int = 0) -> tuple[list[tuple[str, str]], bool, bool]:
+def read_header(
+    path: str, *, max_bytes: int = 0, max_string_bytes: int = 1048576, max_event_bytes: int = 67108864
+) -> tuple[list[tuple[str, str]], bool, bool]:
     """The top-level keys before ``traceEvents``: (meta, reached_events, gzip)."""
 
-def scan_spans(path: str, *, max_bytes: int = 0) -> tuple[bytes, bytes]:
+def scan_spans(
+    path: str, *, max_bytes: int = 0, max_string_bytes: int = 1048576, max_event_bytes: int = 67108864
+) -> tuple[bytes, bytes]:
     """Offsets (uint64) and lengths (uint32) of every event, without parsing them."""
 
-def extract_events(path: str, offsets: list[int], lengths: list[int]) -> list[str]:
-    """The raw JSON text of the events at the given stream offsets and lengths."""
+def extract_events(path: str, offsets: list[int], lengths: list[int], *, max_event_bytes: int = 67108864) -> list[str]:
+    """The raw JSON text of the events at the given stream offsets and lengths; an event longer
+    than ``max_event_bytes`` is refused (``TooLargeError``)."""
 
 # --- sorted sweeps over int64 buffers (native byte order) ----------------------------------
 

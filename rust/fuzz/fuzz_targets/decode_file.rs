@@ -2,7 +2,8 @@
 //! scanner, parallel parse, salvage) on a temporary file, then `_core::decode::extract`.
 //!
 //! Mode byte: bit 0 gzip-compresses the document, bits 1-2 cut the compressed stream short
-//! (0, 1, 9 or 40 % of it removed), bit 3 asks for a strict decode, bit 4 a header-only read.
+//! (0, 1, 9 or 40 % of it removed), bit 3 asks for a strict decode, bit 4 a header-only read,
+//! bit 5 spans only, bit 6 a 300-byte string cap, bit 7 a 2 KiB event cap.
 //! Checks: no panic; decoded rows, their offsets and the spans re-read by `extract` agree;
 //! the decompressed-size cap is honoured.
 #![no_main]
@@ -29,7 +30,16 @@ fuzz_target!(|data: &[u8]| {
     let path = std::env::temp_dir().join(format!("ranksight-fuzz-{}.bin", std::process::id()));
     std::fs::write(&path, &bytes).unwrap();
     let p = path.to_str().unwrap();
-    let opts = Options { chunk_bytes: 4096, max_bytes: CAP, strict: mode & 8 != 0, header_only: mode & 16 != 0, spans_only: mode & 32 != 0 };
+    // small string and event caps, so that the fuzzer reaches the string filter and the item cap
+    let opts = Options {
+        chunk_bytes: 4096,
+        max_bytes: CAP,
+        max_string_bytes: if mode & 64 != 0 { 300 } else { 0 },
+        max_event_bytes: if mode & 128 != 0 { 2048 } else { 0 },
+        strict: mode & 8 != 0,
+        header_only: mode & 16 != 0,
+        spans_only: mode & 32 != 0,
+    };
     if let Ok(d) = decode(p, &opts) {
         assert!(d.json_bytes <= CAP + 4096 + 1, "cap not honoured: {} bytes", d.json_bytes);
         let cols = &d.columns;

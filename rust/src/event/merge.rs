@@ -2,7 +2,7 @@
 //! one interner, rows shifted, string pids/tids given synthetic ids), then shifted to the
 //! trace's time base.
 
-use super::part::{Flows, Head, Part};
+use super::part::{Dropped, Flows, Head, Part, MAX_LISTED};
 use crate::columns::{Col, Interner, Vals};
 
 /// The trace's columns, built by appending parts in order.
@@ -24,6 +24,16 @@ pub struct Columns {
     id_codes: rustc_hash::FxHashMap<u32, i64>,
     pub repaired: usize,
     pub bad_numbers: usize,
+    /// events dropped for an unusable `ts` / `dur` (see `Part`), the first `MAX_LISTED` by
+    /// event index
+    pub dropped: usize,
+    pub dropped_ts: usize,
+    pub dropped_dur: usize,
+    pub drops: Vec<Dropped>,
+    /// strings cut by the per-string cap while parsing: (event index, length), the first
+    /// `MAX_LISTED`, and their number
+    pub cuts: Vec<(u64, u64)>,
+    pub cut_count: usize,
 }
 
 /// Synthetic ids for string pids/tids (and ids outside the i32 range): far below any real id.
@@ -55,6 +65,12 @@ impl Columns {
             id_codes: Default::default(),
             repaired: 0,
             bad_numbers: 0,
+            dropped: 0,
+            dropped_ts: 0,
+            dropped_dur: 0,
+            drops: Vec::new(),
+            cuts: Vec::new(),
+            cut_count: 0,
         }
     }
 
@@ -89,6 +105,14 @@ impl Columns {
         }
         self.repaired += part.repaired;
         self.bad_numbers += part.bad_numbers;
+        self.dropped += part.dropped;
+        self.dropped_ts += part.dropped_ts;
+        self.dropped_dur += part.dropped_dur;
+        let room = MAX_LISTED.saturating_sub(self.drops.len());
+        self.drops.extend(part.drops.iter().take(room).map(|d| Dropped { event: d.event + base as u64, ..d.clone() }));
+        let room = MAX_LISTED.saturating_sub(self.cuts.len());
+        self.cuts.extend(part.cuts.iter().take(room).map(|&(e, len)| (e + base as u64, len)));
+        self.cut_count += part.cut_count;
         self.n += part.n;
     }
 
@@ -113,11 +137,11 @@ mod tests {
 
     #[test]
     fn parts_append_in_order_with_one_string_table() {
-        let a = br#"{"ph":"X","name":"a","pid":"Spans","tid":1,"ts":1}"#;
-        let b = br#"{"ph":"X","name":"b","pid":"Spans","tid":2,"ts":2}{"ph":"X","name":"a","pid":3,"tid":"x","ts":3}"#;
+        let a = br#"{"ph":"X","name":"a","pid":"Spans","tid":1,"ts":1,"dur":0}"#;
+        let b = br#"{"ph":"X","name":"b","pid":"Spans","tid":2,"ts":2,"dur":0}{"ph":"X","name":"a","pid":3,"tid":"x","ts":3,"dur":0}"#;
         let mut cols = Columns::new();
         cols.append(&parse_part(a, &[(0, a.len())], 0));
-        cols.append(&parse_part(b, &[(0, 50), (50, b.len())], a.len() as u64));
+        cols.append(&parse_part(b, &[(0, 58), (58, b.len())], a.len() as u64));
         assert_eq!(cols.n, 3);
         assert_eq!(cols.head.rows, vec![0, 1, 2]);
         let names: Vec<&str> = cols.head.name.iter().map(|&c| cols.strings.strings()[c as usize].as_ref()).collect();
@@ -126,7 +150,7 @@ mod tests {
         assert_eq!(cols.head.pid[0], cols.head.pid[1]);
         assert_eq!(cols.head.pid[2], 3);
         assert_eq!(cols.id_names, vec![(-(1 << 30), "Spans".to_string()), (-(1 << 30) - 1, "x".to_string())]);
-        assert_eq!(cols.offset, vec![0, a.len() as u64, a.len() as u64 + 50]);
+        assert_eq!(cols.offset, vec![0, a.len() as u64, a.len() as u64 + 58]);
         cols.shift_time(1000);
         let Vals::I64(ts) = &cols.head.ts.vals else { panic!("ts is i64") };
         assert_eq!(ts, &vec![2000, 3000, 4000]);

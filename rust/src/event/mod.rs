@@ -21,6 +21,6 @@ mod values;
 
 pub use fields::{fast_fields, Fields};
 pub use merge::Columns;
-pub use part::{parse_part, Flows, Head, Part};
+pub use part::{parse_part, parse_part_capped, Dropped, Flows, Head, Part};
 pub use raw::RawEvent;
 pub use repair::sanitize;

@@ -7,9 +7,40 @@ use super::raw::RawEvent;
 use super::repair::sanitize;
 use super::values::{compact_of, dim_of, num_ns, phase_of, str_of};
 use crate::columns::{Col, Interner};
+use crate::limits::cap_text;
 use crate::numbers::{float_text, int_text};
-use crate::schema::{table_mask, Key, Ty, FLOW_PHASES, PHASE_UNKNOWN, TABLES};
+use crate::schema::{phase_byte, table_mask, Key, Ty, FLOW_PHASES, PHASE_UNKNOWN, TABLES};
 use std::borrow::Cow;
+
+const PH_METADATA: u8 = phase_byte(b'M');
+const PH_COMPLETE: u8 = phase_byte(b'X');
+
+/// Dropped events and cut strings listed by event in a part (the others are counted).
+pub const MAX_LISTED: usize = 20;
+
+/// An event dropped because its time cannot be used: which field (`ts` or `dur`) and its
+/// raw text (at most 40 bytes; `missing` when the event lacks it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    pub event: u64,
+    pub field: &'static str,
+    pub text: String,
+    /// the event's name and category (at most 40 bytes each)
+    pub name: String,
+    pub cat: String,
+}
+
+/// The raw text of a value for a message: at most 40 bytes, on a character boundary.
+fn excerpt(raw: Option<&[u8]>) -> String {
+    let Some(raw) = raw else { return "missing".to_string() };
+    let t = String::from_utf8_lossy(&raw[..raw.len().min(40)]).into_owned();
+    let t = t.trim_end_matches('\u{fffd}').to_string();
+    if raw.len() > 40 {
+        format!("{t}\u{2026}")
+    } else {
+        t
+    }
+}
 
 /// The columns every row of the event table and of the flow table has.
 pub struct Head {
@@ -131,6 +162,15 @@ pub struct Part {
     pub repaired: usize,
     pub error: Option<(usize, String)>,
     pub bad_numbers: usize,
+    /// events dropped for a `ts` (any event but metadata) or a `dur` (complete events, `X`)
+    /// that is missing or not a number in range; the first `MAX_LISTED` (local event indices)
+    pub dropped: usize,
+    pub dropped_ts: usize,
+    pub dropped_dur: usize,
+    pub drops: Vec<Dropped>,
+    /// strings cut by the per-string cap: (local event index, length), the first `MAX_LISTED`
+    pub cuts: Vec<(u64, u64)>,
+    pub cut_count: usize,
 }
 
 impl Default for Part {
@@ -158,6 +198,12 @@ impl Part {
             repaired: 0,
             error: None,
             bad_numbers: 0,
+            dropped: 0,
+            dropped_ts: 0,
+            dropped_dur: 0,
+            drops: Vec::new(),
+            cuts: Vec::new(),
+            cut_count: 0,
         }
     }
 
@@ -195,20 +241,34 @@ impl Part {
         self.offset.push(offset);
         self.len.push(len);
         let ph = ev.ph.map(phase_of).unwrap_or(PHASE_UNKNOWN);
+        let ts = ev.ts.and_then(num_ns);
+        let dur = ev.dur.and_then(num_ns);
+        // an event without a usable time is dropped (its span stays: rows are event indices)
+        let bad_ts = ph != PH_METADATA && ts.is_none();
+        let bad_dur = ph == PH_COMPLETE && dur.is_none();
+        if bad_ts || bad_dur {
+            self.dropped += 1;
+            self.dropped_ts += bad_ts as usize;
+            self.dropped_dur += (bad_dur && !bad_ts) as usize;
+            if self.drops.len() < MAX_LISTED {
+                let (field, raw) = if bad_ts { ("ts", ev.ts) } else { ("dur", ev.dur) };
+                let short = |v: Option<&[u8]>| v.map(|r| excerpt(Some(str_of(r).as_bytes()))).unwrap_or_default();
+                self.drops.push(Dropped { event: row as u64, field, text: excerpt(raw), name: short(ev.name), cat: short(ev.cat) });
+            }
+            return;
+        }
+        if ts.is_none() && ev.ts.is_some_and(|t| t != b"null") {
+            self.bad_numbers += 1;
+        }
+        if dur.is_none() && ev.dur.is_some_and(|t| t != b"null") {
+            self.bad_numbers += 1;
+        }
         let cat = ev.cat.map(str_of).unwrap_or(Cow::Borrowed(""));
         let cat = self.strings.intern(&cat);
         let name = ev.name.map(str_of).unwrap_or(Cow::Borrowed(""));
         let name = self.strings.intern(&name);
         let pid = self.id_value(ev.pid);
         let tid = self.id_value(ev.tid);
-        let ts = ev.ts.and_then(num_ns);
-        if ts.is_none() && ev.ts.is_some_and(|t| t != b"null") {
-            self.bad_numbers += 1;
-        }
-        let dur = ev.dur.and_then(num_ns);
-        if dur.is_none() && ev.dur.is_some_and(|t| t != b"null") {
-            self.bad_numbers += 1;
-        }
         let is_flow = FLOW_PHASES.contains(&ph);
         if is_flow || ev.id.is_some() || ev.bp.is_some() {
             self.flows.head.push(row, ph, cat, name, pid, tid, ts);
@@ -268,32 +328,59 @@ impl Part {
 
 /// Parse the events at `spans` (offsets into `buf`, whose first byte is at `base` in the stream).
 pub fn parse_part(buf: &[u8], spans: &[(usize, usize)], base: u64) -> Part {
+    parse_part_capped(buf, spans, base, 0)
+}
+
+/// `parse_part` with strings longer than `string_cap` bytes cut (0 = no cap; see `limits`):
+/// an event long enough to hold one is parsed from a copy with its long strings cut.
+pub fn parse_part_capped(buf: &[u8], spans: &[(usize, usize)], base: u64, string_cap: usize) -> Part {
     let mut part = Part::with_capacity(spans.len());
     let mut fields = Fields::new();
     for (i, &(a, b)) in spans.iter().enumerate() {
-        let span = &buf[a..b];
-        if fast_fields(span, &mut fields) {
-            part.add_event(&fields, base + a as u64, (b - a) as u32);
-            continue;
+        let offset = base + a as u64;
+        let len = u32::try_from(b - a).unwrap_or(u32::MAX);
+        let ok = match cap_text(&buf[a..b], string_cap) {
+            None => part.parse_event(&buf[a..b], &mut fields, offset, len),
+            Some((text, cuts)) => {
+                for c in cuts {
+                    if part.cuts.len() < MAX_LISTED {
+                        part.cuts.push((i as u64, c.len));
+                    }
+                    part.cut_count += 1;
+                }
+                part.parse_event(&text, &mut Fields::new(), offset, len)
+            }
+        };
+        if let Err(msg) = ok {
+            part.error = Some((i, msg));
+            return part;
+        }
+    }
+    part
+}
+
+impl Part {
+    /// Parse one event's text into a row (fast path, else serde_json, else repaired).
+    fn parse_event<'a>(&mut self, span: &'a [u8], fields: &mut Fields<'a>, offset: u64, len: u32) -> Result<(), String> {
+        if fast_fields(span, fields) {
+            self.add_event(fields, offset, len);
+            return Ok(());
         }
         match serde_json::from_slice::<RawEvent>(span) {
-            Ok(ev) => part.add_event(&Fields::from_serde(&ev), base + a as u64, (b - a) as u32),
+            Ok(ev) => self.add_event(&Fields::from_serde(&ev), offset, len),
             Err(first) => {
                 let fixed = sanitize(span);
                 match serde_json::from_slice::<RawEvent>(&fixed) {
                     Ok(ev) => {
-                        part.repaired += 1;
-                        part.add_event(&Fields::from_serde(&ev), base + a as u64, (b - a) as u32)
+                        self.repaired += 1;
+                        self.add_event(&Fields::from_serde(&ev), offset, len)
                     }
-                    Err(_) => {
-                        part.error = Some((i, format!("{first}")));
-                        return part;
-                    }
+                    Err(_) => return Err(format!("{first}")),
                 }
             }
         }
+        Ok(())
     }
-    part
 }
 
 #[cfg(test)]
@@ -321,7 +408,7 @@ mod tests {
     }
     #[test]
     fn repairs() {
-        let buf = b"{\"ph\":\"X\",\"name\":\"a\x01b\",\"ts\":1,\"dur\":N/A,\"args\":{\"x\":N/A,\"y\":NaN}}";
+        let buf = b"{\"ph\":\"i\",\"name\":\"a\x01b\",\"ts\":1,\"dur\":N/A,\"args\":{\"x\":N/A,\"y\":NaN}}";
         let p = parse_part(buf, &[(0, buf.len())], 0);
         assert!(p.error.is_none());
         assert_eq!(p.repaired, 1);
@@ -330,13 +417,13 @@ mod tests {
 
     #[test]
     fn flow_events_are_rows_of_the_flow_table_only() {
-        let buf = br#"{"ph":"s","id":7,"cat":"ac2g","ts":1}{"ph":"X","name":"k","ts":2,"bp":"e"}{bad"#;
-        let p = parse_part(buf, &[(0, 37), (37, 74)], 0);
+        let buf = br#"{"ph":"s","id":7,"cat":"ac2g","ts":1}{"ph":"X","name":"k","ts":2,"dur":1,"bp":"e"}{bad"#;
+        let p = parse_part(buf, &[(0, 37), (37, 82)], 0);
         assert!(p.error.is_none());
         assert_eq!(p.n, 2);
         assert_eq!(p.head.rows, vec![1]);
         assert_eq!(p.flows.head.rows, vec![0, 1]);
-        let bad = parse_part(buf, &[(0, 37), (74, buf.len())], 0);
+        let bad = parse_part(buf, &[(0, 37), (82, buf.len())], 0);
         assert_eq!(bad.error.as_ref().map(|e| e.0), Some(1));
         assert_eq!(bad.n, 1);
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,10 @@ __all__ = [
     "read_header",
     "scan_spans",
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_STRING_BYTES",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "TIME_LIMIT_NS",
+    "limits",
     "TABLES",
     "SCHEMA",
     "polars_schema",
@@ -35,6 +40,21 @@ __all__ = [
 
 #: Refuse inputs that decompress to more than this many bytes unless told otherwise.
 DEFAULT_MAX_BYTES = 64 << 30
+
+#: Strings (names, args, top-level keys and values) longer than this, in bytes as the file holds
+#: them (escapes included), are cut to it: a prefix and the marker ``…[truncated: N bytes]``
+#: (environment: ``RANKSIGHT_MAX_STRING``; load option ``max_string_bytes``; 0 = no cap).
+DEFAULT_MAX_STRING_BYTES = 1 << 20
+
+#: An event (or a top-level key and value) still longer than this once its strings are cut is an
+#: error (environment: ``RANKSIGHT_MAX_EVENT``; load option ``max_event_bytes``; 0 = no cap; never
+#: less than twice the string cap). Also the longest event read back by ``raw_events``.
+DEFAULT_MAX_EVENT_BYTES = 64 << 20
+
+#: A ``ts`` or ``dur`` beyond ±2**62 ns (±146 years) is out of range: ``ts + dur`` must fit in int64.
+TIME_LIMIT_NS = 1 << 62
+
+_ENV_CAPS = {"max_string_bytes": "RANKSIGHT_MAX_STRING", "max_event_bytes": "RANKSIGHT_MAX_EVENT"}
 
 #: Kineto's relative timestamps stay below one 7,889,238 s period (~7.9e15 ns); epoch ns are ~1.7e18.
 RELATIVE_TS_LIMIT_NS = 10**17
@@ -68,6 +88,48 @@ POLARS_TYPES: dict[str, pl.DataType] = {
 def polars_schema(table: str) -> dict[str, pl.DataType]:
     """The columns of decoded table ``table`` with their polars types, in order."""
     return {name: POLARS_TYPES[ty] for name, ty in SCHEMA[table].items()}
+
+
+def _parse_size(text: str, what: str) -> int:
+    """``500MB``, ``2GiB``, ``1e6``, ``0`` → bytes (a :class:`UsageError` otherwise)."""
+    t = text.strip().upper().replace("IB", "B")
+    mult = 1
+    for suffix, m in (("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40), ("B", 1)):
+        if t.endswith(suffix):
+            mult, t = m, t[: -len(suffix)]
+            break
+    try:
+        v = float(t) * mult
+    except ValueError:
+        v = -1.0
+    if not (0 <= v < 1 << 62):
+        raise UsageError(f"{what}: not a size: {text!r} (e.g. 4MB, 1GiB, 0 for no cap)")
+    return int(v)
+
+
+def limits(max_string_bytes: int | None = None, max_event_bytes: int | None = None) -> tuple[int, int]:
+    """The per-string and per-event caps in force: the arguments, else the environment
+    (``RANKSIGHT_MAX_STRING``, ``RANKSIGHT_MAX_EVENT``, sizes like ``4MB``), else the defaults."""
+    out = []
+    for name, given, default in (
+        ("max_string_bytes", max_string_bytes, DEFAULT_MAX_STRING_BYTES),
+        ("max_event_bytes", max_event_bytes, DEFAULT_MAX_EVENT_BYTES),
+    ):
+        if given is None:
+            env = os.environ.get(_ENV_CAPS[name], "").strip()
+            given = _parse_size(env, _ENV_CAPS[name]) if env else default
+        if given < 0:
+            raise UsageError(f"{name} must be 0 (no cap) or a number of bytes, not {given}")
+        out.append(int(given))
+    return out[0], out[1]
+
+
+def _size(n: int) -> str:
+    """Bytes as a short size (``1 MiB``, ``2.0 GiB``, ``200 bytes``)."""
+    for unit, name in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= unit:
+            return f"{n // unit} {name}" if n % unit == 0 else f"{n / unit:.1f} {name}"
+    return f"{n} bytes"
 
 
 @dataclass
@@ -129,9 +191,15 @@ def _raise(path: str, err: Exception) -> NoReturn:
     if cls is TraceNotFoundError:
         raise TraceNotFoundError(message, path=path) from None
     if cls is InputTooLargeError:
-        raise InputTooLargeError(
-            f"{message}; raise it with --max-size (or max_bytes=) if the file is trusted", path=path
-        ) from None
+        if message.startswith("decompressed size"):
+            hint = "; raise it with --max-size (or max_bytes=) if the file is trusted"
+        elif "per-event cap" in message:
+            hint = "; raise it with RANKSIGHT_MAX_EVENT=SIZE (or max_event_bytes=) if the file is trusted"
+        elif "read back at most" in message:
+            hint = "; raise it with max_event_bytes= to read it anyway"
+        else:
+            hint = ""
+        raise InputTooLargeError(message + hint, path=path, offset=offset, event_index=index) from None
     if cls is TraceChangedError:
         raise TraceChangedError(message, path=path, offset=offset) from None
     if cls is UsageError:
@@ -147,21 +215,36 @@ def _raise(path: str, err: Exception) -> NoReturn:
     raise TraceFormatError(message, path=path, offset=offset, event_index=index) from None
 
 
-def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> DecodedTrace:
+def decode(
+    path: str | Path,
+    *,
+    strict: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_string_bytes: int | None = None,
+    max_event_bytes: int | None = None,
+) -> DecodedTrace:
     """Decode one Kineto trace file into typed columns.
 
     Times are int64 nanoseconds parsed from the decimal text, with ``baseTimeNanoseconds``
     added when the trace has it. A trace truncated inside ``traceEvents`` keeps every complete
-    event before the cut and carries a warning, unless ``strict``.
+    event before the cut and carries a warning, unless ``strict``. An event whose ``ts`` (any
+    event but metadata) or ``dur`` (complete events, ``ph`` X) is missing, not a number, or
+    beyond ±2**62 ns is dropped, with a warning and the count in ``stats["dropped_events"]``.
+    Strings longer than ``max_string_bytes`` are cut, with a warning (:func:`limits` gives the
+    caps: the arguments, the environment, the defaults).
     """
     p = str(path)
     if not Path(p).exists():
         raise TraceNotFoundError("no such file", path=p)
+    max_string, max_event = limits(max_string_bytes, max_event_bytes)
     try:
-        d = _core.decode_file(p, max_bytes=max_bytes, strict=strict)
+        d = _core.decode_file(
+            p, max_bytes=max_bytes, strict=strict, max_string_bytes=max_string, max_event_bytes=max_event
+        )
     except _core.DecodeError as err:
         _raise(p, err)
     stats = dict(d.stats())
+    stats["max_string_bytes"], stats["max_event_bytes"] = max_string, max_event
     meta = {k: _parse_meta_value(v) for k, v in d.meta()}
     if not stats["events_seen"]:
         if "traceEvents" in meta:
@@ -209,8 +292,20 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
             f"{stats['repaired_events']} events had invalid JSON (control characters, bare N/A or NaN, "
             "bad UTF-8) and were repaired"
         )
+    dropped = list(d.dropped_events())
+    events, tables, n_range, out_of_range = _drop_out_of_range(events, tables)
+    dropped.extend(out_of_range[: max(0, 20 - len(dropped))])
+    stats["dropped_range"] = n_range
+    stats["dropped_events"] += n_range
+    if stats["dropped_events"]:
+        warnings.append(_dropped_warning(stats["dropped_events"], dropped, events.height))
     if stats["bad_numbers"]:
-        warnings.append(f"{stats['bad_numbers']} ts/dur values were not numbers and were left empty")
+        warnings.append(
+            f"{stats['bad_numbers']} ts/dur values were not numbers and were left empty "
+            "(on events that do not need them: metadata ts, dur of instant events)"
+        )
+    if stats["cut_strings"]:
+        warnings.append(_cut_warning(stats["cut_strings"], d.cut_strings(), events, max_string))
     if stats["skipped_non_objects"]:
         warnings.append(f"{stats['skipped_non_objects']} elements of traceEvents were not objects and were skipped")
     gz_name = p.endswith(".gz")
@@ -232,12 +327,89 @@ def decode(path: str | Path, *, strict: bool = False, max_bytes: int = DEFAULT_M
     )
 
 
+def _drop_out_of_range(
+    events: pl.DataFrame, tables: dict[str, pl.DataFrame]
+) -> tuple[pl.DataFrame, dict[str, pl.DataFrame], int, list[tuple[int, str, str, str, str]]]:
+    """Events whose ``ts`` or ``dur`` (after the time base is added) is beyond ±2**62 ns, out of
+    the events table, the flow table and the side tables (the decoder has already dropped those
+    whose values are missing or not numbers). Returns the tables, how many events were dropped
+    and the first 20 as ``(event index, field, value, name, cat)``."""
+
+    def out(c: str) -> pl.Expr:
+        return pl.col(c).is_not_null() & ((pl.col(c) > TIME_LIMIT_NS) | (pl.col(c) < -TIME_LIMIT_NS))
+
+    bad_ev = out("ts_ns") | out("dur_ns")
+    flow = tables["flow"]
+    if not events.select(bad_ev.any()).item() and not flow.select(out("ts_ns").any()).item():
+        return events, tables, 0, []
+    cols = ["row", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "ts_ns"]
+    gone = pl.concat(
+        [
+            events.filter(bad_ev).select(*cols, "dur_ns"),
+            flow.filter(out("ts_ns")).select(*cols, pl.lit(None, pl.Int64).alias("dur_ns")),
+        ]
+    ).unique("row", keep="first", maintain_order=True)
+    listed = []
+    for r, name, cat, ts, dur in gone.head(20).iter_rows():
+        bad_ts = ts is not None and abs(ts) > TIME_LIMIT_NS
+        listed.append((int(r), "ts" if bad_ts else "dur", f"{ts if bad_ts else dur} ns", name or "", cat or ""))
+    rows = gone["row"].implode()
+    tables = {name: t.filter(~pl.col("row").is_in(rows)) if t.height else t for name, t in tables.items()}
+    return events.filter(~bad_ev), tables, gone.height, listed
+
+
+def _short(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[:n] + "\u2026"
+
+
+def _dropped_warning(count: int, listed: list[tuple[int, str, str, str, str]], kept: int) -> str:
+    """One line for the events dropped for an unusable time, naming the first few."""
+    shown = [
+        f"event {i} {_short(name)!r} ({cat or 'no cat'}): {field} {_short(text, 24)}"
+        for i, field, text, name, cat in listed[:3]
+    ]
+    more = f"; and {count - len(shown)} more" if count > len(shown) else ""
+    s = "s" if count > 1 else ""
+    return (
+        f"{count} event{s} dropped: ts or dur missing, not a number or out of range ({'; '.join(shown)}{more}); "
+        f"the analyses use the other {kept} events"
+    )
+
+
+def _cut_warning(count: int, cuts: list[tuple[int | None, int | None, int]], events: pl.DataFrame, cap: int) -> str:
+    """One line for the strings cut by the per-string cap, naming the events they are in."""
+    names: dict[int, str] = {}
+    idx = [i for i, _, _ in cuts[:3] if i is not None]
+    if idx:
+        hit = events.filter(pl.col("row").is_in(idx)).select("row", pl.col("name").cast(pl.String))
+        names = {int(r): str(n) for r, n in hit.iter_rows()}
+    shown = []
+    for i, _off, n in cuts[:3]:
+        if i is None:
+            where = "a top-level key or value"
+        elif i in names:
+            where = f"event {i} ({_short(names[i], 24)!r})"
+        else:
+            where = f"event {i}"
+        shown.append(f"{where}: {n:,} bytes")
+    more = f"; and {count - len(shown)} more" if count > len(shown) else ""
+    s = "s" if count > 1 else ""
+    return (
+        f"{count} string{s} longer than {_size(cap)} cut to that, ending in '\u2026[truncated: N bytes]' "
+        f"({'; '.join(shown)}{more}); raise the cap with RANKSIGHT_MAX_STRING=SIZE (or max_string_bytes=) "
+        "if the file is trusted"
+    )
+
+
 def read_header(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict[str, Any], bool]:
     """The top-level keys before ``traceEvents`` (where Kineto writes ``distributedInfo``),
     read without decoding the events. Returns ``(meta, is_trace_like)``."""
     p = str(path)
+    max_string, max_event = limits()
     try:
-        items, reached, _gzip = _core.read_header(p, max_bytes=max_bytes)
+        items, reached, _gzip = _core.read_header(
+            p, max_bytes=max_bytes, max_string_bytes=max_string, max_event_bytes=max_event
+        )
     except _core.DecodeError as err:
         _raise(p, err)
     meta = {k: _parse_meta_value(v) for k, v in items}
@@ -248,8 +420,9 @@ def scan_spans(path: str | Path) -> pl.DataFrame:
     """The ``spans`` table (``offset``, ``length`` of each event in the decompressed JSON) again,
     by scanning the file without parsing the events (for a trace whose spans were not kept)."""
     p = str(path)
+    max_string, max_event = limits()
     try:
-        off, length = _core.scan_spans(p)
+        off, length = _core.scan_spans(p, max_string_bytes=max_string, max_event_bytes=max_event)
     except _core.DecodeError as err:
         _raise(p, err)
     return pl.DataFrame(
@@ -261,9 +434,10 @@ def scan_spans(path: str | Path) -> pl.DataFrame:
 
 
 def extract_events(path: str, offsets: list[int], lengths: list[int]) -> list[dict[str, Any]]:
-    """The full JSON objects of the given events (every arg, not only the typed ones)."""
+    """The full JSON objects of the given events (every arg, not only the typed ones). An event
+    longer than the per-event cap (:func:`limits`) is refused (:class:`InputTooLargeError`)."""
     try:
-        texts = _core.extract_events(path, offsets, lengths)
+        texts = _core.extract_events(path, offsets, lengths, max_event_bytes=limits()[1])
     except _core.DecodeError as err:
         _raise(path, err)
     return [_event_json(path, t, o) for t, o in zip(texts, offsets, strict=True)]
