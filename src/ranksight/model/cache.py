@@ -88,8 +88,9 @@ __all__ = [
     "sweep_tmp",
 ]
 
-#: Bump when the decoded or derived tables change shape or meaning (3: checksums in meta.json).
-FORMAT_VERSION = 3
+#: Bump when the decoded or derived tables change shape or meaning (3: checksums in meta.json; 4: events
+#: without a usable ts/dur dropped, long strings cut, issue 24).
+FORMAT_VERSION = 4
 
 #: How a trace file's identity is checked: a sampled fingerprint or a hash of the whole file.
 VERIFY_MODES = ("sampled", "full")
