@@ -175,14 +175,18 @@ def _one(tmp_path, event: dict | str):  # noqa: ANN001
     return p, decode(p)
 
 
-def test_string_ts_is_parsed_and_junk_ts_left_empty(tmp_path):
+def test_string_ts_is_parsed_and_junk_ts_dropped(tmp_path):
     _, d = _one(tmp_path, {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": "12.5", "dur": 1})
     assert d.events["ts_ns"].to_list() == [12_500] and d.warnings == []
+    # an event without a usable time is dropped (issue 24; the battery is tests/hostile)
     p, d = _one(tmp_path, {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": "soon", "dur": 1})
-    assert d.events["ts_ns"].to_list() == [None]
-    assert d.warnings == ["1 ts/dur values were not numbers and were left empty"]
+    assert d.events.height == 0 and d.stats["dropped_events"] == 1
+    assert d.warnings == [
+        "1 event dropped: ts or dur missing, not a number or out of range "
+        """(event 0 'a' (no cat): ts "soon"); the analyses use the other 0 events"""
+    ]
     r = cli("info", p)
-    assert r.rc == 0 and "ts/dur values were not numbers" in r.err
+    assert r.rc == 0 and "1 event dropped" in r.err
 
 
 def test_negative_dur_loads_and_health_flags_it(tmp_path):
@@ -194,22 +198,24 @@ def test_negative_dur_loads_and_health_flags_it(tmp_path):
 
 def test_nan_and_infinity_are_repaired(tmp_path):
     p, d = _one(
-        tmp_path, '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1.5, "dur": NaN, "args": {"x": Infinity}}'
+        tmp_path,
+        '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1.5, "dur": 2, "args": {"stream": NaN, "device": Infinity}}',
     )
-    assert d.events["ts_ns"].to_list() == [1500] and d.events["dur_ns"].to_list() == [None]
+    assert d.events["ts_ns"].to_list() == [1500] and d.events["dur_ns"].to_list() == [2000]
+    assert d.events["stream"].to_list() == [None]
     assert any("repaired" in w for w in d.warnings)
     assert cli("info", p).rc == 0
 
 
-def test_huge_float_ts_left_empty(tmp_path):
+def test_huge_float_ts_dropped(tmp_path):
     _, d = _one(tmp_path, {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1e300, "dur": 1})
-    assert d.events["ts_ns"].to_list() == [None]
-    assert d.warnings == ["1 ts/dur values were not numbers and were left empty"]
+    assert d.events.height == 0 and (d.stats["dropped_events"], d.stats["dropped_ts"]) == (1, 1)
+    assert d.warnings and d.warnings[0].startswith("1 event dropped") and "ts 1e+300" in d.warnings[0]
 
 
 def test_huge_integer_ts_is_not_wrapped(tmp_path):
     _, d = _one(tmp_path, '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 9999999999999999, "dur": 1}')
-    assert d.events["ts_ns"].to_list() == [None]
+    assert d.events.height == 0 and d.stats["dropped_events"] == 1  # dropped, not wrapped
 
 
 def test_repair_keeps_exponent_numbers(tmp_path):
@@ -217,17 +223,21 @@ def test_repair_keeps_exponent_numbers(tmp_path):
     number (``1e+300``, ``1.5e+3``, ``1E2``) is not a word and must reach the parser as a number."""
     cols = ["name", "pid", "tid", "ts_ns", "dur_ns", "correlation", "external_id", "stream"]
     repaired = "1 events had invalid JSON (control characters, bare N/A or NaN, bad UTF-8) and were repaired"
+    left_empty = (
+        "1 ts/dur values were not numbers and were left empty "
+        "(on events that do not need them: metadata ts, dur of instant events)"
+    )
     # what Python's json.dumps writes for a NaN duration and a huge timestamp: 1e+300 µs is a
-    # number too large for int64 ns, left empty like the NaN
+    # number too large for int64 ns, unusable like the NaN: the event is dropped (ph X needs both)
     _, d = _one(tmp_path, {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1e300, "dur": float("nan")})
-    assert d.events.select(cols).rows() == [("a", 1, 1, None, None, None, None, None)]
-    assert d.warnings == [repaired, "2 ts/dur values were not numbers and were left empty"]
-    # exponents in range: 1.5e+3 µs = 1,500,000 ns; External id 1E2 = 100; stream 7e0 = 7
-    text = '{"ph":"X","name":"a","pid":1,"tid":1,"ts":1.5e+3,"dur":NaN,"args":{"correlation":7,"External id":1E2,"stream":7e0}}'
+    assert d.events.height == 0 and d.warnings[0] == repaired and d.stats["dropped_events"] == 1
+    # exponents in range: 1.5e+3 µs = 1,500,000 ns; External id 1E2 = 100; stream 7e0 = 7 (an
+    # instant event: its NaN dur is left empty)
+    text = '{"ph":"i","name":"a","pid":1,"tid":1,"ts":1.5e+3,"dur":NaN,"args":{"correlation":7,"External id":1E2,"stream":7e0}}'
     _, d = _one(tmp_path, text)
     assert d.events.select(cols).rows() == [("a", 1, 1, 1_500_000, None, 7, 100, 7)]
     assert (d.stats["repaired_events"], d.stats["bad_numbers"]) == (1, 1)
-    assert d.warnings == [repaired, "1 ts/dur values were not numbers and were left empty"]
+    assert d.warnings == [repaired, left_empty]
 
 
 def test_malformed_hex_ids_are_not_numbers(tmp_path):
@@ -374,7 +384,7 @@ def test_deeply_nested_args_in_an_event_that_needs_repair(tmp_path):
     deep = '{"a":' * 20_000 + "1" + "}" * 20_000
     p = write(
         tmp_path / "t.json",
-        '{"traceEvents":[{"ph":"X","name":"a\x01","pid":1,"tid":1,"ts":1,"dur":NaN,"args":' + deep + "}]}",
+        '{"traceEvents":[{"ph":"X","name":"a\x01","pid":1,"tid":NaN,"ts":1,"dur":1,"args":' + deep + "}]}",
     )
     d = decode(p)
     assert d.events.height == 1 and any("repaired" in w for w in d.warnings)

@@ -364,7 +364,7 @@ def test_truncated_salvage_and_strict(tmp_path):
 
 def test_repaired_events(tmp_path):
     p = tmp_path / "bad.json"
-    p.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "a\x01b", "ts": 1, "dur": N/A, "pid": 1, "tid": 1}]}')
+    p.write_bytes(b'{"traceEvents": [{"ph": "i", "name": "a\x01b", "ts": 1, "dur": N/A, "pid": 1, "tid": 1}]}')
     d = decode(p)
     assert d.events["name"].cast(pl.String).to_list() == ["a\x01b"]
     assert d.events["dur_ns"].to_list() == [None]

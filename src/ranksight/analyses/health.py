@@ -44,6 +44,12 @@ never GPU work):
   every step (only when the trace has steps).
 - ``kineto_log``: ERROR / WARNING lines Kineto wrote into the trace.
 - ``decoder``: what the loader repaired or salvaged (truncation, invalid JSON, bad numbers).
+- ``dropped_events``: events the loader dropped because their ``ts`` (any event but metadata) or
+  ``dur`` (complete events, ``ph`` X) is missing, not a number (NaN, Infinity, text) or beyond
+  ±2**62 ns (``1e308``, ``-5e20``, 23 digits); every analysis computes the rest
+  (``stats["dropped_events"]``; docs/robustness.md).
+- ``cut_strings``: strings longer than the per-string cap (default 1 MiB) that the loader cut
+  to it, ending in ``…[truncated: N bytes]``.
 - ``no_gpu_events`` / ``no_cpu_events``: the trace has none.
 
 Run-level rows: ``world_size`` (ranks disagree), ``time_bases`` (some ranks relative, some
@@ -78,6 +84,8 @@ _RELATIVE_LIMIT_NS = 10**17
 
 CHECKS = (
     "decoder",
+    "dropped_events",
+    "cut_strings",
     "no_gpu_events",
     "no_cpu_events",
     "gpu_without_launch",
@@ -551,7 +559,40 @@ def _meta_checks(t: Trace, rank: int) -> list[dict[str, Any]]:
             detail="; ".join(t.warnings) if t.warnings else "complete, nothing repaired",
         )
     )
+    out += _loader_drops(t, rank)
     return out
+
+
+def _loader_drops(t: Trace, rank: int) -> list[dict[str, Any]]:
+    """The ``dropped_events`` and ``cut_strings`` rows, from the decoder's counts."""
+    stats = t.stats or {}
+    n, n_ts, n_dur, n_range = (
+        int(stats.get(k, 0) or 0) for k in ("dropped_events", "dropped_ts", "dropped_dur", "dropped_range")
+    )
+    if n:
+        parts = [
+            f"{k} {what}"
+            for k, what in ((n_ts, "ts unusable"), (n_dur, "dur unusable"), (n_range, "out of range"))
+            if k
+        ]
+        detail = f"{n} events dropped at load ({', '.join(parts)}): missing, not a number or beyond ±2**62 ns"
+    else:
+        detail = "every event has a usable ts (and dur where it needs one)"
+    rows = [_row(rank, "dropped_events", "warning" if n else "ok", n, detail=detail)]
+    cuts, cap = int(stats.get("cut_strings", 0) or 0), stats.get("max_string_bytes")
+    cap_text = f"{cap:,} bytes" if cap else "no cap"
+    rows.append(
+        _row(
+            rank,
+            "cut_strings",
+            "warning" if cuts else "ok",
+            cuts,
+            detail=f"{cuts} strings longer than the cap ({cap_text}) cut, ending in '\u2026[truncated: N bytes]'"
+            if cuts
+            else f"no string longer than the cap ({cap_text})",
+        )
+    )
+    return rows
 
 
 def _steps(t: Trace, rank: int) -> list[dict[str, Any]]:
