@@ -114,7 +114,7 @@ class KernelInfo:
 @functools.cache
 def rules() -> tuple[TaxRule, ...]:
     """The rules of ``data/kernel_taxonomy.tsv`` in file order (validated once)."""
-    text = resources.files("ranksight.data").joinpath("kernel_taxonomy.tsv").read_text(encoding="utf-8")
+    text = _rules_text()
     out = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
@@ -132,14 +132,19 @@ def rules() -> tuple[TaxRule, ...]:
 
 @functools.cache
 def rules_fingerprint() -> str:
-    """A hash of every rule that decides a stored column (the taxonomy's and the Tensor Core table's):
-    part of the cache key, so a changed rule never serves an old ``kernel_class``."""
+    """A hash of every rule that decides a stored column (the taxonomy's data file and the Tensor Core
+    table): part of the cache key, so a changed rule never serves an old ``kernel_class``. Hashes the
+    text only (no regex is compiled: this runs on every load)."""
     h = hashlib.blake2b(digest_size=8)
-    for r in rules():
-        h.update(f"{r.field}\t{r.value}\t{r.scope}\t{r.pattern}\n".encode())
+    h.update(_rules_text().encode())
     for t in KERNEL_RULES:
         h.update(f"{t.name}\t{t.pattern}\t{t.uses_tc}\n".encode())
     return h.hexdigest()
+
+
+@functools.cache
+def _rules_text() -> str:
+    return resources.files("ranksight.data").joinpath("kernel_taxonomy.tsv").read_text(encoding="utf-8")
 
 
 @functools.cache
