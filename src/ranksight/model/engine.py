@@ -38,6 +38,8 @@ class TraceSource:
     key: str | None = None
     #: the :class:`~ranksight.io.nsys.NsysUnit` of a rank read from an Nsight Systems export
     nsys: Any = None
+    #: (per-string cap, per-event cap) for the Kineto decoder (None: ``kineto.limits()``)
+    caps: tuple[int, int] | None = None
 
     def load(self) -> Trace:
         """Load from the cache entry if valid, else decode (and write the cache entry). A large
@@ -74,7 +76,10 @@ class TraceSource:
 
                 d = decode_nsys(self.path, self.nsys, max_bytes=self.max_bytes)
             else:
-                d = decode(self.path, strict=self.strict, max_bytes=self.max_bytes)
+                ms, me = self.caps if self.caps is not None else (None, None)
+                d = decode(
+                    self.path, strict=self.strict, max_bytes=self.max_bytes, max_string_bytes=ms, max_event_bytes=me
+                )
         return Trace(d, rank=self.rank, rank_source=self.rank_source)
 
     def is_cached(self) -> bool:

@@ -16,7 +16,8 @@ import polars as pl
 
 from ranksight.errors import RanksightWarning, UsageError
 from ranksight.io.discovery import PROVISIONAL_SOURCES, TraceFile, declared_rank, discover
-from ranksight.io.kineto import DEFAULT_MAX_BYTES
+from ranksight.io.kineto import DEFAULT_MAX_BYTES, DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STRING_BYTES
+from ranksight.io.kineto import limits as kineto_limits
 from ranksight.model.cache import CACHE_WARNING, VERIFY_MODES, CacheConfig, fingerprint, sweep_tmp
 from ranksight.model.engine import DaskEngine, Engine, LocalEngine, ProcessEngine, TraceSource
 from ranksight.model.trace import Trace
@@ -170,6 +171,8 @@ def load(
     rank_by: str | None = None,
     step_range: str | None = None,
     cache_verify: str | None = None,
+    max_string_bytes: int | None = None,
+    max_event_bytes: int | None = None,
 ) -> Run:
     """Load traces into a :class:`Run`.
 
@@ -183,6 +186,11 @@ def load(
         Refuse truncated traces instead of salvaging their complete events.
     max_bytes
         Refuse inputs that decompress to more than this (decompression-bomb guard).
+    max_string_bytes, max_event_bytes
+        Kineto traces: strings longer than ``max_string_bytes`` are cut (with a warning), an event
+        longer than ``max_event_bytes`` once its strings are cut is refused; default: the
+        environment (``RANKSIGHT_MAX_STRING``, ``RANKSIGHT_MAX_EVENT``), else 1 MiB and 64 MiB;
+        0: no cap (docs/robustness.md).
     jobs
         Worker processes for decoding many large files and for :meth:`Run.map` (default: decode in
         this process, files in parallel threads, each decode using every core).
@@ -224,12 +232,17 @@ def load(
 
         _core.set_mmap_threshold(128 << 10)
 
+    caps = kineto_limits(max_string_bytes, max_event_bytes)
+    default_caps = (DEFAULT_MAX_STRING_BYTES, DEFAULT_MAX_EVENT_BYTES)
+
     def source(f: TraceFile) -> TraceSource:
         size = os.path.getsize(f.path)
         key = fingerprint(f.path, full=cfg.verify == "full") if cfg is not None and size >= cfg.min_bytes else None
         if key is not None and f.nsys is not None:  # several ranks of one export: one entry each
             key = hashlib.blake2b(f"{key}:{f.nsys.cache_tag()}".encode(), digest_size=20).hexdigest()
-        return TraceSource(f.path, f.rank, f.rank_source, strict, max_bytes, cfg if key else None, key, f.nsys)
+        if key is not None and caps != default_caps:  # other caps decode other tables: their own entry
+            key = hashlib.blake2b(f"{key}:caps{caps}".encode(), digest_size=20).hexdigest()
+        return TraceSource(f.path, f.rank, f.rank_source, strict, max_bytes, cfg if key else None, key, f.nsys, caps)
 
     sources = [source(f) for f in files]
     total_bytes = sum(os.path.getsize(f.path) for f in files)
