@@ -118,7 +118,7 @@ def test_kernel_type_segments_sum_to_busy_time(ks):
 @given(kernels)
 def test_overlap_bounds(ks):
     r = run_analysis("overlap", _load(ks))["overlap"].row(0, named=True)
-    p, e = r["comp_comm_overlap_pctg"], r["overlap_efficiency"]
+    p, e = r["comp_comm_overlap_pctg"], r["hidden_share_of_shorter"]
     assert math.isnan(p) or 0.0 <= p <= 100.0
     assert math.isnan(e) or 0.0 <= e <= 1.0
     assert r["overlap_us"] <= min(r["compute_us"], r["comm_us"])

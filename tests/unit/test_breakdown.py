@@ -217,13 +217,13 @@ def test_overlap_by_hand(run):
         30.0,
     )
     assert r["comp_comm_overlap_pctg"] == 50.0
-    assert r["overlap_efficiency"] == 0.5  # 1 − (110 − 80) / (80 + 60 − 80)
+    assert r["hidden_share_of_shorter"] == 0.5  # 1 − (110 − 80) / (80 + 60 − 80): 30 of the shorter 60 µs
 
 
 def test_overlap_without_comm_is_nan(make_trace):
     run = ranksight.load(make_trace([_gpu("gemm", 0, 10, 7)]))
     r = _row(run_analysis("overlap", run)["overlap"])
-    assert math.isnan(r["comp_comm_overlap_pctg"]) and math.isnan(r["overlap_efficiency"])
+    assert math.isnan(r["comp_comm_overlap_pctg"]) and math.isnan(r["hidden_share_of_shorter"])
 
 
 # ---- HTA facade -----------------------------------------------------------------------------

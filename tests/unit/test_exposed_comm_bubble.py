@@ -75,7 +75,7 @@ def test_bubble_gpipe_two_stages_two_microbatches(tmp_path: Path) -> None:
     per = res["per_stage_step"].sort("rank")
     assert per["bubble_us"].to_list() == [20.0, 20.0]
     assert per["in_p2p_us"].to_list() == [20.0, 11.0]
-    assert per["idle_us"].to_list() == [0.0, 9.0]
+    assert per["outside_p2p_us"].to_list() == [0.0, 9.0]
     assert per["bubble_fraction"].to_list() == pytest.approx([1 / 3, 1 / 3])
     step = res["per_step"].row(0, named=True)
     assert (step["stages"], step["microbatches"]) == (2, 2)

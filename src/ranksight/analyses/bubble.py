@@ -1,11 +1,14 @@
 """``bubble``: pipeline-parallel bubble per stage from the send/recv structure.
 
 A rank that runs point-to-point ``send``/``recv`` (or ``send_recv`` kernels that no CPU op names as
-another collective) is a pipeline stage. Per stage and step (window as in ``exposed-comm``):
+another collective) is a pipeline stage. Per stage and step window (the one step window,
+:func:`ranksight.views.gpu_work.step_windows`, as in ``temporal --per-step`` and ``exposed-comm``;
+``step_us`` is its length, the same number as theirs):
 - ``compute`` = union of COMPUTE kernels (CPU ops on CPU-only ranks);
-- ``bubble = window − compute``: the stage neither computes nor is busy otherwise hidden;
+- ``bubble = step − compute``: the stage does not compute;
   ``in_p2p`` = the part of it spent inside send/recv (waiting for the neighbour stage),
-  ``idle`` = the rest; ``bubble_fraction = bubble / window``;
+  ``outside_p2p`` = the rest (not GPU idle: other communication or copies may run in it);
+  ``bubble_fraction = bubble / step``;
 - expectation for a synchronous schedule (GPipe / 1F1B without interleaving):
   ``(p − 1) / (m + p − 1)`` with ``p`` stages and ``m`` microbatches. ``p`` = ``--stages`` or the
   number of ranks with send/recv; ``m`` = ``--microbatches`` or, per step, half the smallest number
@@ -37,11 +40,11 @@ P2P = ("send", "recv", "send_recv")
 SCHEMA = {
     "rank": pl.Int32,
     "step": pl.Int32,
-    "window_us": pl.Float64,
+    "step_us": pl.Float64,
     "compute_us": pl.Float64,
     "bubble_us": pl.Float64,
     "in_p2p_us": pl.Float64,
-    "idle_us": pl.Float64,
+    "outside_p2p_us": pl.Float64,
     "bubble_fraction": pl.Float64,
     "p2p_ops": pl.Int64,
 }
@@ -72,11 +75,11 @@ def rank_bubble(trace: Trace) -> pl.DataFrame:
             {
                 "rank": trace.rank,
                 "step": step,
-                "window_us": (hi - lo) / 1e3,
+                "step_us": (hi - lo) / 1e3,
                 "compute_us": length(comp) / 1e3,
                 "bubble_us": b / 1e3,
                 "in_p2p_us": in_p2p / 1e3,
-                "idle_us": (b - in_p2p) / 1e3,
+                "outside_p2p_us": (b - in_p2p) / 1e3,
                 "bubble_fraction": b / (hi - lo) if hi > lo else None,
                 "p2p_ops": n,
             }
@@ -106,7 +109,7 @@ def bubble(
             pl.col("bubble_fraction").mean().alias("mean_bubble_fraction"),
             pl.col("bubble_fraction").max().alias("max_bubble_fraction"),
             pl.col("in_p2p_us").sum().alias("in_p2p_us"),
-            pl.col("idle_us").sum().alias("idle_us"),
+            pl.col("outside_p2p_us").sum().alias("outside_p2p_us"),
         )
         .join(m_inferred, on="step", how="left", nulls_equal=True)
     )

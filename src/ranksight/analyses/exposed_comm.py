@@ -1,14 +1,17 @@
 """``exposed-comm``: per rank and step, the communication time not hidden under computation.
 
 Definitions (per rank, per step window; intervals clipped to the window, unions per set):
-- window: the ProfilerStep extended to the GPU work it launched
-  (``[min(cpu start, gpu start), max(cpu end, gpu end)]``); the whole trace when there are no steps;
+- window: the one step window (:func:`ranksight.views.gpu_work.step_windows`: the ProfilerStep
+  extended to the GPU work it launched, contiguous; ``step_us`` is ``temporal --per-step``'s
+  ``step_time_us``); the whole trace when there are no steps;
 - ``comm``: union of the rank's collectives (GPU collective kernels, gloo collectives);
 - ``compute``: union of COMPUTE kernels (memcpy/memset excluded) on GPU ranks; on CPU-only ranks the
   ``cpu_op`` intervals of threads that run no collective, collective ops (``c10d::*``,
   ``record_param_comms``, ``nccl:*``, ``gloo:*``) excluded;
 - ``hidden = |comm ∩ compute|``, ``exposed = |comm| − hidden``,
-  ``overlap_efficiency = hidden / |comm|``;
+  ``overlap_efficiency = hidden / |comm|`` (the one definition of overlap efficiency,
+  ``docs/metrics.md``; ``overlap``'s ``comp_comm_overlap_pctg`` is the same share over the GPU span,
+  in %, and its ``exposed_comm_us`` the same exposed time over the GPU span);
 - ``exposed_wait`` = exposed time spent waiting for the last peer (the participant's
   ``[start, last start)`` from the matched collectives; needs several ranks),
   ``exposed_transfer = exposed − exposed_wait``;

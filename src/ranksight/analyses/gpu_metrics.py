@@ -2,10 +2,13 @@
 (the TensorBoard plugin's GPU summary), over all steps and per step.
 
 Kernels only (memcpy/memset excluded), grouped by the kernel's ``device``. Window ``W`` = from the
-first step's start to the last step's end (device-extended steps, :mod:`ranksight.views.tb_steps`)
-for the overall row, one step for the per-step rows.
+first step's start to the last step's end (the TensorBoard plugin's device-extended steps,
+:mod:`ranksight.views.tb_steps`, as in ``overview``: not the step windows of ``temporal``) for the
+overall row, one step for the per-step rows.
 
-- ``utilization_pct = 100 × |∪ kernels ∩ W| / |W|``;
+- ``kernel_busy_us = |∪ kernels ∩ W|``, ``utilization_pct = 100 × kernel_busy / |W|``: the plugin's
+  "GPU Utilization", kernels only over the plugin's steps. Not ranksight's GPU busy (``temporal``,
+  ``summary``: kernels, copies and sets), which is never lower over the same window;
 - ``compute_utilization_pct``: the same without communication kernels (ranksight's addition: the
   plugin counts a GPU waiting inside an NCCL kernel as busy);
 - ``sm_efficiency_pct``: each kernel with ``blocks per SM`` > 0 contributes that value while it
@@ -48,7 +51,7 @@ _SCHEMA = {
     "device": pl.Int32,
     "step": pl.Int32,
     "window_us": pl.Float64,
-    "busy_us": pl.Float64,
+    "kernel_busy_us": pl.Float64,
     "utilization_pct": pl.Float64,
     "compute_utilization_pct": pl.Float64,
     "sm_efficiency_pct": pl.Float64,
@@ -155,7 +158,7 @@ def device_metrics(k: pl.DataFrame, ws: np.ndarray, we: np.ndarray, t0: int) -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         return {
             "window_us": length / 1e3,
-            "busy_us": busy / 1e3,
+            "kernel_busy_us": busy / 1e3,
             "utilization_pct": np.where(length > 0, 100 * busy / length, np.nan),
             "compute_utilization_pct": np.where(length > 0, 100 * compute / length, np.nan),
             "sm_efficiency_pct": np.where((length > 0) & sm_any, 100 * sm / length, np.nan),

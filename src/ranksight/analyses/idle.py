@@ -17,6 +17,10 @@ Definitions, per rank and stream (GPU work only: kernels, memcpys, memsets; sync
 order (not the running maximum), so overlaps on one stream give negative gaps counted as
 kernel_wait; ns traces are rounded to µs like HTA's loader.
 
+``idle_us`` is per stream: a gap on one stream while another stream of the rank is busy counts.
+Summed over streams it is not the GPU's idle time (``temporal``'s ``idle_us``, the union over
+streams; ``docs/metrics.md``); the report labels it "stream idle".
+
 Optional tables: ``intervals`` (statistics of the gaps per stream and category: count, mean, std
 with ddof 1, min, quartiles with linear interpolation, max; HTA's ``show_idle_interval_stats``)
 and ``per_step`` (idle per stream, step and category; a gap belongs to the step of the event
@@ -159,7 +163,10 @@ def idle(
         list(sess.map(idle_gaps_rank, kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat).values())
     )
     tables = {"idle": idle_totals(gaps, ["rank", "stream"])}
-    notes = []
+    notes = [
+        "idle_us is per stream (each stream's own gaps); summed over streams it is not the GPU idle time, "
+        "which is temporal's idle_us (the union over streams)"
+    ]
     no_gpu = sorted(set(rs) - set(gaps["rank"].unique().to_list()))
     if no_gpu:
         notes.append(

@@ -1,14 +1,21 @@
-"""Communication / computation overlap per rank (HTA's comm-comp overlap, plus efficiency).
+"""Communication / computation overlap per rank over the GPU span (HTA's comm-comp overlap).
 
-Definitions, per rank (GPU work as in :mod:`ranksight.views.gpu_work`; ns, reported in µs):
+Definitions, per rank (GPU work as in :mod:`ranksight.views.gpu_work`; ns, reported in µs; the
+window is the rank's GPU span, not the step windows of ``exposed-comm``):
 
 - ``C`` = length of the union of COMPUTATION intervals, ``M`` = of COMMUNICATION intervals,
   ``T`` = of both together; ``overlap = C + M − T`` (time when both run);
 - ``comp_comm_overlap_pctg = round(100 × overlap / M, 2)``: the share of communication time
-  overlapped by computation (HTA's number; NaN without communication);
-- ``overlap_efficiency = 1 − (T − max(C, M)) / (C + M − max(C, M))`` = ``overlap / min(C, M)``,
-  0–1: 1 when the shorter activity is fully hidden under the longer one (NaN when either is 0);
-- ``exposed_comm_us = M − overlap``: communication time not hidden by computation.
+  overlapped by computation (HTA's number; NaN without communication). This is ranksight's one
+  definition of overlap efficiency (``exposed-comm``'s ``overlap_efficiency = hidden / comm``,
+  0–1, over the step windows), in % over the GPU span;
+- ``exposed_comm_us = M − overlap``: communication time not hidden by computation (the one
+  definition of exposed communication, over the GPU span; ``exposed-comm``'s ``exposed_us`` over
+  the step windows);
+- ``hidden_share_of_shorter = overlap / min(C, M)`` (= ``1 − (T − max(C, M)) / (C + M − max(C, M))``),
+  0–1: the share of the *shorter* of compute and communication that runs under the other (NaN
+  when either is 0). Not an overlap efficiency: on a rank with little compute it is high while
+  most communication is exposed. (Named ``overlap_efficiency`` before issue 17.)
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["overlap_rank", "overlap", "efficiency"]
+__all__ = ["overlap_rank", "overlap", "shorter_hidden"]
 
 _SCHEMA = {
     "rank": pl.Int64,
@@ -36,12 +43,12 @@ _SCHEMA = {
     "overlap_us": pl.Float64,
     "exposed_comm_us": pl.Float64,
     "comp_comm_overlap_pctg": pl.Float64,
-    "overlap_efficiency": pl.Float64,
+    "hidden_share_of_shorter": pl.Float64,
 }
 
 
-def efficiency(c: float, m: float, t: float) -> float:
-    """``1 − (T − max(C, M)) / (C + M − max(C, M))``; NaN when ``min(C, M) == 0``."""
+def shorter_hidden(c: float, m: float, t: float) -> float:
+    """``1 − (T − max(C, M)) / (C + M − max(C, M))`` = ``overlap / min(C, M)``; NaN when ``min(C, M) == 0``."""
     hi = max(c, m)
     lo = c + m - hi
     if lo <= 0:
@@ -50,7 +57,8 @@ def efficiency(c: float, m: float, t: float) -> float:
 
 
 def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
-    """One row: compute, communication, their union and overlap, HTA's percentage, efficiency."""
+    """One row: compute, communication, their union and overlap, exposed communication, HTA's
+    percentage, and the hidden share of the shorter activity (all over the GPU span)."""
     g = gpu_work(trace, hta_compat=hta_compat)
     groups = {}
     lengths = {}
@@ -71,14 +79,14 @@ def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
             "overlap_us": [both / 1e3],
             "exposed_comm_us": [(m - both) / 1e3],
             "comp_comm_overlap_pctg": [float(pct(both, m))],
-            "overlap_efficiency": [efficiency(c, m, t)],
+            "hidden_share_of_shorter": [shorter_hidden(c, m, t)],
         },
         schema=_SCHEMA,
     )
 
 
 def overlap(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
-    """Communication/computation overlap per rank."""
+    """Communication/computation overlap per rank over the GPU span."""
     sess = Session.of(run, ranks)
     df = pl.concat(list(sess.map(overlap_rank, hta_compat=hta_compat).values()))
     notes = []
@@ -92,7 +100,8 @@ register(
     AnalysisSpec(
         name="overlap",
         func=overlap,
-        help="share of communication overlapped by computation per rank, and overlap efficiency",
+        help="communication overlapped by computation per rank over the GPU span (HTA's comm-comp overlap), "
+        "exposed communication",
         options=(Option("hta_compat", bool, False, "HTA v0.6 definitions (name regexes, µs rounding)", flag=True),),
     )
 )

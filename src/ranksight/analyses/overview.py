@@ -1,6 +1,8 @@
 """Step-time breakdown per rank and ProfilerStep (the TensorBoard plugin's overview).
 
-Steps are the plugin's device-extended steps (:mod:`ranksight.views.tb_steps`). Every event is
+Steps are the plugin's device-extended steps (:mod:`ranksight.views.tb_steps`): a deliberate
+variant of ranksight's one step window (``temporal --per-step``, ``docs/metrics.md``), so
+``total_us`` is the plugin's step time, not the summary's ``step_ms``. Every event is
 given one role; each role's intervals are merged (union); then, in priority order, each role
 takes the part of the steps' union that no earlier role took:
 

@@ -12,7 +12,11 @@ Definitions, per rank (ns, reported in µs; GPU work as in :mod:`ranksight.views
 
 Per step (``per_step=True``), the same split inside each device-extended ProfilerStep window
 (:func:`~ranksight.views.gpu_work.step_windows`): ``step_time`` is the window, GPU work of any step
-is clipped to it, and idle inside the window includes time the GPU waited for the CPU.
+is clipped to it, and idle inside the window includes time the GPU waited for the CPU. Table
+``over_steps`` sums the windows per rank: ``busy_pct_of_steps = round(100 × busy / windows, 2)`` is
+GPU busy over the step windows (the number ``low-gpu-utilization`` judges), ``busy_pct`` of
+``summary`` is GPU busy over the GPU span (``100 − idle_pct``). One definition of busy, two
+windows; see ``docs/metrics.md``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["temporal_rank", "temporal_steps_rank", "temporal", "to_hta", "HTA_COLUMNS"]
+__all__ = ["temporal_rank", "temporal_steps_rank", "over_steps", "temporal", "to_hta", "HTA_COLUMNS"]
 
 _RANK_SCHEMA = {
     "rank": pl.Int64,
@@ -55,6 +59,16 @@ _STEP_SCHEMA = {
     "idle_pct": pl.Float64,
     "compute_pct": pl.Float64,
     "non_compute_pct": pl.Float64,
+}
+
+_OVER_STEPS_SCHEMA = {
+    "rank": pl.Int64,
+    "steps": pl.Int64,
+    "step_time_us": pl.Float64,
+    "busy_us": pl.Float64,
+    "idle_us": pl.Float64,
+    "busy_pct_of_steps": pl.Float64,
+    "idle_pct_of_steps": pl.Float64,
 }
 
 #: HTA's column names for the per-rank table, in HTA's order.
@@ -140,6 +154,37 @@ def temporal_steps_rank(trace: Trace) -> pl.DataFrame:
     )
 
 
+def over_steps(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, the step windows summed: ``steps, step_time_us, busy_us, idle_us`` and
+    ``busy_pct_of_steps`` / ``idle_pct_of_steps`` (``round(100 × part / windows, 2)``; they sum to 100)."""
+    if per_step.height == 0:
+        return pl.DataFrame(schema=_OVER_STEPS_SCHEMA)
+    agg = (
+        per_step.group_by("rank")
+        .agg(
+            pl.len().alias("steps"),
+            ((pl.col("end_ns") - pl.col("start_ns")).sum()).alias("_win_ns"),
+            (pl.col("idle_us") * 1e3).round(0).cast(pl.Int64).sum().alias("_idle_ns"),  # exact ns
+        )
+        .sort("rank")
+    )
+    win = agg["_win_ns"].to_numpy().astype(np.float64)
+    idle = agg["_idle_ns"].to_numpy().astype(np.float64)
+    idle_pct = pct(idle, win)
+    return pl.DataFrame(
+        {
+            "rank": agg["rank"],
+            "steps": agg["steps"],
+            "step_time_us": win / 1e3,
+            "busy_us": (win - idle) / 1e3,
+            "idle_us": idle / 1e3,
+            "busy_pct_of_steps": np.round(100.0 - idle_pct, 2),
+            "idle_pct_of_steps": idle_pct,
+        },
+        schema=_OVER_STEPS_SCHEMA,
+    )
+
+
 def to_hta(df: pl.DataFrame) -> pl.DataFrame:
     """The per-rank table with HTA's column names and order."""
     return df.select([pl.col(k).alias(v) for k, v in HTA_COLUMNS.items()])
@@ -159,6 +204,8 @@ def temporal(
     if per_step:
         steps = pl.concat(list(sess.map(temporal_steps_rank).values()))
         tables["per_step"] = steps
+        # ranks without GPU work have no GPU busy over their steps (empty, the note above says why)
+        tables["over_steps"] = over_steps(steps.filter(~pl.col("rank").is_in(missing)))
         if steps.height == 0:
             notes.append("no ProfilerStep in these traces: no per-step table")
     if hta_compat:

@@ -59,13 +59,43 @@ def _per_rank_mean(table: str, exprs: Mapping[str, pl.Expr]) -> Callable[[Any], 
     return f
 
 
+def _temporal_headline(res: Any) -> pl.DataFrame:
+    """``temporal``'s headlines: the step time and GPU busy over the step windows, and the compute and
+    idle shares of the GPU span; ``note`` says why a value is empty."""
+    t = res.tables["temporal"].select(pl.col("rank").cast(pl.Int64), "compute_pct", "idle_pct")
+    ps = res.tables.get("per_step")
+    ov = res.tables.get("over_steps")
+    steps = (
+        ps.group_by(pl.col("rank").cast(pl.Int64)).agg((pl.col("step_time_us").mean() / 1e3).alias("step_ms"))
+        if ps is not None and ps.height
+        else pl.DataFrame(schema={"rank": pl.Int64, "step_ms": pl.Float64})
+    )
+    busy = (
+        ov.select(pl.col("rank").cast(pl.Int64), pl.col("busy_pct_of_steps").alias("gpu_busy_pct_of_steps"))
+        if ov is not None
+        else pl.DataFrame(schema={"rank": pl.Int64, "gpu_busy_pct_of_steps": pl.Float64})
+    )
+    out = t.join(steps, on="rank", how="left").join(busy, on="rank", how="left")
+    note = (
+        pl.when(pl.col("idle_pct").is_null())
+        .then(pl.lit("no GPU work on the rank (CPU-only trace)"))
+        .when(pl.col("step_ms").is_null())
+        .then(pl.lit("no ProfilerStep in the trace: no step windows"))
+    )
+    return out.select("rank", "step_ms", "gpu_busy_pct_of_steps", "compute_pct", "idle_pct", note.alias("note"))
+
+
+#: The step window, GPU busy and GPU idle have one definition each (``docs/metrics.md``); a column's
+#: definition says which window it is over: the GPU span (first to last GPU work of the rank) or
+#: the step windows (each ProfilerStep extended to the GPU work it launched, contiguous).
 HEADLINES: list[Headline] = [
     Headline(
         "summary",
         {
             "kernels": "kernel launches on the GPU",
-            "gpu_span_ms": "first start to last end of GPU work (kernels, memcpy, memset)",
-            "gpu_busy_pct": "union of GPU work over all streams / GPU span × 100",
+            "gpu_span_ms": "GPU span: first start to last end of GPU work (kernels, memcpy, memset)",
+            "gpu_busy_pct": "GPU busy over the GPU span: union of GPU work (kernels, memcpy, memset) over all "
+            "streams / GPU span × 100 (= 100 − idle_pct)",
         },
         lambda res: res.tables["gpu"].select(
             pl.col("rank").cast(pl.Int64),
@@ -76,24 +106,28 @@ HEADLINES: list[Headline] = [
         {"top": SUMMARY_TOP},
     ),
     Headline(
-        "overview",
-        {"step_ms": "mean ProfilerStep time (CPU span extended to its GPU work)"},
-        _per_rank_mean("steps", {"step_ms": pl.col("total_us").mean() / 1e3}),
-    ),
-    Headline(
         "temporal",
         {
+            "step_ms": "mean step window: ProfilerStep extended to the GPU work it launched (contiguous windows)",
+            "gpu_busy_pct_of_steps": "GPU busy over the step windows: union of GPU work (kernels, memcpy, memset) "
+            "inside them / their length × 100 (what low-gpu-utilization judges)",
             "compute_pct": "compute kernels / GPU span × 100 (HTA temporal breakdown)",
-            "idle_pct": "GPU idle / GPU span × 100 (HTA temporal breakdown)",
+            "idle_pct": "GPU idle over the GPU span: GPU span − GPU busy, / GPU span × 100 (HTA temporal breakdown)",
         },
-        _pick("temporal", {"compute_pct": "compute_pct", "idle_pct": "idle_pct"}),
-        {"per_step": True},  # the options the report and diagnose read: one computation
+        _temporal_headline,
+        {"per_step": True},  # the options summary, the report and diagnose read: one computation
     ),
     Headline(
         "exposed-comm",
-        {"exposed_comm_pct": "communication with no compute under it / step time × 100"},
+        {
+            "exposed_comm_pct": "exposed communication over the step windows: communication with no compute kernel "
+            "under it / step windows × 100",
+            "overlap_efficiency": "communication hidden under compute / communication, over the step windows (0–1)",
+        },
         lambda res: res.tables["per_rank"].select(
-            pl.col("rank").cast(pl.Int64), (pl.col("exposed_share_of_step") * 100).alias("exposed_comm_pct")
+            pl.col("rank").cast(pl.Int64),
+            (pl.col("exposed_share_of_step") * 100).alias("exposed_comm_pct"),
+            pl.col("overlap_efficiency"),
         ),
     ),
     Headline(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ranksight.views.gpu_work import step_windows as gpu_step_windows
 from ranksight.views.intervals import union
 
 if TYPE_CHECKING:
@@ -19,13 +20,12 @@ _COMM_OP_PREFIXES = ("c10d::", "record_param_comms", "nccl:", "gloo:", "Profiler
 
 
 def step_windows(trace: Trace) -> list[tuple[int | None, int, int]]:
-    """``(step, lo, hi)``: each ProfilerStep extended to the GPU work it launched
-    (``[min(cpu start, gpu start), max(cpu end, gpu end)]``); the trace span when there are none."""
-    st = trace.steps
-    if st.height:
-        lo = st.select(pl.min_horizontal("start_ns", "gpu_start_ns")).to_series().to_list()
-        hi = st.select(pl.max_horizontal("end_ns", "gpu_end_ns")).to_series().to_list()
-        return list(zip(st["step"].to_list(), lo, hi, strict=True))
+    """``(step, lo, hi)``: the step windows of :func:`ranksight.views.gpu_work.step_windows` (each
+    ProfilerStep extended to the GPU work it launched, contiguous: the one step window of
+    ``temporal``, ``mfu`` and ``idle-causes``); the trace span when there are no steps."""
+    win = gpu_step_windows(trace)
+    if win.height:
+        return list(zip(win["step"].to_list(), win["start_ns"].to_list(), win["end_ns"].to_list(), strict=True))
     span = trace.span_ns
     return [(None, span[0], span[1])] if span else []
 

@@ -78,21 +78,18 @@ def _words(v: object, missing: str = "unknown") -> str:
 
 def _step_busy(ctx: Context) -> pl.DataFrame | None:
     """Per rank: ``window_us`` (summed step windows), ``busy_us`` (GPU work of any kind — kernels,
-    copies, sets — inside them) and ``busy_pct``: ``temporal``'s definition per step (the one
-    definition of GPU busy; ``summary``'s busy is the same over the GPU span instead of the steps)."""
+    copies, sets — inside them) and ``busy_pct``: read from ``temporal``'s ``over_steps`` table, the
+    one implementation of GPU busy over the step windows (``busy_pct_of_steps``; ``summary``'s busy
+    is the same definition over the GPU span; docs/metrics.md)."""
     tp = ctx.result("temporal", per_step=True)
-    if tp is None or "per_step" not in tp.tables or tp["per_step"].height == 0:
+    if tp is None or "over_steps" not in tp.tables or tp["over_steps"].height == 0:
         return None
-    ps = tp["per_step"]
-    return (
-        ps.group_by("rank")
-        .agg(
-            pl.col("step_time_us").sum().alias("window_us"),
-            (pl.col("step_time_us") - pl.col("idle_us")).sum().alias("busy_us"),
-            pl.len().alias("steps"),
-        )
-        .with_columns((100 * pl.col("busy_us") / pl.col("window_us")).alias("busy_pct"))
-        .sort("rank")
+    return tp["over_steps"].select(
+        "rank",
+        pl.col("step_time_us").alias("window_us"),
+        "busy_us",
+        "steps",
+        pl.col("busy_pct_of_steps").alias("busy_pct"),
     )
 
 
@@ -261,7 +258,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
                 f"launch calls before the next kernel); median kernel {ks['median_kernel_us']:.1f} µs",
                 evidence={
                     "busy_pct_outside_dataloader": _r(util),
-                    "busy_pct": _r(row["busy_pct"]),
+                    "busy_pct_of_steps": _r(row["busy_pct"]),
                     "host_wait_us": _r(host_us),
                     "idle_us_in_steps": _r(idle_us),
                     "host_wait_share_of_idle_pct": _r(100 * host_us / idle_us),
@@ -322,9 +319,9 @@ def rule_low_gpu_utilization(ctx: Context) -> list[Finding]:
                 summary=f"rank {r}: GPU busy {util:.1f}% of the step windows (kernels, copies and sets; "
                 f"threshold {LOW_UTILIZATION_PCT:g}%)",
                 evidence={
-                    "busy_pct": _r(util),
+                    "busy_pct_of_steps": _r(util),
                     "window_us": _r(row["window_us"]),
-                    "busy_us": _r(row["busy_us"]),
+                    "busy_us_in_steps": _r(row["busy_us"]),
                     "steps": int(row["steps"]),
                     "definition": "temporal per step: union of GPU work inside the step windows / window",
                 },

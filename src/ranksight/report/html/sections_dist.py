@@ -50,10 +50,9 @@ US = {
         "exposed_wait_us",
         "exposed_transfer_us",
         "perfect_overlap_step_us",
-        "window_us",
         "bubble_us",
         "in_p2p_us",
-        "idle_us",
+        "outside_p2p_us",
     )
 }
 
@@ -254,8 +253,10 @@ def alpha_beta(ctx: Ctx) -> list[dict[str, Any]]:
     needs=("exposed-comm",),
     group="Distributed",
     order=60,
-    help="Per rank and step: communication not hidden under compute (split into waiting and "
-    "transferring), overlap efficiency, and the step time with perfect overlap.",
+    help="Per rank and step window (the ProfilerStep extended to the GPU work it launched): communication "
+    "not hidden under compute (split into waiting and transferring), overlap efficiency (hidden / "
+    "communication: the summary's overlap_efficiency), and the step time with perfect overlap. The "
+    "Communication / computation overlap section gives the same quantities over the GPU span.",
 )
 def exposed_comm(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("exposed-comm", "per_rank")
@@ -268,11 +269,19 @@ def exposed_comm(ctx: Ctx) -> list[dict[str, Any]]:
             "exposed transfer": ((r["exposed_us"] - r["exposed_wait_us"]) / 1e3).to_list(),
         },
         id="exposed-comm-chart",
-        title="Communication per rank: hidden vs exposed",
+        title="Communication per rank, over the step windows: hidden vs exposed",
         unit="ms",
         y_label="ms",
     )
-    return [chart, *_tables(ctx, "exposed-comm", ("per_rank", "Per rank"), ("per_step", "Per rank and step"))]
+    return [
+        chart,
+        *_tables(
+            ctx,
+            "exposed-comm",
+            ("per_rank", "Per rank, summed over the step windows"),
+            ("per_step", "Per rank and step window"),
+        ),
+    ]
 
 
 @section(

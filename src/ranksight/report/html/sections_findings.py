@@ -10,8 +10,8 @@ from ranksight.report.html.sections import Ctx, section
 EVIDENCE: dict[str, tuple[str, ...]] = {
     "dataloader-bound": ("step-overview", "steps"),
     "launch-bound": ("launches", "queue", "kernels"),
-    "low-gpu-utilization": ("gpu-metrics", "temporal", "gpu-busy"),
-    "exposed-communication": ("exposed-comm", "overlap", "collectives"),
+    "low-gpu-utilization": ("gpu-busy", "temporal"),  # its busy_pct_of_steps is gpu-busy's steps table
+    "exposed-communication": ("overlap", "exposed-comm", "collectives"),  # it reads overlap (GPU span)
     "host-device-sync": ("step-overview", "launches"),
     "pageable-memcpy": ("memcpy-bw",),
     "low-tensor-core-use": ("kernel-config", "ops"),

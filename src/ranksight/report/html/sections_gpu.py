@@ -22,6 +22,9 @@ US = {
         "exposed_comm_us",
         "window_us",
         "busy_us",
+        "kernel_busy_us",
+        "step_time_us",
+        "stream_idle_us",
     )
 }
 
@@ -32,8 +35,10 @@ US = {
     needs=("temporal",),
     group="GPU time",
     order=10,
-    help="Per rank, the GPU time between the first and last GPU event split into compute kernels, "
-    "non-compute work (communication, memory) and idle (HTA's temporal breakdown).",
+    help="Per rank, the GPU span (first to last GPU event) split into compute kernels, non-compute work "
+    "(communication, memory) and idle (HTA's temporal breakdown); per step, the same split of each step "
+    "window (the ProfilerStep extended to the GPU work it launched). idle is GPU idle: no GPU work on any "
+    "stream.",
 )
 def temporal(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("temporal", "temporal", per_step=True)["temporal"]  # per_step: the options summary reads too
@@ -42,17 +47,17 @@ def temporal(ctx: Ctx) -> list[dict[str, Any]]:
             rank_labels(t["rank"].to_list()),
             {k: (t[f"{k}_us"] / 1e3).to_list() for k in ("compute", "non_compute", "idle")},
             id="temporal-chart",
-            title="GPU time per rank",
+            title="GPU time per rank, over the GPU span",
             unit="ms",
             y_label="ms",
         ),
-        ctx.table(t, id="temporal-table", title="Per rank", units=US),
+        ctx.table(t, id="temporal-table", title="Per rank, over the GPU span", units=US),
     ]
     ps = ctx.result("temporal", per_step=True).tables
     step_tables = [df for name, df in ps.items() if "step" in df.columns and df.height]
     if step_tables:
         st = step_tables[0]
-        blocks.append(ctx.table(st, id="temporal-steps", title="Per step", units=US))
+        blocks.append(ctx.table(st, id="temporal-steps", title="Per step, over each step window", units=US))
         if {"compute_us", "non_compute_us", "idle_us"} <= set(st.columns) and st["step"].n_unique() > 1:
             agg = st.group_by("step").agg(pl.col("compute_us", "non_compute_us", "idle_us").mean()).sort("step")
             blocks.insert(
@@ -61,7 +66,7 @@ def temporal(ctx: Ctx) -> list[dict[str, Any]]:
                     [f"step {s}" for s in agg["step"].to_list()],
                     {k: (agg[f"{k}_us"] / 1e3).to_list() for k in ("compute", "non_compute", "idle")},
                     id="temporal-steps-chart",
-                    title="GPU time per step (mean over ranks)",
+                    title="GPU time per step window (mean over ranks)",
                     unit="ms",
                     y_label="ms",
                 ),
@@ -75,17 +80,25 @@ def temporal(ctx: Ctx) -> list[dict[str, Any]]:
     needs=("idle",),
     group="GPU time",
     order=20,
-    help="GPU idle time per stream: host_wait (the GPU waits for the CPU to launch work), "
-    "kernel_wait (short gaps between back-to-back kernels) and other.",
+    help="Stream idle: the gaps between the GPU work of each stream, by cause — host_wait (the GPU waits for "
+    "the CPU to launch work), kernel_wait (short gaps between back-to-back kernels) and other (HTA's idle "
+    "time breakdown). A gap on one stream while another stream runs counts, so the sum over streams is not "
+    "GPU idle time (GPU busy and idle, Temporal breakdown: no work on any stream).",
 )
 def idle(ctx: Ctx) -> list[dict[str, Any]]:
-    t = ctx.tables("idle", "idle")["idle"]
-    cats, bars = wide(t, "rank", "idle_category", "idle_us", scale=1e-3)
+    t = ctx.tables("idle", "idle")["idle"].rename({"idle_us": "stream_idle_us"})
+    cats, bars = wide(t, "rank", "idle_category", "stream_idle_us", scale=1e-3)
+    help = {"stream_idle_us": "this stream's gaps of the category (idle of the analysis `idle`): not GPU idle"}
     return [
         ctx.bar(
-            rank_labels(cats), bars, id="idle-chart", title="Idle time per rank (all streams)", unit="ms", y_label="ms"
+            rank_labels(cats),
+            bars,
+            id="idle-chart",
+            title="Stream idle per rank, summed over streams (not GPU idle)",
+            unit="ms",
+            y_label="ms, summed over streams",
         ),
-        ctx.table(t, id="idle-table", title="Per rank and stream", units={"idle_us": "µs"}),
+        ctx.table(t, id="idle-table", title="Stream idle per rank and stream", units=US, help=help),
     ]
 
 
@@ -125,8 +138,11 @@ def kernel_types(ctx: Ctx) -> list[dict[str, Any]]:
     needs=("overlap",),
     group="GPU time",
     order=40,
-    help="Share of communication time that runs while computation runs on the same GPU; "
-    "exposed communication is communication with no computation under it.",
+    help="Over the GPU span: the share of communication time that runs while computation runs on the same GPU "
+    "(comp_comm_overlap_pctg, HTA's number: the overlap efficiency in %), and exposed communication, "
+    "communication with no computation under it. Exposed communication gives the same numbers over the step "
+    "windows. hidden_share_of_shorter is the share of the shorter of compute and communication that runs "
+    "under the other: not an overlap efficiency.",
 )
 def overlap(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("overlap", "overlap")["overlap"]
@@ -136,11 +152,11 @@ def overlap(ctx: Ctx) -> list[dict[str, Any]]:
             rank_labels(t["rank"].to_list()),
             bars,
             id="overlap-chart",
-            title="Communication time per rank",
+            title="Communication time per rank, over the GPU span",
             unit="ms",
             y_label="ms",
         ),
-        ctx.table(t, id="overlap-table", title="Per rank", units=US),
+        ctx.table(t, id="overlap-table", title="Per rank, over the GPU span", units=US),
     ]
 
 
@@ -151,7 +167,8 @@ def overlap(ctx: Ctx) -> list[dict[str, Any]]:
     group="GPU time",
     order=50,
     help="GPU utilization, estimated SM efficiency and estimated achieved occupancy (TensorBoard plugin "
-    "definitions), overall and per step.",
+    "definitions), overall and per step. Kernels only (copies and sets excluded), over the plugin's step "
+    "windows: utilization_pct is not GPU busy (see GPU busy and idle).",
 )
 def gpu_metrics(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("gpu-metrics", "overall")
@@ -168,7 +185,7 @@ def gpu_metrics(ctx: Ctx) -> list[dict[str, Any]]:
             cats,
             {m: o[m].to_list() for m in metrics},
             id="gpu-metrics-chart",
-            title="GPU metrics per rank",
+            title="GPU metrics per rank (kernels only, TensorBoard plugin's steps)",
             stacked=False,
             unit="%",
             y_label="%",

@@ -51,14 +51,30 @@ def overview(ctx: Ctx) -> list[dict[str, Any]]:
     return blocks
 
 
+#: Column help of the GPU busy tables: each says which window it is over (docs/metrics.md).
+BUSY_HELP = {
+    "span_us": "GPU span: first start to last end of the rank's GPU work",
+    "busy_us": "GPU busy: union of GPU work (kernels, memcpy, memset) over all streams, inside the window",
+    "idle_us": "GPU idle: window − GPU busy",
+    "busy_pct": "GPU busy over the GPU span × 100 (= 100 − temporal idle_pct; the summary's gpu_busy_pct)",
+    "step_time_us": "the step windows summed (ProfilerStep extended to its GPU work, contiguous)",
+    "busy_pct_of_steps": "GPU busy over the step windows × 100 (the summary's gpu_busy_pct_of_steps; what "
+    "low-gpu-utilization judges)",
+    "idle_pct_of_steps": "GPU idle over the step windows × 100",
+}
+
+
 @section(
     "gpu-busy",
     "GPU busy and idle per rank",
-    needs=("summary",),
+    needs=("summary", "temporal"),
     group="GPU time",
     order=5,
-    help="busy = union of GPU work (kernels, memcpy, memset) over all streams; idle = span − busy; "
-    "span = first start to last end of GPU work on the rank.",
+    help="GPU busy = union of GPU work (kernels, memcpy, memset) over all streams; idle = window − busy. "
+    "One definition, two windows: the GPU span (first start to last end of GPU work on the rank; the "
+    "summary's gpu_busy_pct) and the step windows (each ProfilerStep extended to the GPU work it launched; "
+    "the summary's gpu_busy_pct_of_steps, what the GPU-utilization finding judges). GPU metrics' "
+    "utilization_pct counts kernels only, over the TensorBoard plugin's steps.",
 )
 def gpu_busy(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("summary", "gpu", top=SUMMARY_TOP)["gpu"]
@@ -70,14 +86,23 @@ def gpu_busy(ctx: Ctx) -> list[dict[str, Any]]:
         cats,
         {"busy": (t["busy_us"] / 1e3).to_list(), "idle": (t["idle_us"] / 1e3).to_list()},
         id="gpu-busy-chart",
-        title="GPU busy and idle time per rank",
+        title="GPU busy and idle time per rank, over the GPU span",
         unit="ms",
-        y_label="ms",
+        y_label="ms of the GPU span",
     )
-    return [
+    us = {"span_us": "µs", "busy_us": "µs", "idle_us": "µs", "step_time_us": "µs"}
+    blocks = [
         chart,
-        ctx.table(t, id="gpu-busy-table", title="Per rank", units={"span_us": "µs", "busy_us": "µs", "idle_us": "µs"}),
+        ctx.table(t, id="gpu-busy-table", title="Per rank, over the GPU span", units=us, help=BUSY_HELP),
     ]
+    steps = ctx.result("temporal", per_step=True).tables.get("over_steps")
+    if steps is not None and steps.height:
+        blocks.append(
+            ctx.table(
+                steps, id="gpu-busy-steps-table", title="Per rank, over the step windows", units=us, help=BUSY_HELP
+            )
+        )
+    return blocks
 
 
 @section(

@@ -13,12 +13,14 @@ CATS = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", 
 
 @section(
     "step-overview",
-    "Step time breakdown",
+    "Step time breakdown (TensorBoard plugin's steps)",
     needs=("overview",),
     group="Steps",
     order=10,
     help="Each ProfilerStep split into Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, "
-    "CPU Exec and Other (the TensorBoard plugin's overview), averaged over steps.",
+    "CPU Exec and Other (the TensorBoard plugin's overview), averaged over steps. The steps are the "
+    "plugin's (launches inside the host step only; a short last step dropped), so total_us can differ "
+    "from the step windows of the summary's step_ms and of the other sections.",
 )
 def step_overview(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("overview", "steps")
@@ -30,7 +32,7 @@ def step_overview(ctx: Ctx) -> list[dict[str, Any]]:
             rank_labels(avg["rank"].to_list()),
             {c: (avg[f"{c}_us"] / 1e3).to_list() for c in cats},
             id="step-overview-chart",
-            title="Mean step time per rank",
+            title="Mean step time per rank (TensorBoard plugin's steps)",
             unit="ms",
             y_label="ms",
         ),
