@@ -3,7 +3,7 @@
 
 pub use crate::error::{DecodeError, ErrorKind};
 use crate::event::{parse_part_capped, Columns, Part};
-use crate::limits::{Shifts, StringCap};
+use crate::limits::{cap_text, Shifts, StringCap};
 use crate::scan::{Progress, Scanner};
 use flate2::read::MultiGzDecoder;
 use rayon::prelude::*;
@@ -25,6 +25,9 @@ pub struct Options {
     /// refuse an event (or a top-level key and value) longer than this once its strings are
     /// cut (0 = no cap; never less than twice `max_string_bytes`)
     pub max_event_bytes: usize,
+    /// refuse a trace whose distinct strings exceed this many bytes in all (at most
+    /// `MAX_STRINGS_TOTAL`: the Arrow string arrays have 32-bit offsets)
+    pub max_strings_total: usize,
     pub strict: bool,
     /// stop at the start of traceEvents (header read)
     pub header_only: bool,
@@ -39,6 +42,7 @@ impl Default for Options {
             max_bytes: 0,
             max_string_bytes: DEFAULT_MAX_STRING_BYTES,
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            max_strings_total: MAX_STRINGS_TOTAL,
             strict: false,
             header_only: false,
             spans_only: false,
@@ -266,6 +270,14 @@ fn on_read_error(src: &Source, e: io::Error, truncated: &mut Option<String>) -> 
     })
 }
 
+/// An event (`event_index`) or a top-level key and value (None) longer than the item cap.
+fn item_too_large(lim: &Limits, item_cap: usize, event_index: Option<u64>, at: u64) -> DecodeError {
+    let what = if event_index.is_some() { "the event" } else { "a top-level key and value" };
+    let strings = if lim.max_string > 0 { format!(" once its strings are cut to {}", size_text(lim.max_string as u64)) } else { String::new() };
+    DecodeError::new(ErrorKind::TooLarge, format!("{what} is longer than the per-event cap of {}{strings}", size_text(item_cap as u64)))
+        .at(Some(at), event_index)
+}
+
 fn too_large(max_bytes: u64) -> DecodeError {
     DecodeError::new(ErrorKind::TooLarge, format!("decompressed size exceeds the cap of {max_bytes} bytes"))
 }
@@ -315,11 +327,7 @@ pub fn read_events_limited(src: &mut Source, lim: &Limits, mut sink: impl FnMut(
             }
         }
         if item_cap > 0 && buf.len() > item_cap {
-            let at = shifts.orig(base);
-            let what = if scanner.in_events() { "the event" } else { "a top-level key and value" };
-            let strings = if lim.max_string > 0 { format!(" once its strings are cut to {}", size_text(lim.max_string as u64)) } else { String::new() };
-            return Err(DecodeError::new(ErrorKind::TooLarge, format!("{what} is longer than the per-event cap of {}{strings}", size_text(item_cap as u64)))
-                .at(Some(at), scanner.in_events().then_some(index)));
+            return Err(item_too_large(lim, item_cap, scanner.in_events().then_some(index), shifts.orig(base)));
         }
         let start_len = buf.len();
         // an item longer than a chunk (one huge event or metadata value) is re-scanned from its
@@ -384,6 +392,7 @@ pub fn read_events_limited(src: &mut Source, lim: &Limits, mut sink: impl FnMut(
             return Err(too_large(lim.max_bytes));
         }
         let mut spans = Vec::new();
+        let meta_before = meta.len();
         let progress = scanner
             .scan(&buf, 0, eof, &mut spans, &mut meta)
             .map_err(|e| DecodeError::new(ErrorKind::Format, e.message).at(Some(shifts.orig(base + e.offset as u64)), Some(index)))?;
@@ -396,6 +405,17 @@ pub fn read_events_limited(src: &mut Source, lim: &Limits, mut sink: impl FnMut(
         };
         let consumed_to = shifts.orig(base + pos as u64);
         let n = spans.len() as u64;
+        // a complete item is held too: as long as a carried one, it is as much an error
+        if item_cap > 0 {
+            for (k, &(a, b)) in spans.iter().enumerate() {
+                if b - a > item_cap && cap_text(&buf[a..b], lim.max_string).map_or(b - a, |(t, _)| t.len()) > item_cap {
+                    return Err(item_too_large(lim, item_cap, Some(index + k as u64), shifts.orig(base + a as u64)));
+                }
+            }
+            if meta[meta_before..].iter().any(|(k, v)| k.len() + v.len() > item_cap) {
+                return Err(item_too_large(lim, item_cap, None, shifts.orig(base)));
+            }
+        }
         // the strings cut in what the scanner consumed: in an event of this batch, or top-level
         if let Some(f) = cap.as_ref() {
             let done_to = base + pos as u64;
@@ -493,7 +513,7 @@ impl Options {
 }
 
 /// Parse a batch's events into `cols` (in parallel), with their original spans.
-fn parse_batch(b: &Batch, string_cap: usize, cols: &mut Columns) -> Result<(), DecodeError> {
+fn parse_batch(b: &Batch, string_cap: usize, strings_total: usize, cols: &mut Columns) -> Result<(), DecodeError> {
     let spans = &b.spans;
     if spans.is_empty() {
         return Ok(());
@@ -513,10 +533,10 @@ fn parse_batch(b: &Batch, string_cap: usize, cols: &mut Columns) -> Result<(), D
     if let Some(orig) = &b.orig {
         set_spans(cols, n0, orig);
     }
-    if cols.strings.bytes() > MAX_STRINGS_TOTAL {
+    if cols.strings.bytes() > strings_total {
         return Err(DecodeError::new(
             ErrorKind::TooLarge,
-            format!("the distinct strings of the trace (names, categories, string args) exceed {} in all", size_text(MAX_STRINGS_TOTAL as u64)),
+            format!("the distinct strings of the trace (names, categories, string args) exceed {} in all", size_text(strings_total as u64)),
         )
         .at(Some(b.orig_span(spans.len() - 1).0), Some(b.first_index + spans.len() as u64 - 1)));
     }
@@ -559,7 +579,7 @@ pub fn decode_source(src: Source, opts: &Options) -> Result<Decoded, DecodeError
                     set_spans(&mut cols, n0, orig);
                 }
             }
-            Ok(Msg::Batch(b)) => parse_batch(&b, opts.max_string_bytes, &mut cols)?,
+            Ok(Msg::Batch(b)) => parse_batch(&b, opts.max_string_bytes, opts.max_strings_total.min(MAX_STRINGS_TOTAL), &mut cols)?,
             Ok(Msg::End(e)) => break e,
             Ok(Msg::Fail(e)) => return Err(e),
             Err(_) => {
@@ -827,10 +847,23 @@ mod tests {
     #[test]
     fn an_item_over_the_event_cap_is_an_error_and_the_size_cap_reads_no_further() {
         let doc = format!(r#"{{"traceEvents": [{{"ph":"X","ts":1,"dur":1}}, {{"ph":"X","ts":2,"dur":1,"args":[{}]}}]}}"#, "1,".repeat(100_000) + "1");
-        let opts = Options { chunk_bytes: 4096, max_string_bytes: 1000, max_event_bytes: 50_000, ..Options::default() };
-        let e = decode_doc(doc.as_bytes(), true, &opts, "item").err().unwrap();
-        assert_eq!((e.kind, e.event_index, e.offset), (ErrorKind::TooLarge, Some(1), Some(44)));
-        assert!(e.message.starts_with("the event is longer than the per-event cap of 48.8 KiB"), "{}", e.message);
+        // carried across chunks, or complete in one
+        for chunk in [4096, 1 << 20] {
+            let opts = Options { chunk_bytes: chunk, max_string_bytes: 1000, max_event_bytes: 50_000, ..Options::default() };
+            let e = decode_doc(doc.as_bytes(), true, &opts, "item").err().unwrap();
+            assert_eq!((e.kind, e.event_index, e.offset), (ErrorKind::TooLarge, Some(1), Some(44)), "chunk {chunk}");
+            assert!(e.message.starts_with("the event is longer than the per-event cap of 48.8 KiB"), "{}", e.message);
+        }
+        // an event that is long only until its strings are cut is no error
+        let doc = format!(r#"{{"traceEvents": [{{"ph":"X","ts":1,"dur":1,"name":"{}"}}]}}"#, "y".repeat(200_000));
+        for chunk in [4096, 1 << 20] {
+            let opts = Options { chunk_bytes: chunk, max_string_bytes: 1000, max_event_bytes: 50_000, ..Options::default() };
+            assert_eq!(decode_doc(doc.as_bytes(), false, &opts, "item-cut").unwrap().cut_count, 1, "chunk {chunk}");
+        }
+        // the distinct strings in all
+        let doc = format!(r#"{{"traceEvents": [{}]}}"#, (0..50).map(|i| format!(r#"{{"ph":"i","ts":1,"name":"{i}{}"}}"#, "z".repeat(900))).collect::<Vec<_>>().join(","));
+        let e = decode_doc(doc.as_bytes(), false, &Options { max_strings_total: 20_000, ..Options::default() }, "total").err().unwrap();
+        assert_eq!((e.kind, e.message.as_str()), (ErrorKind::TooLarge, "the distinct strings of the trace (names, categories, string args) exceed 19.5 KiB in all"));
         // the size cap counts the skipped bytes of a cut string, and stops one byte past it
         let doc = format!(r#"{{"traceEvents": [{{"ph":"X","ts":1,"dur":1,"name":"{}"}}]}}"#, "z".repeat(300_000));
         for max_bytes in [100_000, 250_000] {

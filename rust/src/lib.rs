@@ -301,7 +301,7 @@ fn release_free_memory() {
 #[pyo3(signature = (path, *, max_bytes=0, strict=false, chunk_bytes=32 << 20, max_string_bytes=decode::DEFAULT_MAX_STRING_BYTES, max_event_bytes=decode::DEFAULT_MAX_EVENT_BYTES))]
 fn decode_file(py: Python<'_>, path: String, max_bytes: u64, strict: bool, chunk_bytes: usize, max_string_bytes: usize, max_event_bytes: usize) -> PyResult<Decoded> {
     guard(|| {
-        let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, max_string_bytes, max_event_bytes, strict, header_only: false, spans_only: false };
+        let opts = decode::Options { chunk_bytes: chunk_bytes.max(1 << 12), max_bytes, max_string_bytes, max_event_bytes, strict, header_only: false, spans_only: false, ..Default::default() };
         let result = py.detach(|| {
             decode::decode(&path, &opts).map(|mut d| {
                 let events = d.columns.n;
@@ -331,7 +331,7 @@ type Header = (Vec<(String, String)>, bool, bool);
 #[pyo3(signature = (path, *, max_bytes=0, max_string_bytes=decode::DEFAULT_MAX_STRING_BYTES, max_event_bytes=decode::DEFAULT_MAX_EVENT_BYTES))]
 fn read_header(py: Python<'_>, path: String, max_bytes: u64, max_string_bytes: usize, max_event_bytes: usize) -> PyResult<Header> {
     guard(|| {
-        let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, max_string_bytes, max_event_bytes, strict: false, header_only: true, spans_only: false };
+        let opts = decode::Options { chunk_bytes: 1 << 20, max_bytes, max_string_bytes, max_event_bytes, strict: false, header_only: true, spans_only: false, ..Default::default() };
         let r = py.detach(|| decode::decode(&path, &opts));
         let d = r.map_err(to_py_err)?;
         Ok((meta_strings(d.meta), d.reached_events, d.gzip))
@@ -345,7 +345,7 @@ fn read_header(py: Python<'_>, path: String, max_bytes: u64, max_string_bytes: u
 #[pyo3(signature = (path, *, max_bytes=0, max_string_bytes=decode::DEFAULT_MAX_STRING_BYTES, max_event_bytes=decode::DEFAULT_MAX_EVENT_BYTES))]
 fn scan_spans<'py>(py: Python<'py>, path: String, max_bytes: u64, max_string_bytes: usize, max_event_bytes: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     guard(|| {
-        let opts = decode::Options { chunk_bytes: 32 << 20, max_bytes, max_string_bytes, max_event_bytes, strict: false, header_only: false, spans_only: true };
+        let opts = decode::Options { chunk_bytes: 32 << 20, max_bytes, max_string_bytes, max_event_bytes, strict: false, header_only: false, spans_only: true, ..Default::default() };
         let d = py.detach(|| decode::decode(&path, &opts)).map_err(to_py_err)?;
         let off: Vec<u8> = d.columns.offset.iter().flat_map(|x| x.to_ne_bytes()).collect();
         let len: Vec<u8> = d.columns.len.iter().flat_map(|x| x.to_ne_bytes()).collect();

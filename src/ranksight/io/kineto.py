@@ -196,7 +196,7 @@ def _raise(path: str, err: Exception) -> NoReturn:
         elif "per-event cap" in message:
             hint = "; raise it with RANKSIGHT_MAX_EVENT=SIZE (or max_event_bytes=) if the file is trusted"
         elif "read back at most" in message:
-            hint = "; raise it with max_event_bytes= to read it anyway"
+            hint = "; raise RANKSIGHT_MAX_EVENT=SIZE to read it back anyway"
         else:
             hint = ""
         raise InputTooLargeError(message + hint, path=path, offset=offset, event_index=index) from None
