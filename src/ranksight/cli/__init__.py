@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import traceback
 import warnings
@@ -58,6 +59,12 @@ def _is_rust_panic(err: BaseException) -> bool:
     return t.__name__ == "PanicException" and t.__module__ == "pyo3_runtime"
 
 
+#: The warnings that report a bug caught so that the rest of the output survives: an analysis that
+#: raised (``Session._guarded``) or a report section that could not be built (``report.html.build``).
+#: Their output is incomplete: the command then exits 3 (an internal error), never 0.
+_FAILURE = re.compile(r"^(analysis|section) `[^`]*` (failed|could not be built): ")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ranksight import __version__
 
@@ -83,16 +90,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     ctx = Context(verbose=bool(args.verbose), quiet=bool(args.quiet))
+    failures: list[str] = []
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        if not ctx.quiet:
-            prefix = "warning" if issubclass(category, RanksightWarning) else category.__name__
-            sys.stderr.write(f"ranksight: {prefix}: {message}\n")
+        text = str(message)
+        if issubclass(category, RanksightWarning):
+            if not ctx.quiet:
+                sys.stderr.write(f"ranksight: warning: {text}\n")
+        elif _FAILURE.match(text):
+            failures.append(text)
+            if ctx.verbose:
+                sys.stderr.write(f"ranksight: debug: {text}\n")
+        elif ctx.verbose:  # a library's warning (numpy, polars): not the user's business unless asked
+            sys.stderr.write(f"ranksight: debug: {category.__name__}: {text} ({filename}:{lineno})\n")
 
     old = warnings.showwarning
     warnings.showwarning = show
     try:
-        return int(args._command.run(args, ctx) or 0)
+        code = int(args._command.run(args, ctx) or 0)
+        if failures and code in (0, 1):
+            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+            sys.stderr.write(
+                f"ranksight: internal error: {failures[0]}{more}; the output above is incomplete (a bug: "
+                "please report it)\n"
+            )
+            return EXIT_INTERNAL
+        return code
     except RanksightError as err:
         if ctx.verbose:
             traceback.print_exc()
