@@ -60,6 +60,10 @@ def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     """One row: compute, communication, their union and overlap, exposed communication, HTA's
     percentage, and the hidden share of the shorter activity (all over the GPU span)."""
     g = gpu_work(trace, hta_compat=hta_compat)
+    if g.height == 0:  # no GPU work (CPU-only trace): nothing to compute, not zeros
+        return pl.DataFrame({"rank": [trace.rank]}, schema={"rank": pl.Int64}).with_columns(
+            pl.lit(None, dtype=t).alias(c) for c, t in _SCHEMA.items() if c != "rank"
+        )
     groups = {}
     lengths = {}
     for bit, ktype in ((1, "COMPUTATION"), (2, "COMMUNICATION")):
@@ -90,6 +94,9 @@ def overlap(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = 
     sess = Session.of(run, ranks)
     df = pl.concat(list(sess.map(overlap_rank, hta_compat=hta_compat).values()))
     notes = []
+    no_gpu = df.filter(pl.col("comm_us").is_null())["rank"].to_list()
+    if no_gpu:
+        notes.append(f"rank(s) {no_gpu} have no GPU work (CPU-only trace): no overlap")
     no_comm = df.filter(pl.col("comm_us") == 0)["rank"].to_list()
     if no_comm:
         notes.append(f"rank(s) {no_comm} have no communication kernel: overlap percentage is NaN")

@@ -65,8 +65,8 @@ _OVER_STEPS_SCHEMA = {
     "rank": pl.Int64,
     "steps": pl.Int64,
     "step_time_us": pl.Float64,
-    "busy_us": pl.Float64,
-    "idle_us": pl.Float64,
+    "busy_us_in_steps": pl.Float64,
+    "idle_us_in_steps": pl.Float64,
     "busy_pct_of_steps": pl.Float64,
     "idle_pct_of_steps": pl.Float64,
 }
@@ -155,7 +155,7 @@ def temporal_steps_rank(trace: Trace) -> pl.DataFrame:
 
 
 def over_steps(per_step: pl.DataFrame) -> pl.DataFrame:
-    """Per rank, the step windows summed: ``steps, step_time_us, busy_us, idle_us`` and
+    """Per rank, the step windows summed: ``steps, step_time_us, busy_us_in_steps, idle_us_in_steps`` and
     ``busy_pct_of_steps`` / ``idle_pct_of_steps`` (``round(100 × part / windows, 2)``; they sum to 100)."""
     if per_step.height == 0:
         return pl.DataFrame(schema=_OVER_STEPS_SCHEMA)
@@ -176,8 +176,8 @@ def over_steps(per_step: pl.DataFrame) -> pl.DataFrame:
             "rank": agg["rank"],
             "steps": agg["steps"],
             "step_time_us": win / 1e3,
-            "busy_us": (win - idle) / 1e3,
-            "idle_us": idle / 1e3,
+            "busy_us_in_steps": (win - idle) / 1e3,
+            "idle_us_in_steps": idle / 1e3,
             "busy_pct_of_steps": np.round(100.0 - idle_pct, 2),
             "idle_pct_of_steps": idle_pct,
         },

@@ -22,10 +22,16 @@ _COMM_OP_PREFIXES = ("c10d::", "record_param_comms", "nccl:", "gloo:", "Profiler
 def step_windows(trace: Trace) -> list[tuple[int | None, int, int]]:
     """``(step, lo, hi)``: the step windows of :func:`ranksight.views.gpu_work.step_windows` (each
     ProfilerStep extended to the GPU work it launched, contiguous: the one step window of
-    ``temporal``, ``mfu`` and ``idle-causes``); the trace span when there are no steps."""
+    ``temporal``, ``mfu`` and ``idle-causes``). Without steps one window (step None), ``mfu``'s: the
+    GPU span (``temporal``'s ``kernel_time``); on a rank without GPU work the span of its CPU ops;
+    the trace span when it has neither."""
     win = gpu_step_windows(trace)
     if win.height:
         return list(zip(win["step"].to_list(), win["start_ns"].to_list(), win["end_ns"].to_list(), strict=True))
+    for src in (trace.gpu_events, trace.kind("cpu_op")):
+        g = src.filter(pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null())
+        if g.height:
+            return [(None, int(g["ts_ns"].min()), int(g["end_ns"].max()))]  # type: ignore[arg-type]
     span = trace.span_ns
     return [(None, span[0], span[1])] if span else []
 

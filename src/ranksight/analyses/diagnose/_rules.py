@@ -87,7 +87,7 @@ def _step_busy(ctx: Context) -> pl.DataFrame | None:
     return tp["over_steps"].select(
         "rank",
         pl.col("step_time_us").alias("window_us"),
-        "busy_us",
+        pl.col("busy_us_in_steps").alias("busy_us"),
         "steps",
         pl.col("busy_pct_of_steps").alias("busy_pct"),
     )

@@ -58,6 +58,8 @@ BUSY_HELP = {
     "idle_us": "GPU idle: window − GPU busy",
     "busy_pct": "GPU busy over the GPU span × 100 (= 100 − temporal idle_pct; the summary's gpu_busy_pct)",
     "step_time_us": "the step windows summed (ProfilerStep extended to its GPU work, contiguous)",
+    "busy_us_in_steps": "GPU busy inside the step windows",
+    "idle_us_in_steps": "GPU idle inside the step windows: step windows − GPU busy in them",
     "busy_pct_of_steps": "GPU busy over the step windows × 100 (the summary's gpu_busy_pct_of_steps; what "
     "low-gpu-utilization judges)",
     "idle_pct_of_steps": "GPU idle over the step windows × 100",
@@ -90,7 +92,7 @@ def gpu_busy(ctx: Ctx) -> list[dict[str, Any]]:
         unit="ms",
         y_label="ms of the GPU span",
     )
-    us = {"span_us": "µs", "busy_us": "µs", "idle_us": "µs", "step_time_us": "µs"}
+    us = {c: "µs" for c in ("span_us", "busy_us", "idle_us", "step_time_us", "busy_us_in_steps", "idle_us_in_steps")}
     blocks = [
         chart,
         ctx.table(t, id="gpu-busy-table", title="Per rank, over the GPU span", units=us, help=BUSY_HELP),
