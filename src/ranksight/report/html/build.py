@@ -33,6 +33,7 @@ SECTION_MODULES = (
     "sections_memory_snapshot",
     "sections_run",
     "sections_steps",
+    "sections_timeline",
 )
 
 _loaded = False

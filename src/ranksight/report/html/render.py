@@ -19,7 +19,9 @@ from ranksight.report.html.payload import script_json
 __all__ = ["render_html", "write_atomic", "ASSETS", "csp_for"]
 
 #: JavaScript assets in load order (readable sources in ``assets/``).
-ASSETS = ("charts.js", "table.js", "report.js")
+ASSETS = ("charts.js", "table.js", "timeline.js", "report.js")
+#: Style sheets in order.
+CSS_ASSETS = ("report.css", "timeline.css")
 
 
 @cache
@@ -87,7 +89,7 @@ def render_html(doc: dict[str, Any]) -> str:
     script = script_text()
     tmpl = _env().get_template("report.html")
     return tmpl.render(
-        css=_asset("report.css"),
+        css="\n".join(_asset(c) for c in CSS_ASSETS),
         script=script,
         csp=csp_for(script),
         data_json=script_json(doc),

@@ -37,6 +37,7 @@
   var DRAW = {
     table: function (p, b, S) { return RS.table(p, b, S); },
     chart: function (p, b, S) { return RS.chart(p, b, S); },
+    timeline: function (p, b, S) { return RS.timeline(p, b, S); },
     kv: kv,
     text: text,
     findings: findings,
