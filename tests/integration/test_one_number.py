@@ -41,7 +41,12 @@ from ranksight.report.headline import build_summary
 from ranksight.report.html import build_payload
 
 EXAMPLE = Path(ranksight.__file__).parent / "data" / "examples" / "dlrm"
-FOLDERS = [EXAMPLE, DATA / "generated" / "h100" / "ddp-gloo-2ranks", DATA / "generated" / "cpu-ddp-gloo-4ranks"]
+FOLDERS = [
+    EXAMPLE,
+    DATA / "hta" / "trace_filter",  # 2 ranks: exposed communication that is partly waiting for the other
+    DATA / "generated" / "h100" / "ddp-gloo-2ranks",
+    DATA / "generated" / "cpu-ddp-gloo-4ranks",
+]
 
 #: Tolerances of the places that round: analyses (float µs arithmetic), payload tables and charts
 #: (4 decimals), finding evidence (2 decimals), finding text (1 decimal).
@@ -325,6 +330,7 @@ def _book(v: Views) -> Book:
         _payload_rows(book, v, "step_us", "exposed-comm-per_step", ["rank", "step"], "step_us")
         pr = ex["per_rank"].with_columns((pl.col("exposed_share_of_step") * 100).alias("pct"))
         book.rows("overlap_efficiency@steps", pr, ["rank"], "overlap_efficiency", "exposed-comm.per_rank")
+        book.rows("exposed_wait_us@steps", pr, ["rank"], "exposed_wait_us", "exposed-comm.per_rank")
         book.rows("exposed_comm_pct@steps", pr, ["rank"], "pct", "exposed-comm.per_rank exposed / step")
         for metric, col in [
             ("overlap_efficiency@steps", "overlap_efficiency"),
@@ -340,7 +346,7 @@ def _book(v: Views) -> Book:
             whole = exs.filter(pl.col("step").is_null() & on_gpu)
             for r in whole["rank"].to_list():
                 if _gpu_collectives_only(v, int(r)):
-                    row = whole.filter(pl.col("rank") == r)
+                    row = pr.filter(pl.col("rank") == r)  # the rank's one window: per_rank is that window
                     book.add("exposed_comm_us@span", (r,), row["exposed_us"][0], "exposed-comm without steps")
                     book.add("comm_us@span", (r,), row["comm_us"][0], "exposed-comm without steps")
                     eff = row["overlap_efficiency"][0]
@@ -406,6 +412,15 @@ def _findings(book: Book, v: Views) -> None:
             book.add("exposed_comm_us@span", (r,), ev["exposed_comm_us"], f"{where} evidence", EVIDENCE)
             book.add("exposed_comm_us@span", (r,), float(m[2]) * 1e3, f"{where} text", TEXT * 1e3)
             book.add("comm_us@span", (r,), ev["comm_us"], f"{where} evidence", EVIDENCE)
+            for rank, share in ev["exposed_share_pct_by_rank"].items():  # (exposed − its wait) / GPU span
+                exposed = book.seen.get(("exposed_comm_us@span", (int(rank),)), [(None,)])[0][0]
+                wait = book.seen.get(("exposed_wait_us@steps", (int(rank),)), [(None,)])[0][0] or 0.0
+                span = book.seen[("gpu_span_us", (int(rank),))][0][0]
+                want = None if exposed is None or not span else 100 * max(exposed - wait, 0.0) / span
+                book.add("own_exposed_pct@span", (int(rank),), want, "overlap, exposed-comm and temporal")
+                book.add("own_exposed_pct@span", (int(rank),), share, f"{where} evidence", EVIDENCE)
+            if book.seen.get(("exposed_wait_us@steps", (r,)), [(None,)])[0][0] is not None:  # several ranks
+                book.add("exposed_wait_us@steps", (r,), ev["waiting_for_other_ranks_us"], f"{where} evidence", EVIDENCE)
             if _num(ev["overlap_pct"]) is not None:
                 book.add("overlap_pct@span", (r,), ev["overlap_pct"], f"{where} evidence", EVIDENCE)
         elif f.rule == "idle-causes":

@@ -349,18 +349,20 @@ def rule_low_gpu_utilization(ctx: Context) -> list[Finding]:
 
 
 def _own_wait(ctx: Context) -> dict[int, float]:
-    """µs each rank spent in collectives waiting for later ranks (``stragglers``: own_wait_us)."""
+    """µs of each rank's exposed communication spent waiting for later ranks (``exposed-comm``:
+    exposed_wait_us, the one implementation: the rank's waiting intervals in its matched collectives
+    that no compute hides; a wait hidden under compute is not subtracted from the exposed time)."""
     if len(ctx.ranks) < 2:
         return {}
-    st = ctx.result("stragglers")
-    if st is None or "ranks" not in st.tables or st["ranks"].height == 0:
+    ex = ctx.result("exposed-comm")
+    if ex is None or "per_rank" not in ex.tables or ex["per_rank"].height == 0:
         return {}
-    return {int(r): float(w or 0.0) for r, w in st["ranks"].select("rank", "own_wait_us").iter_rows()}
+    return {int(r): float(w or 0.0) for r, w in ex["per_rank"].select("rank", "exposed_wait_us").iter_rows()}
 
 
 def rule_exposed_communication(ctx: Context) -> list[Finding]:
-    """Communication not hidden by computation (``overlap``: exposed_comm_us), **less the time the
-    rank waited in collectives for later ranks** (``stragglers``: own_wait_us; that part is the
+    """Communication not hidden by computation (``overlap``: exposed_comm_us), **less the part of it
+    the rank spent waiting for later ranks** (``exposed-comm``: exposed_wait_us; that part is the
     straggler rule's, and overlap tuning cannot hide it), > 10 % of the GPU span (``temporal``:
     kernel_time_us)."""
     ov, tp = ctx.result("overlap"), ctx.result("temporal", per_step=True)
