@@ -6,6 +6,8 @@ the first start and last end of the GPU work launched from inside it (through th
 correlation), ``gpu_span_us`` their difference; ``kernels`` the kernels launched in it;
 ``incomplete`` is true when a step has fewer than 80 % of the previous step's kernels (typically
 the last, cut-off step). HTA's facade drops the last step by default; this analysis keeps it.
+These are parts of a step, not the step time (``temporal --per-step`` ``step_time_us``, the one
+step window, ``docs/metrics.md``).
 """
 
 from __future__ import annotations
