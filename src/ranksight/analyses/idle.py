@@ -164,8 +164,8 @@ def idle(
     )
     tables = {"idle": idle_totals(gaps, ["rank", "stream"])}
     notes = [
-        "idle_us is per stream (each stream's own gaps); summed over streams it is not the GPU idle time, "
-        "which is temporal's idle_us (the union over streams)"
+        "idle_us here is stream idle (each stream's own gaps); summed over streams it is not the GPU idle time, "
+        "which is temporal's idle_us (no work on any stream)"
     ]
     no_gpu = sorted(set(rs) - set(gaps["rank"].unique().to_list()))
     if no_gpu:
