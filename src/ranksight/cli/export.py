@@ -1,4 +1,6 @@
-"""``ranksight export TRACES --to DIR``: the canonical tables as Parquet, one file per rank."""
+"""``ranksight export TRACES --to DIR``: the canonical tables as Parquet, one file per rank;
+``ranksight export TRACES --perfetto OUT.json.gz``: one merged trace of the whole job on aligned
+clocks (:mod:`ranksight.report.perfetto`, docs/export.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import sys
 import polars as pl
 
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
+from ranksight.errors import UsageError
 from ranksight.io.kineto import TABLES
 from ranksight.io.output import OutputError, check_output, staged_dir
 
@@ -52,17 +55,78 @@ def export_run(run, out_dir: str, *, force: bool = False, tables: bool = False) 
 
 def _add(p: argparse.ArgumentParser) -> None:
     add_trace_args(p)
-    p.add_argument("--to", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--to", metavar="DIR", help="output directory for the Parquet tables")
     p.add_argument("--tables", action="store_true", help="also write the side tables (kernel, op, collective, ...)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
+    # ---- --perfetto (issue 20): the merged trace ----
+    p.add_argument(
+        "--perfetto",
+        metavar="OUT.json.gz",
+        help="write one merged trace of all ranks on aligned clocks (Perfetto UI, chrome://tracing)",
+    )
+    p.add_argument(
+        "--step",
+        type=int,
+        action="append",
+        dest="steps",
+        metavar="N",
+        help="--perfetto: only the events of ProfilerStep N (repeatable: from the first step's start to the last's)",
+    )
+    p.add_argument(
+        "--counters",
+        default="queue,bw",
+        metavar="LIST",
+        help="--perfetto: counter tracks (queue, bw, or none)",
+    )
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
+    if not args.to and not args.perfetto:
+        raise UsageError("give --to DIR (Parquet tables) or --perfetto OUT.json.gz (merged trace), or both")
+    if args.perfetto and os.path.isdir(args.perfetto):
+        raise OutputError(f"{args.perfetto} is a directory; give a file name (e.g. job.json.gz)")
+    if args.steps and not args.perfetto:
+        raise UsageError("--step applies to --perfetto only")
     run = load_run(args, ctx)
-    written = export_run(run, args.to, force=args.force, tables=args.tables)
-    if not ctx.quiet:
-        sys.stdout.write(f"Wrote {len(written)} Parquet files to {args.to}\n")
+    if args.to:
+        written = export_run(run, args.to, force=args.force, tables=args.tables)
+        if not ctx.quiet:
+            sys.stdout.write(f"Wrote {len(written)} Parquet files to {args.to}\n")
+    if args.perfetto:
+        from ranksight.report.perfetto import write_perfetto
+
+        kinds = [k.strip() for k in args.counters.split(",") if k.strip() and k.strip() != "none"]
+        res = write_perfetto(run, args.perfetto, steps=args.steps, counters=kinds, force=args.force)
+        if not ctx.quiet:
+            _print_perfetto(res)
     return 0
 
 
-COMMAND = Command("export", "write the canonical tables as Parquet, one file per rank", _add, _run, order=60)
+def _print_perfetto(res) -> None:  # noqa: ANN001
+    n = sum(res.events.values())
+    steps = (
+        "all steps"
+        if res.steps is None
+        else "step" + ("s " if len(res.steps) > 1 else " ") + ", ".join(map(str, res.steps))
+    )
+    sys.stdout.write(
+        f"Wrote {res.path} ({res.bytes / 1e6:.1f} MB): {len(res.ranks)} rank{'s' if len(res.ranks) != 1 else ''}, "
+        f"{steps}, {n:,} events, {res.flows:,} collective flows, {sum(res.counters.values()):,} counter points, "
+        f"{res.path_segments:,} critical-path segments\n"
+    )
+    for r in res.ranks:
+        sys.stdout.write(
+            f"  rank {r}: {res.events[r]:,} events, clock offset {res.offsets_ns[r] / 1e3:+.3f} µs, "
+            f"{res.counters.get(r, 0):,} counter points\n"
+        )
+    for note in res.notes:
+        sys.stdout.write(f"  note: {note}\n")
+
+
+COMMAND = Command(
+    "export",
+    "write the canonical tables as Parquet, one file per rank, or one merged trace for Perfetto (--perfetto)",
+    _add,
+    _run,
+    order=60,
+)

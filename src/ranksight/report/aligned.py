@@ -55,6 +55,7 @@ __all__ = [
     "collective_links",
     "critical_path",
     "select_ranks",
+    "overlaps",
 ]
 
 #: Kinds drawn on a CPU thread.
@@ -225,16 +226,26 @@ def _ranges(values: Sequence[int]) -> str:
 # ---- events on tracks -------------------------------------------------------------------------
 
 
+def overlaps(lo_ns: int | None, hi_ns: int | None, start: str = "ts_ns", end: str = "end_ns") -> pl.Expr:
+    """Whether an event overlaps the half-open window ``[lo_ns, hi_ns)`` (None: unbounded): it
+    starts before ``hi_ns`` and ends after ``lo_ns``, or, with no duration, starts in the window
+    (so an event that ends where the window starts, e.g. the previous ProfilerStep, is not in it)."""
+    s, e = pl.col(start), pl.max_horizontal(end, start)
+    cond = pl.lit(True)
+    if hi_ns is not None:
+        cond = cond & (s < hi_ns)
+    if lo_ns is not None:
+        cond = cond & ((e > lo_ns) | ((e == s) & (s >= lo_ns)))
+    return cond
+
+
 def window_events(trace: Trace, lo_ns: int | None = None, hi_ns: int | None = None) -> pl.DataFrame:
     """The track events of one rank that overlap ``[lo_ns, hi_ns]`` (the rank's own clock; None:
     unbounded), with their side (``cpu``/``gpu``) and track keys (:data:`EVENT_SCHEMA`)."""
     kind = pl.col("kind").cast(pl.String)
     on_gpu = kind.is_in(list(DEVICE_KINDS))
     lf = trace.scan().filter(pl.col("kind").is_in(list(TRACK_KINDS)) & pl.col("ts_ns").is_not_null())
-    if hi_ns is not None:
-        lf = lf.filter(pl.col("ts_ns") <= hi_ns)
-    if lo_ns is not None:
-        lf = lf.filter(pl.col("end_ns") >= lo_ns)
+    lf = lf.filter(overlaps(lo_ns, hi_ns))
     df = lf.select(
         pl.lit(trace.rank, dtype=pl.Int32).alias("rank"),
         pl.col("row").cast(pl.UInt32),
@@ -361,7 +372,7 @@ def collective_links(sess: Session, lo_ns: int | None = None, hi_ns: int | None 
         return pl.DataFrame(schema=schema)
     p = cd.per_rank.filter(pl.col("instance").is_not_null())
     if lo_ns is not None and hi_ns is not None:
-        p = p.filter((pl.col("start_ns") <= hi_ns) & (pl.col("end_ns") >= lo_ns))
+        p = p.filter(overlaps(lo_ns, hi_ns, "start_ns"))
     p = p.join(cd.instances.select("instance", "late_rank", "ranks_present"), on="instance", how="left")
     p = p.join(cd.participants.select("rank", "idx", "wait_ns"), on=["rank", "idx"], how="left")
     p = p.filter(pl.col("instance").count().over("instance") >= 2)

@@ -24,6 +24,7 @@ from ranksight.report.aligned import (
     clock_offsets,
     collective_links,
     critical_path,
+    overlaps,
     rank_main_tid,
     select_ranks,
     step_table,
@@ -262,7 +263,7 @@ def timeline_block(
             }
     path_block: dict[str, Any] | None = None
     if path is not None:
-        seg = path.filter(pl.col("end_ns") >= lo, pl.col("start_ns") <= hi).sort("start_ns")
+        seg = path.filter(overlaps(lo, hi, "start_ns")).sort("start_ns")
         seg = seg.with_columns(pl.col("rank").cast(pl.Int32), pl.col("row").cast(pl.UInt32)).join(
             key, on=["rank", "row"], how="left", maintain_order="left"
         )
