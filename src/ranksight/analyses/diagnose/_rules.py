@@ -1093,11 +1093,12 @@ def rule_memcpy_bound(ctx: Context) -> list[Finding]:
                 impact=_r(of_window, 4),
                 ranks=[r],
                 summary=f"rank {r}: host-device copies take {100 * of_busy:.0f}% of the GPU's busy time and "
-                f"{100 * of_window:.0f}% of the window ({f['copies']} copies, {gib:.2f} GiB at {bw:.1f} GiB/s)",
+                f"{100 * of_window:.0f}% of the span of its GPU work ({f['copies']} copies, {gib:.2f} GiB at "
+                f"{bw:.1f} GiB/s)",
                 evidence={
                     "copy_us": _r(f["copy_ns"] / 1e3),
-                    "busy_us": _r(f["busy_ns"] / 1e3),
-                    "window_us": _r(f["window_ns"] / 1e3),
+                    "gpu_work_union_us": _r(f["busy_ns"] / 1e3),
+                    "gpu_work_extent_us": _r(f["window_ns"] / 1e3),  # first to last GPU work launched in steps
                     "copies": f["copies"],
                     "bytes_by_direction": f["bytes_by_direction"],
                     "achieved_gib_per_s": _r(bw),
