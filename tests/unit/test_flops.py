@@ -128,7 +128,7 @@ def test_dtype_and_input_index():
     [
         ({"name": "NVIDIA H100 80GB HBM3"}, "H100 SXM", 989.4),
         ({"name": "NVIDIA H100 PCIe"}, "H100 PCIe", 756),
-        ({"name": "NVIDIA H200"}, "H200 / GH200", 989.4),
+        ({"name": "NVIDIA H200"}, "H200", 989.4),
         ({"name": "NVIDIA B200"}, "B200", 2250),
         ({"name": "NVIDIA A100-SXM4-80GB"}, "A100", 312),
         ({"name": "NVIDIA A100-PG509-200"}, "A100", 312),

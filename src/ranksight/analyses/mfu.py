@@ -25,7 +25,8 @@ Definitions (per rank):
   correctly). ``peak_tflop_per_s`` is the FLOP-weighted (harmonic) peak that makes
   ``mfu = achieved / peak``. **HFU** is the same with hardware FLOPs, shown when recomputation is
   visible;
-- peaks: :mod:`ranksight.views.peaks` by the name of the GPU(s) the rank used
+- peaks: the GPU table (``data/gpu_specs.tsv`` through :mod:`ranksight.views.peaks`; a
+  ``gpu_spec`` file's rows are matched first) by the name of the GPU(s) the rank used
   (``meta.used_devices()``: the definition ``info``'s ``gpu`` reads), ``fp32`` ops against the
   FP32 peak unless ``allow_tf32``; a rank driving several GPUs gets the sum of their peaks;
   ``peak_tflops`` overrides every data type;
@@ -49,7 +50,7 @@ from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
 from ranksight.views.flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
 from ranksight.views.gpu_work import step_windows as gpu_step_windows
-from ranksight.views.peaks import dtype_of, lookup, peak_for
+from ranksight.views.peaks import dtype_of, peak_for, rank_gpus, specs_with
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -221,35 +222,23 @@ _DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 
 
 def rank_peak(
-    trace: Trace, *, peak_tflops: float | None = None, allow_tf32: bool = False
+    trace: Trace, *, peak_tflops: float | None = None, allow_tf32: bool = False, gpu_spec: str | None = None
 ) -> tuple[dict[str, float] | None, str, str | None]:
     """Peak TFLOP/s per data type for the GPU(s) this rank used, a label for the ``gpu`` column,
     and why the peak is unknown (None when known).
 
-    The GPUs are those of ``meta.used_devices()``, the definition ``info``'s ``gpu`` reads."""
+    The GPUs are those of ``meta.used_devices()``, the definition ``info``'s ``gpu`` reads; their
+    rows come from :func:`ranksight.views.peaks.rank_gpus` (the table, ``gpu_spec`` rows first)."""
     if peak_tflops is not None:
         return {d: float(peak_tflops) for d in _DTYPES}, f"--peak-tflops {peak_tflops:g}", None
-    devs = trace.meta.devices_used or []
-    if not devs:
-        return None, "none", "no GPU work in the trace"
-    used = trace.meta.used_devices()
-    missing = [d for d in devs if d not in used]
-    if missing:
-        ids = ", ".join(str(d) for d in missing)
-        if not trace.meta.device_properties:
-            return None, "unknown", "the GPU is not identified (the trace has no deviceProperties)"
-        return None, "unknown", f"the GPU is not identified (no deviceProperties entry for device {ids})"
-    found = {d: lookup(used[d]) for d in devs}
-    names = sorted({str(used[d].get("name") or "") or f"device {d}" for d in devs if found[d] is None})
-    if names:
-        return None, ", ".join(names), f"{', '.join(names)}: no peak in the table (views/peaks.py)"
-    peaks = [p for p in found.values() if p is not None]
+    peaks, label, why = rank_gpus(trace, specs_with(gpu_spec))
+    if why is not None:
+        return None, label, why
     out: dict[str, float] = {}
     for dt in _DTYPES:
         key = "tf32" if dt == "fp32" and allow_tf32 else dt
         out[dt] = sum(peak_for(p, key)[0] for p in peaks)
-    labels = sorted({p.label for p in peaks})
-    return out, " + ".join(labels) if len(peaks) == 1 else f"{len(peaks)} × {labels[0]}", None
+    return out, label, None
 
 
 def _per_step(trace: Trace, c: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
@@ -271,10 +260,10 @@ def _per_step(trace: Trace, c: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
 
 
 def _rank_rows(
-    trace: Trace, model_flops: float | None, peak_tflops: float | None, allow_tf32: bool
+    trace: Trace, model_flops: float | None, peak_tflops: float | None, allow_tf32: bool, gpu_spec: str | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     c = counted_ops(trace)
-    peaks, label, why = rank_peak(trace, peak_tflops=peak_tflops, allow_tf32=allow_tf32)
+    peaks, label, why = rank_peak(trace, peak_tflops=peak_tflops, allow_tf32=allow_tf32, gpu_spec=gpu_spec)
     win = step_windows(trace)
     per = _per_step(trace, c, win)
     if peak_tflops is not None:  # every data type, known or not
@@ -464,11 +453,18 @@ def mfu(
     peak_tflops: float | None = None,
     model_flops_per_step: float | None = None,
     allow_tf32: bool = False,
+    gpu_spec: str | None = None,
 ) -> AnalysisResult:
     """MFU / HFU and achieved FLOP/s per rank and step, and FLOPs per op (see module doc)."""
     steps, ops, notes = [], [], []
+    if gpu_spec:
+        specs_with(gpu_spec)  # a bad file is a usage error here, not in a worker
     per = Session.of(run, ranks).map(
-        _rank_rows, model_flops=model_flops_per_step, peak_tflops=peak_tflops, allow_tf32=allow_tf32
+        _rank_rows,
+        model_flops=model_flops_per_step,
+        peak_tflops=peak_tflops,
+        allow_tf32=allow_tf32,
+        gpu_spec=gpu_spec,
     )
     for s, o, n in per.values():
         steps.append(s)
@@ -499,6 +495,12 @@ register(
                 "model_flops_per_step", float, None, "model FLOPs per step per rank (overrides the count from shapes)"
             ),
             Option("allow_tf32", bool, False, "count fp32 matmuls against the TF32 peak", flag=True),
+            Option(
+                "gpu_spec",
+                str,
+                None,
+                "a GPU table (TSV/CSV/JSON, the columns of data/gpu_specs.tsv) matched before the built-in one",
+            ),
         ),
     )
 )
