@@ -97,6 +97,14 @@ def add_trace_args(p: argparse.ArgumentParser, *, nargs: str | int = "+") -> Non
         metavar="NAME",
         help="Nsight Systems .sqlite exports: NVTX ranges named NAME (or NAME N) are the steps",
     )
+    p.add_argument(
+        "--cycle",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tensorboard_trace_handler folders: the profiling cycle read for each worker, 0 the oldest, -1 the "
+        "latest (default: the latest)",
+    )
 
 
 def add_format_arg(p: argparse.ArgumentParser) -> None:
@@ -177,6 +185,7 @@ def load_run(args: argparse.Namespace, ctx: Context) -> Any:
             scheduler=args.scheduler,
             rank_by=getattr(args, "rank_by", None),
             step_range=getattr(args, "step_range", None),
+            cycle=getattr(args, "cycle", None),
         )
     finally:
         prog.close()

@@ -14,10 +14,22 @@ are final. An Nsight Systems SQLite export (``.sqlite``, recognised by its SQLit
 header) holds one rank per (process, GPU) (see :func:`ranksight.io.nsys.rank_units`); its ranks are
 numbered after the files that name theirs, in (process, device) order, or take the rank in the
 file name when the export holds one rank.
+
+``torch.profiler.tensorboard_trace_handler`` folders: the handler writes
+``<worker>.<timestamp>.pt.trace.json[.gz]`` (``worker`` is ``<hostname>_<pid>`` unless set;
+``timestamp`` is ``time.time_ns()``, milliseconds in PyTorch before 2.1), one file per profiling
+cycle, every cycle of every worker in one folder. The files of one worker (same folder, same name
+before the timestamp, same declared rank) are its cycles, ordered by the timestamp; one cycle per
+worker is read: the latest by default, ``cycle=N`` (``--cycle N``) the N-th counting from the
+oldest (0), or from the latest when negative (-1 the latest), with a note listing the cycles. A
+folder that holds no trace file itself is searched recursively (hidden folders and symbolic links
+to folders are not entered); traces in more than one of its subfolders are several runs, as
+TensorBoard shows them: an error lists them.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import errno
 import glob
 import os
@@ -47,6 +59,7 @@ __all__ = [
     "check_one_run",
     "TRACE_SUFFIXES",
     "PROVISIONAL_SOURCES",
+    "handler_name",
 ]
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite")
@@ -73,6 +86,30 @@ def rank_from_name(name: str) -> int | None:
     """The rank written in a file name, if any (``rank-3``, ``rank3``, ``_rank_3``, ``worker3``)."""
     m = _RANK_RE.search(Path(name).name)
     return int(m.group(1)) if m else None
+
+
+#: ``torch.profiler.tensorboard_trace_handler``'s file name (the TensorBoard plugin's pattern):
+#: ``<worker>.<timestamp>.pt.trace.json`` or ``.json.gz``
+_HANDLER_RE = re.compile(r"^(?P<worker>.+)\.(?P<stamp>\d+)\.pt\.trace\.json(?:\.gz)?$")
+#: the names PyTorch's profiler writes (``export_chrome_trace`` through the handler, or by hand)
+_PT_TRACE_RE = re.compile(r"\.pt\.trace\.json(?:\.gz)?$")
+
+
+def handler_name(path: str) -> tuple[str, int] | None:
+    """``(worker, timestamp)`` when ``path`` is named as ``tensorboard_trace_handler`` names its
+    files (``<worker>.<timestamp>.pt.trace.json[.gz]``), else None."""
+    m = _HANDLER_RE.match(os.path.basename(path))
+    return (m.group("worker"), int(m.group("stamp"))) if m else None
+
+
+def _stamp_ns(stamp: int) -> int | None:
+    """A handler timestamp as Unix ns: ``time.time_ns()`` (PyTorch >= 2.1) or ms (before); None
+    when the number is neither (a name that only looks like the handler's)."""
+    if stamp >= 10**17:
+        return stamp
+    if 10**11 <= stamp < 10**14:
+        return stamp * 1_000_000
+    return None
 
 
 def _is_trace_name(p: str) -> bool:
@@ -121,25 +158,15 @@ def _expand(item: str | os.PathLike[str], skipped: list[tuple[str, str]]) -> tup
         return files, True
     if os.path.isdir(s):
         try:
-            entries = sorted((e.name, e) for e in os.scandir(s) if _is_trace_name(e.name))
+            found = _list_folder(s, skipped)
         except OSError as err:
             raise TraceNotFoundError(f"cannot list the directory: {err.strerror}", path=s) from None
-        found = []
-        for name, e in entries:
-            p = os.path.join(s, name)
-            try:
-                regular = e.is_file()
-            except OSError:
-                regular = False
-            if regular:
-                found.append(p)
-            else:
-                why = _why_not_file(p)
-                if why != "is a directory":
-                    skipped.append((p, why or "not a regular file"))
+        if not found:
+            found = _search_subfolders(s, skipped)
         if not found:
             raise TraceNotFoundError(
-                "the directory holds no .json or .json.gz file (nor an nsys .sqlite export)", path=s
+                "the directory holds no .json or .json.gz file (nor an nsys .sqlite export), nor do its subfolders",
+                path=s,
             )
         return found, True
     why = _why_not_file(s)
@@ -147,6 +174,64 @@ def _expand(item: str | os.PathLike[str], skipped: list[tuple[str, str]]) -> tup
         cls = TraceFormatError if why.startswith("not a regular file") else TraceNotFoundError
         raise cls(why, path=s)
     return [s], False
+
+
+def _list_folder(d: str, skipped: list[tuple[str, str]]) -> list[str]:
+    """The files of one folder whose names allow a trace (nothing is opened); entries with such a
+    name that are not regular files go to ``skipped``. Raises ``OSError`` when ``d`` cannot be listed."""
+    entries = sorted((e.name, e) for e in os.scandir(d) if _is_trace_name(e.name))
+    found = []
+    for name, e in entries:
+        p = os.path.join(d, name)
+        try:
+            regular = e.is_file()
+        except OSError:
+            regular = False
+        if regular:
+            found.append(p)
+        else:
+            why = _why_not_file(p)
+            if why != "is a directory":
+                skipped.append((p, why or "not a regular file"))
+    return found
+
+
+def _search_subfolders(top: str, skipped: list[tuple[str, str]]) -> list[str]:
+    """The trace files of the one subfolder of ``top`` (at any depth) that holds them.
+
+    Hidden folders (``.ipynb_checkpoints``, ``.git``) and symbolic links to folders are not
+    entered. Folders holding PyTorch profiler names (``*.pt.trace.json[.gz]``) are preferred to
+    folders with other ``.json`` files (a ``wandb/`` folder's summaries); several such folders are
+    several runs (TensorBoard's profiler plugin shows one run per folder): :class:`MixedRunsError`
+    naming them."""
+    by_folder: dict[str, tuple[list[str], list[tuple[str, str]]]] = {}
+    for dirpath, dirnames, _files in os.walk(top, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if dirpath == top:
+            continue
+        local: list[tuple[str, str]] = []
+        try:
+            found = _list_folder(dirpath, local)
+        except OSError:
+            continue
+        if found:
+            by_folder[dirpath] = (found, local)
+    if not by_folder:
+        return []
+    pt = {d: v for d, v in by_folder.items() if any(_PT_TRACE_RE.search(p) for p in v[0])}
+    chosen = pt or by_folder
+    if len(chosen) > 1:
+        shown = sorted(chosen)
+        parts = [f"{os.path.relpath(d, top)}/ ({len(chosen[d][0])} file(s))" for d in shown[:6]]
+        more = f" and {len(shown) - 6} more" if len(shown) > 6 else ""
+        raise MixedRunsError(
+            f"no trace in the folder itself, and {len(shown)} of its subfolders hold traces (several runs, as "
+            f"TensorBoard shows them): {', '.join(parts)}{more}; pass one of them, or several to read them as one run",
+            path=top,
+        )
+    [(found, local)] = chosen.values()
+    skipped.extend(local)
+    return found
 
 
 def declared_rank(header: Mapping[str, Any]) -> int | None:
@@ -174,13 +259,16 @@ def discover(
     step_range: str | None = None,
     late_headers: Mapping[str, Mapping[str, Any]] | None = None,
     notes: list[str] | None = None,
+    cycle: int | None = None,
 ) -> list[TraceFile]:
     """Resolve paths (files, directories, globs, or a ``{rank: path}`` mapping) to trace files.
 
     ``rank_by`` (``process`` / ``device``) and ``step_range`` apply to Nsight Systems exports.
     ``late_headers`` maps a file's real path to top-level keys read after its ``traceEvents``
     (known once decoded; merged into the header). With ``notes``, the warning about ranks taken
-    from the order of the files is appended there instead of issued."""
+    from the order of the files is appended there instead of issued. ``cycle`` picks the profiling
+    cycle of ``tensorboard_trace_handler`` files (0 the oldest, -1 the latest; default: the latest,
+    with a note when a worker has several; see the module docstring)."""
     late = late_headers or {}
 
     def header_of(p: str) -> dict[str, Any]:
@@ -189,6 +277,11 @@ def discover(
         return {**dict(extra), **header} if extra else header
 
     if isinstance(paths, Mapping):
+        if cycle is not None:
+            raise UsageError(
+                "a cycle selects among tensorboard_trace_handler files found in folders or globs; "
+                "a {rank: path} mapping names each rank's file"
+            )
         files = [TraceFile(os.fspath(p), int(r), "user") for r, p in paths.items()]
         for f in files:
             if not os.path.exists(f.path):
@@ -214,6 +307,7 @@ def discover(
         files = []
         unordered: list[TraceFile] = []
         nsys_units: list[TraceFile] = []
+        kineto: list[tuple[str, dict[str, Any], int | None]] = []  # (path, header, rank before traceEvents)
         for p, lenient in candidates:
             if _nsys.is_sqlite(p):
                 got = _nsys_files(p, lenient, skipped, rank_by, step_range)
@@ -234,6 +328,8 @@ def discover(
                 raise TraceFormatError(
                     f"not a trace: the JSON has no 'traceEvents' list (top-level keys: {keys})", path=p
                 )
+            kineto.append((p, header, _header_rank(header)))
+        for p, header in _select_cycles(kineto, cycle, notes):
             extra = late.get(os.path.realpath(p))
             if extra and _header_rank(header) is None:  # distributedInfo after traceEvents
                 header = {**header, **extra}
@@ -274,7 +370,7 @@ def discover(
             other = by_rank[f.rank]
             raise DuplicateRankError(
                 f"two files claim rank {f.rank}: {other.path} ({other.rank_source}) and {f.path} ({f.rank_source}); "
-                "pass one run at a time or select files explicitly",
+                "pass one run at a time or select files explicitly" + _workers_hint(other.path, f.path),
                 path=f.path,
                 rank=f.rank,
             )
@@ -288,6 +384,104 @@ def discover(
         out = [f for f in out if f.rank in wanted]
     check_one_run([(f.path, f.rank, _header_world_size(f.header)) for f in out])
     return out
+
+
+def _workers_hint(a: str, b: str) -> str:
+    """A hint for two handler files of different workers that claim one rank: runs mixed in one
+    folder (each run's processes have their own ``<hostname>_<pid>``)."""
+    ha, hb = handler_name(a), handler_name(b)
+    if ha is None or hb is None or ha[0] == hb[0]:
+        return ""
+    where = "the folder holds" if os.path.dirname(a) == os.path.dirname(b) else "these are"
+    return (
+        f" (tensorboard_trace_handler workers {ha[0]} and {hb[0]}: {where} the traces of several runs? "
+        f"a glob such as '{os.path.join(os.path.dirname(b), hb[0])}.*' selects one worker's files)"
+    )
+
+
+def _select_cycles(
+    kineto: list[tuple[str, dict[str, Any], int | None]], cycle: int | None, notes: list[str] | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """One profiling cycle per ``tensorboard_trace_handler`` worker (see the module docstring).
+
+    ``kineto``: ``(path, header, rank declared before traceEvents)`` in discovery order; the
+    result keeps that order. A worker is (folder, name before the timestamp, declared rank): a
+    ``worker_name`` shared by every rank does not make the ranks one worker's cycles."""
+    groups: dict[tuple[str, str, int | None], list[tuple[int, float, str]]] = {}
+    for p, _h, r in kineto:
+        hn = handler_name(p)
+        if hn is not None:
+            key = (os.path.dirname(os.path.abspath(p)), hn[0], r)
+            groups.setdefault(key, []).append((_stamp_ns(hn[1]) or hn[1], _mtime(p), p))
+    for g in groups.values():
+        g.sort()
+    if cycle is not None and not groups:
+        raise UsageError(
+            f"cycle {cycle}: a cycle is a file of torch.profiler.tensorboard_trace_handler "
+            "(<worker>.<timestamp>.pt.trace.json[.gz]); none of the traces is named so"
+        )
+    if not any(len(g) > 1 for g in groups.values()) and cycle in (None, 0, -1):
+        return [(p, h) for p, h, _r in kineto]
+    want = -1 if cycle is None else cycle
+    counts = {key: len(g) for key, g in groups.items()}
+    bad = [key for key, n in counts.items() if not -n <= want < n]
+    if bad:
+        raise UsageError(
+            f"cycle {want} does not exist for every worker: {_cycle_listing(groups)}; "
+            "N counts from 0 (the oldest) or back from -1 (the latest)"
+        )
+    keep = {g[want][2] for g in groups.values()}
+    if cycle is None:
+        n_max = max(counts.values())
+        n_min = min(counts.values())
+        same = "" if n_min == n_max else " (their counts differ: check that these cycles belong together)"
+        msg = (
+            f"tensorboard_trace_handler files: {_cycle_listing(groups)}; read the latest cycle of each worker{same} "
+            "(choose another with --cycle N: 0 the oldest, -1 the latest)"
+        )
+        if notes is not None:
+            notes.append(msg)
+        else:
+            warn(msg)
+    return [(p, h) for p, h, _r in kineto if handler_name(p) is None or p in keep]
+
+
+def _mtime(p: str) -> float:
+    try:
+        return os.stat(p).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _when(stamp: int) -> str:
+    """A handler timestamp as a UTC time (to the ms), or the number itself when it is not a time."""
+    ns = _stamp_ns(stamp)
+    if ns is None:
+        return str(stamp)
+    t = _dt.datetime.fromtimestamp(ns / 1e9, tz=_dt.timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d} UTC"
+
+
+def _cycle_listing(groups: Mapping[tuple[str, str, int | None], list[tuple[int, float, str]]], shown: int = 4) -> str:
+    """``N worker(s) with K cycle(s)`` and the cycles (index: time of the first worker's file)."""
+    by_count: dict[int, list[str]] = {}
+    for (_d, worker, _r), g in groups.items():
+        by_count.setdefault(len(g), []).append(worker)
+    parts = []
+    for n, workers in sorted(by_count.items(), reverse=True):
+        more = f" and {len(workers) - shown} more" if len(workers) > shown else ""
+        names = ", ".join(sorted(workers)[:shown]) + more
+        parts.append(f"{len(workers)} worker(s) with {n} cycle(s) ({names})")
+    longest = max(groups.values(), key=len)
+    listed = [f"{i}: {_when(_stamp_of(p))}" for i, (_s, _m, p) in enumerate(longest)]
+    if len(listed) > 8:
+        listed = [*listed[:3], "...", *listed[-3:]]
+    return "; ".join(parts) + f"; cycles {', '.join(listed)}"
+
+
+def _stamp_of(p: str) -> int:
+    hn = handler_name(p)
+    return hn[1] if hn is not None else 0
 
 
 def _nsys_files(

@@ -173,6 +173,7 @@ def load(
     cache_verify: str | None = None,
     max_string_bytes: int | None = None,
     max_event_bytes: int | None = None,
+    cycle: int | None = None,
 ) -> Run:
     """Load traces into a :class:`Run`.
 
@@ -209,6 +210,10 @@ def load(
     rank_by, step_range
         Nsight Systems exports only (docs/nsys.md): one rank per ``"process"`` or per ``"device"``
         instead of per (process, GPU); NVTX ranges named ``step_range`` become ProfilerSteps.
+    cycle
+        ``torch.profiler.tensorboard_trace_handler`` folders: the profiling cycle read for each
+        worker (0 the oldest, -1 the latest; default the latest, with a note listing the cycles
+        when a worker has several; :mod:`ranksight.io.discovery`).
 
     A file's rank is the one its ``distributedInfo`` declares wherever it sits in the file (after
     ``traceEvents`` it is known once the file is decoded; the ranks are then resolved again), else
@@ -216,6 +221,7 @@ def load(
     """
     wanted = None if ranks is None else [int(r) for r in ranks]
     discover_opts: dict[str, Any] = {"max_bytes": max_bytes, "rank_by": rank_by, "step_range": step_range}
+    discover_opts["cycle"] = cycle
     notes: list[str] = []
     files = discover(paths, ranks=wanted, notes=notes, **discover_opts)
     if not files:
