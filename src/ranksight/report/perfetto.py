@@ -4,7 +4,8 @@ Opens in Perfetto UI (ui.perfetto.dev) and chrome://tracing. Layout (docs/export
 
 - **One process per rank**: ``pid = rank + 1`` named ``rank R``, sorted by rank. Its threads are
   the rank's CPU threads (the one holding the ProfilerSteps first) and GPU streams, each with a
-  ``tid`` unique in the file (``pid × stride + k``) and named ``thread T`` / ``GPU d stream s``.
+  ``tid`` unique in the file (``pid × stride + k``, stride 1000 or the next power of ten above a
+  rank's thread count) and named ``thread T`` / ``GPU d stream s``.
 - **Every event** of the selected ranks and steps whose phase is ``X``, ``i``/``I``, ``B`` or
   ``E`` and whose kind is not ``flow``, ``metadata`` or ``counter`` is written once, with its
   name and category; args: ``rank``, ``row`` (its position in the rank's traceEvents), and for
@@ -399,8 +400,7 @@ def write_perfetto(
         lo, hi = min(w.lo_ns for w in wins), max(w.hi_ns for w in wins)
         step_list = [int(w.step) for w in wins if w.step is not None]
     # the time base: the earliest aligned start written
-    base = _base_time(sess, chosen, offsets, lo, hi)
-    stride = 1000
+    base, stride = _base_time(sess, chosen, offsets, lo, hi)
     gz = path.endswith(".gz")
     res = PerfettoResult(path, chosen, {}, 0, {}, 0, base, {r: offsets.offset_ns.get(r, 0) for r in chosen}, step_list)
     not_written: dict[str, int] = {"skipped_kind": 0, "other_phase": 0}
@@ -501,14 +501,27 @@ def write_perfetto(
     return res
 
 
-def _base_time(sess: Session, ranks: Sequence[int], offsets: Offsets, lo: int | None, hi: int | None) -> int:
-    """The earliest aligned start among the events to write (0 when there are none)."""
-    starts = sess.map(_rank_first_start, ranks=ranks, lo=lo, hi=hi, offsets=dict(offsets.offset_ns))
-    vals = [v for v in starts.values() if v is not None]
-    return min(vals) if vals else 0
+def _base_time(
+    sess: Session, ranks: Sequence[int], offsets: Offsets, lo: int | None, hi: int | None
+) -> tuple[int, int]:
+    """The earliest aligned start among the events to write (0 when there are none) and the
+    ``tid`` stride: a power of ten above every rank's number of tracks (at least 1000)."""
+    per = sess.map(_rank_first_start, ranks=ranks, lo=lo, hi=hi, offsets=dict(offsets.offset_ns))
+    vals = [v for v, _ in per.values() if v is not None]
+    tracks = max((n for _, n in per.values()), default=0)
+    stride = 1000
+    while stride <= tracks + 1:
+        stride *= 10
+    if (max(ranks, default=0) + 3) * stride >= 1 << 32:
+        raise UsageError(
+            f"too many ranks and threads for one trace file ({len(ranks)} ranks, up to {tracks} threads and streams "
+            "per rank: thread ids would not fit 32 bits); select ranks with --rank"
+        )
+    return (min(vals) if vals else 0), stride
 
 
-def _rank_first_start(trace: Any, lo: int | None, hi: int | None, offsets: dict[int, int]) -> int | None:
+def _rank_first_start(trace: Any, lo: int | None, hi: int | None, offsets: dict[int, int]) -> tuple[int | None, int]:
+    """The rank's earliest aligned start to write and an upper bound of its tracks."""
     off = offsets.get(trace.rank, 0)
     lf = trace.scan().filter(
         pl.col("ts_ns").is_not_null()
@@ -516,8 +529,15 @@ def _rank_first_start(trace: Any, lo: int | None, hi: int | None, offsets: dict[
         & pl.col("ph").cast(pl.String).is_in(list(WRITTEN_PHASES))
     )
     lf = lf.filter(overlaps(None if lo is None else lo + off, None if hi is None else hi + off))
-    v = lf.select(pl.col("ts_ns").min()).collect().item()
-    return None if v is None else int(v) - off
+    v, n = (
+        lf.select(
+            pl.col("ts_ns").min(),
+            (pl.struct("pid", "tid").n_unique() + pl.struct("device", "stream").n_unique()).alias("n"),
+        )
+        .collect()
+        .row(0)
+    )
+    return (None if v is None else int(v) - off), int(n or 0)
 
 
 def _process_meta(rank: int, pid_out: int, keys: pl.DataFrame, trace: Any) -> list[dict[str, Any]]:
