@@ -12,6 +12,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod columns;
+pub mod critical;
 pub mod decode;
 pub mod error;
 pub mod event;
@@ -494,6 +495,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan_spans, m)?)?;
     m.add_function(wrap_pyfunction!(enclosing, m)?)?;
     m.add_function(wrap_pyfunction!(call_stack, m)?)?;
+    m.add_function(wrap_pyfunction!(critical::longest_path_nodes, m)?)?;
     m.add_function(wrap_pyfunction!(set_mmap_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(table_schema, m)?)?;
     m.add_function(wrap_pyfunction!(phases, m)?)?;

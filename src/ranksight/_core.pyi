@@ -117,6 +117,9 @@ def nest(tid: bytes, start: bytes, end: bytes) -> tuple[bytes, bytes, bytes]:
 def call_stack(thread: bytes, ts: bytes, end: bytes, row: bytes) -> tuple[bytes, bytes]:
     """HTA's call stack: (parent index int64, depth int64)."""
 
+def longest_path_nodes(n: int, src: bytes, dst: bytes, weight: bytes) -> bytes:
+    """Longest path of a critical-path graph (networkx's tie-breaking): int64 node indices."""
+
 def enclosing(key: bytes, start: bytes, end: bytes, is_point: bytes) -> bytes:
     """Innermost enclosing span of each item: int64 item indices (-1 = none)."""
 

@@ -8,20 +8,29 @@ Gate: with ``--fail-if-slower PCT`` the command exits 1 when ``--metric`` (defau
 ``step_time``) regressed significantly (Welch p < ``--alpha``) and by more than PCT of its base
 mean, 0 otherwise, and prints a one-line verdict (on stdout after the table or Markdown, on
 stderr with CSV/JSON; JSON also has it under ``"gate"``). Bad input stays exit code 2.
+``--metric`` may be repeated (or list several names with commas): each metric is one check of the
+gate, and the gate fails when any check fails. ``--junit FILE`` writes the checks as a JUnit XML
+report (one testcase per check; a failed check is a ``<failure>`` with its numbers) for CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import glob
 import os
 import re
 import sys
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from ranksight.cli._common import Command, Context, add_trace_args, load_run
-from ranksight.errors import EXIT_FAILED_GATE
+from ranksight.errors import EXIT_FAILED_GATE, RanksightError
+from ranksight.io.output import atomic_path, check_output
 
-__all__ = ["COMMAND", "parse_percent", "side_label"]
+__all__ = ["COMMAND", "GateCheck", "junit_xml", "parse_percent", "side_label"]
 
 
 def parse_percent(text: str) -> float:
@@ -71,12 +80,22 @@ def _add(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--metric",
-        default="step_time",
+        action="append",
+        type=_metric_names,
+        default=None,
         metavar="NAME",
         help="what the gate checks: step_time (default), a step-breakdown category (kernel, memcpy, memset, "
         "communication, runtime, dataloader, cpu_exec, other), memory_peak, or mfu (a drop is the "
-        "regression)",
+        "regression); repeat it (or separate names with commas) to check several",
     )
+    p.add_argument(
+        "--junit",
+        default=None,
+        metavar="FILE",
+        help="also write the gate's checks as a JUnit XML report (one testcase per --metric) for CI; needs "
+        "--fail-if-slower",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite the --junit file if it exists")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of Welch's t-test (default 0.05)")
     p.add_argument(
         "--min-change",
@@ -96,6 +115,21 @@ def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shapes", action="store_true", help="also normalise shape suffixes in names (tile sizes, [dims])")
     p.add_argument("--base-label", default=None, help="name of the baseline in the output (default: from its path)")
     p.add_argument("--test-label", default=None, help="name of the test run in the output (default: from its path)")
+
+
+def _metric_names(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"not a metric name: {text!r}")
+    return names
+
+
+def _metrics(args: argparse.Namespace) -> list[str]:
+    """The gate's metrics in the order given, each once (default ``step_time``)."""
+    out: list[str] = []
+    for group in args.metric or [["step_time"]]:
+        out.extend(m for m in group if m not in out)
+    return out
 
 
 def _load(args: argparse.Namespace, ctx: Context, path: str):  # noqa: ANN202
@@ -119,6 +153,11 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
     if args.top < 0 or args.rows < 0:
         raise UsageError("--top and --rows must be ≥ 0")
+    if args.junit is not None:
+        if args.fail_if_slower is None:
+            raise UsageError("--junit writes the gate's checks: give the threshold with --fail-if-slower PCT")
+        check_output(args.junit, inputs=_input_files(args.traces), force=args.force)
+    started = time.monotonic()
     base = _load(args, ctx, args.traces[0])
     test = _load(args, ctx, args.traces[1])
     res = diff(
@@ -132,18 +171,39 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         shapes=args.shapes,
         labels=_labels(args),
     )
-    verdict = gate(res, threshold=args.fail_if_slower, metric=args.metric) if args.fail_if_slower is not None else None
+    checks: list[GateCheck] = []
+    if args.fail_if_slower is not None:
+        for m in _metrics(args):
+            try:
+                checks.append(GateCheck(m, gate(res, threshold=args.fail_if_slower, metric=m), None))
+            except RanksightError as err:  # unknown metric, too few steps: exit 2 (after the JUnit report)
+                checks.append(GateCheck(m, None, err))
+        if args.junit is not None:
+            xml = junit_xml(
+                checks, res, threshold=args.fail_if_slower, seconds=time.monotonic() - started, traces=args.traces
+            )
+            with atomic_path(args.junit, suffix=".xml") as tmp, open(tmp, "wb") as fh:
+                fh.write(xml)
+        errors = [c.error for c in checks if c.error is not None]
+        if errors:
+            raise errors[0]
+    verdicts = [c.verdict for c in checks if c.verdict is not None]
     if args.format == "json":
         extra: dict[str, Any] = {"labels": list(res.labels), "verdict": res.verdict, "method": res.method}
-        if verdict is not None:
-            extra["gate"] = {
-                "failed": verdict.failed,
-                "line": verdict.line,
-                "metric": verdict.metric,
-                "threshold": args.fail_if_slower,
-                "change": verdict.change,
-                "p_value": verdict.p_value,
-            }
+        if verdicts:
+            every = [
+                {
+                    "failed": v.failed,
+                    "line": v.line,
+                    "metric": v.metric,
+                    "threshold": args.fail_if_slower,
+                    "change": v.change,
+                    "p_value": v.p_value,
+                }
+                for v in verdicts
+            ]
+            first = next((c for c in every if c["failed"]), every[0])
+            extra["gate"] = {**first, "failed": any(v.failed for v in verdicts), "checks": every}
         sys.stdout.write(tables_to_json(res.tables, res.notes, extra=extra) + "\n")
     elif args.format == "csv":
         print_tables(res.tables, "csv")
@@ -151,11 +211,100 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         sys.stdout.write(diff_markdown(res, rows=args.rows))
     else:
         print_diff(res, rows=args.rows)
-    if verdict is None:
+    if not verdicts:
         return 0
     out = sys.stdout if args.format in ("table", "markdown") else sys.stderr
-    out.write(verdict.line + "\n")
-    return EXIT_FAILED_GATE if verdict.failed else 0
+    for v in verdicts:
+        out.write(v.line + "\n")
+    return EXIT_FAILED_GATE if any(v.failed for v in verdicts) else 0
+
+
+def _input_files(traces: list[str]) -> list[str]:
+    """The trace files a side names (a file itself, or the files a folder or glob holds): the JUnit
+    report must not overwrite one of them."""
+    out: list[str] = []
+    for t in traces:
+        if os.path.isdir(t):
+            with contextlib.suppress(OSError):
+                out.extend(os.path.join(t, n) for n in os.listdir(t))
+        elif any(c in t for c in "*?["):
+            out.extend(glob.glob(t))
+        else:
+            out.append(t)
+    return out
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One metric of the gate: its verdict, or the error that kept it from being decided."""
+
+    metric: str
+    verdict: Any  # ranksight.analyses.diff.GateVerdict | None
+    error: RanksightError | None
+
+
+#: the ``summary`` columns a JUnit failure quotes (the numbers behind the verdict)
+_JUNIT_NUMBERS = ("unit", "base_median", "test_median", "delta", "delta_pct", "ci_low", "ci_high", "p_value", "change")
+
+
+def junit_xml(checks: list[GateCheck], res: Any, *, threshold: float, seconds: float, traces: list[str]) -> bytes:
+    """The gate's checks as a JUnit XML report (the format CI systems read: Jenkins, GitLab,
+    GitHub Actions reporters): one ``<testsuite>`` for the comparison, one ``<testcase>`` per
+    metric; a failed check is a ``<failure>`` whose message is the verdict line and whose text
+    lists the metric's numbers (the ``summary`` row: medians, delta, CI, p-value); a check that
+    could not be decided (unknown metric, too few steps) is an ``<error>``."""
+    import xml.etree.ElementTree as ET
+
+    failures = sum(1 for c in checks if c.verdict is not None and c.verdict.failed)
+    errors = sum(1 for c in checks if c.error is not None)
+    base_label, test_label = res.labels
+    counts = {"tests": str(len(checks)), "failures": str(failures), "errors": str(errors)}
+    root = ET.Element("testsuites", {"name": "ranksight diff", **counts, "time": f"{seconds:.3f}"})
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        {
+            "name": f"ranksight diff {base_label} -> {test_label}",
+            **counts,
+            "skipped": "0",
+            "time": f"{seconds:.3f}",
+            "timestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
+        },
+    )
+    props = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("base", traces[0]),
+        ("test", traces[1]),
+        ("threshold_pct", f"{threshold * 100:g}"),
+        ("alpha", f"{res.alpha:g}"),
+        ("method", res.method),
+        ("verdict", res.verdict),
+    ):
+        ET.SubElement(props, "property", {"name": name, "value": str(value)})
+    rows = {r["metric"]: r for r in res["summary"].to_dicts()} if "summary" in res.tables else {}
+    for c in checks:
+        case = ET.SubElement(suite, "testcase", {"classname": "ranksight.diff.gate", "name": c.metric, "time": "0"})
+        if c.error is not None:
+            ET.SubElement(case, "error", {"message": c.error.message, "type": type(c.error).__name__}).text = str(
+                c.error
+            )
+            continue
+        v = c.verdict
+        lines = [v.line, f"metric = {c.metric}", f"threshold_pct = {threshold * 100:g}", f"alpha = {res.alpha:g}"]
+        row = rows.get(c.metric)
+        if row is not None:
+            lines += [f"{k} = {row[k]}" for k in _JUNIT_NUMBERS if row.get(k) is not None]
+        else:  # the verdict's own numbers
+            if v.change is not None:
+                lines.append(f"delta_pct = {v.change * 100}")
+            lines.append(f"p_value = {v.p_value}")
+        text = "\n".join(lines) + "\n"
+        if v.failed:
+            ET.SubElement(case, "failure", {"message": v.line, "type": "regression"}).text = text
+        else:
+            ET.SubElement(case, "system-out").text = text
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
 COMMAND = Command(
