@@ -581,6 +581,10 @@
     bOut.addEventListener("click", function () { zoom(0.5); });
     bFit.addEventListener("click", function () { view.v0 = 0; view.v1 = span; view.y = 0; redraw(); });
     window.addEventListener("resize", function () { size(); clampView(); redraw(); });
+    /* the light/dark switch changes the colours read from the CSS variables */
+    if (window.MutationObserver) {
+      new MutationObserver(redraw).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+    }
 
     size();
     draw();
