@@ -35,9 +35,12 @@ def test_cli_on_example(args, table, rows):
 def test_cli_temporal_csv_matches_hta_numbers():
     r = run_cli("--quiet", "analyze", "temporal", EXAMPLE, "--rank", "7", "--per-step", "--format", "csv")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert lines[0] == "# temporal" and lines[2] == "7,10967.0,8308.0,1059.0,1600.0,75.75,9.66,14.59"
-    assert "# per_step" in lines
+    lines = r.stdout.splitlines()  # one table: the main one (--table NAME for another)
+    assert lines[0].startswith("rank,kernel_time_us,") and lines[1] == "7,10967.0,8308.0,1059.0,1600.0,75.75,9.66,14.59"
+    per_step = run_cli(
+        "--quiet", "analyze", "temporal", EXAMPLE, "--rank", "7", "--per-step", "--format", "csv", "--table", "per_step"
+    )
+    assert per_step.returncode == 0 and per_step.stdout.startswith("rank,step,")
 
 
 def test_cli_kernels_launch_view_without_kernel_config_is_one_line():

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 from pathlib import Path
@@ -16,21 +15,11 @@ SNAPS = Path(__file__).resolve().parents[1] / "data" / "generated" / "memory_sna
 TRAIN = str(SNAPS / "train_step.pickle")
 
 
-def csv_tables(text: str) -> dict[str, pl.DataFrame]:
-    """``--format csv`` output: blocks separated by blank lines, each preceded by ``# name``."""
-    out = {}
-    for chunk in text.strip().split("\n\n"):
-        lines = chunk.strip().splitlines()
-        if lines and lines[0].startswith("# "):
-            out[lines[0][2:].strip()] = pl.read_csv(io.StringIO("\n".join(lines[1:])))
-    return out
-
-
-def test_analyze_memory_snapshot_alone(cli) -> None:
-    r = cli("analyze", "memory", "--snapshot", TRAIN, "--format", "csv")
+def test_analyze_memory_snapshot_alone(cli, tmp_path: Path) -> None:
+    r = cli("analyze", "memory", "--snapshot", TRAIN, "-o", str(tmp_path))  # every table as a CSV file
     assert r.returncode == 0, r.stderr
-    assert "snapshot_devices" in r.stdout and "snapshot_blocks" in r.stdout
-    tabs = csv_tables(r.stdout)
+    tabs = {f.stem: pl.read_csv(f) for f in tmp_path.glob("*.csv")}
+    assert "snapshot_devices" in tabs and "snapshot_blocks" in tabs
     d = tabs["snapshot_devices"].row(0, named=True)
     assert (d["device"], d["reserved_bytes"], d["peak_allocated_bytes"], d["ooms"]) == (
         "cuda:0",

@@ -51,7 +51,7 @@ def test_all_four_on_a_dlrm_example_rank(cli: Callable[..., Any]) -> None:
 def test_gpu_views_say_why_on_cpu_only(cli: Callable[..., Any], data: Callable[[str], Path]) -> None:
     path = str(data("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))
     r = cli("analyze", "gpu-metrics", path)
-    assert r.returncode == 2
+    assert r.returncode == 0 and r.stdout == ""  # nothing to report, not bad input
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "CPU-only" in lines[0], r.stderr
 

@@ -38,7 +38,7 @@ def test_export_failing_on_a_bad_input_writes_nothing(tmp_path):
     bad = tmp_path / "in" / "rank1.json"
     bad.write_text('{"traceEvents": [{"ph": "X"}, {"ph" "X"}]}')
     out = tmp_path / "out"
-    r = cli("export", good.parent, "--to", out)
+    r = cli("export", good.parent, "-o", out)
     assert r.rc == 2 and len(r.err.splitlines()) == 1 and str(bad) in r.err
     assert not out.exists()
 

@@ -28,6 +28,7 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 COMMAND_MODULES = (
     "analyze",
     "cache",
+    "completion",
     "counters",
     "demo",
     "diagnose",

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ranksight.errors import UsageError
 
-__all__ = ["Command", "Context", "add_trace_args", "add_format_arg", "load_run", "parse_size"]
+__all__ = [
+    "Command",
+    "Context",
+    "FORMATS",
+    "add_trace_args",
+    "add_format_arg",
+    "add_output_arg",
+    "deprecated",
+    "load_run",
+    "parse_size",
+    "step",
+]
 
 
 @dataclass
@@ -107,8 +119,85 @@ def add_trace_args(p: argparse.ArgumentParser, *, nargs: str | int = "+") -> Non
     )
 
 
-def add_format_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+#: Every output format a command may offer (``ranksight.report.terminal.FORMATS``: one set of
+#: names): ``table`` (terminal), ``markdown``, ``csv`` (one table), ``json`` (every table).
+FORMATS = ("table", "markdown", "csv", "json")
+
+#: Old names of formats, still accepted (with a deprecation note on stderr): ``diagnose --format text``.
+_FORMAT_ALIASES = {"text": "table"}
+
+
+def deprecated(old: str, new: str) -> None:
+    """Say on stderr that the option spelling ``old`` is deprecated in favour of ``new``."""
+    sys.stderr.write(f"ranksight: warning: {old} is deprecated; use {new}\n")
+
+
+def _format_name(text: str) -> str:
+    if text in _FORMAT_ALIASES:
+        deprecated(f"--format {text}", f"--format {_FORMAT_ALIASES[text]}")
+        return _FORMAT_ALIASES[text]
+    return text
+
+
+def add_format_arg(
+    p: argparse.ArgumentParser,
+    formats: tuple[str, ...] = ("table", "markdown", "csv", "json"),
+    *,
+    default: str = "table",
+    table: bool = True,
+    help: str | None = None,
+) -> None:
+    """``--format`` (names from :data:`FORMATS`; old names as hidden aliases) and, with
+    ``table``, ``--table NAME`` (the table that ``--format csv`` writes)."""
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"unknown formats {sorted(unknown)}")
+    p.add_argument(
+        "--format",
+        type=_format_name,
+        choices=formats,
+        default=default,
+        metavar="{" + ",".join(formats) + "}",
+        help=help or f"output format (default: {default}; csv writes one table, see --table)",
+    )
+    if table:
+        p.add_argument(
+            "--table",
+            default=None,
+            metavar="NAME",
+            help="the table to write with --format csv (default: the first, main table); with the other formats, "
+            "only this table",
+        )
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old spelling of an option: stores like the new one, says on stderr that it is deprecated."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str = "", **kw: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, opt: Any = None):  # noqa: ANN204
+        deprecated(str(opt), self.new)
+        setattr(namespace, self.dest, values)
+
+
+def add_output_arg(
+    p: argparse.ArgumentParser,
+    *,
+    metavar: str,
+    help: str,
+    required: bool = False,
+    aliases: tuple[str, ...] = (),
+) -> None:
+    """``-o/--output`` (one spelling for every command; ``args.output``) and its old spellings
+    (``aliases``, e.g. ``--to``) as hidden aliases that say they are deprecated."""
+    target: Any = p.add_mutually_exclusive_group(required=True) if required and aliases else p
+    target.add_argument("-o", "--output", metavar=metavar, default=None, help=help, required=required and not aliases)
+    for old in aliases:
+        target.add_argument(
+            old, dest="output", metavar=metavar, action=_DeprecatedAlias, new="-o/--output", help=argparse.SUPPRESS
+        )
 
 
 class _Progress:
@@ -162,6 +251,51 @@ class _Progress:
             if self.bar is not None:
                 self.bar.stop()
                 self.bar = None
+
+
+#: A step that has run this long (seconds) shows a spinner on stderr (a terminal only; not with -q).
+PROGRESS_AFTER_S = 1.0
+
+
+@contextlib.contextmanager
+def step(ctx: Context, label: str, *, after: float | None = None) -> Iterator[None]:
+    """Show ``label`` with a spinner and the elapsed time on stderr while the block runs, once it
+    has run ``after`` seconds (default :data:`PROGRESS_AFTER_S`): analyses, the report, the
+    summary. Nothing when stderr is not a terminal or with ``-q``; the line is removed at the end."""
+    if ctx.quiet or not sys.stderr.isatty():
+        yield
+        return
+    import threading
+
+    state: dict[str, Any] = {"bar": None, "done": False}
+    lock = threading.Lock()
+    err = sys.stderr
+
+    def start() -> None:
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with lock:
+            if state["done"]:
+                return
+            bar = Progress(
+                SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), transient=True, console=Console(file=err)
+            )
+            bar.add_task(label, total=None)
+            bar.start()
+            state["bar"] = bar
+
+    timer = threading.Timer(PROGRESS_AFTER_S if after is None else after, start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            state["done"] = True
+            timer.cancel()
+            if state["bar"] is not None:
+                state["bar"].stop()
 
 
 def load_run(args: argparse.Namespace, ctx: Context) -> Any:

@@ -49,7 +49,7 @@ def _add(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="clear: only entries a load would not use (older format, unreadable, temporary ones an hour old)",
     )
-    add_format_arg(p)
+    add_format_arg(p, table=False)
 
 
 def _mb(n: int) -> float:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ranksight.cli._common import Command, Context, add_trace_args, load_run
+from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run
 
 __all__ = ["COMMAND"]
 
@@ -16,9 +16,7 @@ _STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan"}
 
 def _add(p: argparse.ArgumentParser) -> None:
     add_trace_args(p)
-    p.add_argument(
-        "--format", choices=("text", "json"), default="text", help="text (default) or the versioned JSON document"
-    )
+    add_format_arg(p, ("table", "json"), table=False, help="table (default) or the versioned JSON document")
     p.add_argument(
         "--min-severity", choices=("low", "medium", "high"), default="low", help="hide findings below this severity"
     )

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ranksight.cli._common import Command, Context, add_trace_args, load_run
+from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run
 from ranksight.errors import EXIT_FAILED_GATE, RanksightError
 from ranksight.io.output import atomic_path, check_output
 
@@ -65,12 +65,7 @@ def _add(p: argparse.ArgumentParser) -> None:
             )
         elif a.dest == "ranks":
             a.help = "only this rank, on both sides (repeatable)"
-    p.add_argument(
-        "--format",
-        choices=("table", "csv", "json", "markdown"),
-        default="table",
-        help="output format (markdown: for PR comments)",
-    )
+    add_format_arg(p, help="output format (markdown: for PR comments; csv: one table, see --table)")
     p.add_argument(
         "--fail-if-slower",
         type=parse_percent,
@@ -206,7 +201,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             extra["gate"] = {**first, "failed": any(v.failed for v in verdicts), "checks": every}
         sys.stdout.write(tables_to_json(res.tables, res.notes, extra=extra) + "\n")
     elif args.format == "csv":
-        print_tables(res.tables, "csv")
+        print_tables(res.tables, "csv", table=args.table)
     elif args.format == "markdown":
         sys.stdout.write(diff_markdown(res, rows=args.rows))
     else:

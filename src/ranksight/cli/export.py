@@ -1,4 +1,4 @@
-"""``ranksight export TRACES --to DIR``: the canonical tables as Parquet, one file per rank;
+"""``ranksight export TRACES -o DIR``: the canonical tables as Parquet, one file per rank;
 ``ranksight export TRACES --perfetto OUT.json.gz``: one merged trace of the whole job on aligned
 clocks (:mod:`ranksight.report.perfetto`, docs/export.md)."""
 
@@ -10,7 +10,7 @@ import sys
 
 import polars as pl
 
-from ranksight.cli._common import Command, Context, add_trace_args, load_run
+from ranksight.cli._common import Command, Context, add_output_arg, add_trace_args, load_run
 from ranksight.errors import UsageError
 from ranksight.io.kineto import TABLES
 from ranksight.io.output import OutputError, check_output, staged_dir
@@ -55,7 +55,7 @@ def export_run(run, out_dir: str, *, force: bool = False, tables: bool = False) 
 
 def _add(p: argparse.ArgumentParser) -> None:
     add_trace_args(p)
-    p.add_argument("--to", metavar="DIR", help="output directory for the Parquet tables")
+    add_output_arg(p, metavar="DIR", help="output directory for the Parquet tables", aliases=("--to",))
     p.add_argument("--tables", action="store_true", help="also write the side tables (kernel, op, collective, ...)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     # ---- --perfetto (issue 20): the merged trace ----
@@ -81,17 +81,17 @@ def _add(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    if not args.to and not args.perfetto:
-        raise UsageError("give --to DIR (Parquet tables) or --perfetto OUT.json.gz (merged trace), or both")
+    if not args.output and not args.perfetto:
+        raise UsageError("give -o DIR (Parquet tables) or --perfetto OUT.json.gz (merged trace), or both")
     if args.perfetto and os.path.isdir(args.perfetto):
         raise OutputError(f"{args.perfetto} is a directory; give a file name (e.g. job.json.gz)")
     if args.steps and not args.perfetto:
         raise UsageError("--step applies to --perfetto only")
     run = load_run(args, ctx)
-    if args.to:
-        written = export_run(run, args.to, force=args.force, tables=args.tables)
+    if args.output:
+        written = export_run(run, args.output, force=args.force, tables=args.tables)
         if not ctx.quiet:
-            sys.stdout.write(f"Wrote {len(written)} Parquet files to {args.to}\n")
+            sys.stdout.write(f"Wrote {len(written)} Parquet files to {args.output}\n")
     if args.perfetto:
         from ranksight.report.perfetto import write_perfetto
 

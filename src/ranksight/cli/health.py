@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     run = load_run(args, ctx)
     res = health(run, ranks=args.ranks, noise_us=args.noise_us)
     table = res["checks"] if args.all else res["problems"]
-    print_tables({"checks" if args.all else "problems": table}, args.format, notes=res.notes)
+    print_tables({"checks" if args.all else "problems": table}, args.format, notes=res.notes, table=args.table)
     if args.fail_on_warning and (res["checks"]["status"] == "warning").any():
         return EXIT_FAILED_GATE
     return 0

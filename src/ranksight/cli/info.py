@@ -57,7 +57,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             sys.stdout.write(context[0] + "\n")
             sys.stdout.flush()
             notes = [n for n in notes if n not in context]
-    print_tables(tables, args.format, notes=notes)
+    print_tables(tables, args.format, notes=notes, table=args.table)
     return 0
 
 

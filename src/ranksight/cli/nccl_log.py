@@ -33,7 +33,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         add_trace_args(tp)
         run = load_run(tp.parse_args(args.traces), ctx)  # the shared trace options, at their defaults
     res = run_analysis("nccl-log", run, logs=args.files, operations=args.operations, topology=args.topology)
-    print_tables(res.tables, args.format, notes=res.notes)
+    print_tables(res.tables, args.format, notes=res.notes, table=args.table)
     return 0
 
 

@@ -26,13 +26,14 @@ def _findings_text(df) -> str:  # noqa: ANN001
     return "\n".join(out) + "\n"
 
 
-def print_summary(doc, fmt: str) -> None:  # noqa: ANN001
-    """Write a :class:`~ranksight.report.headline.SummaryDoc` as rich tables, CSV or JSON."""
+def print_summary(doc, fmt: str, table: str | None = None) -> None:  # noqa: ANN001
+    """Write a :class:`~ranksight.report.headline.SummaryDoc` as rich tables, CSV (one table:
+    ``table``, default per_rank) or JSON."""
     if fmt == "json":
         sys.stdout.write(json.dumps(doc.to_json_doc(), indent=1, default=str) + "\n")
         return
     if fmt == "csv":
-        print_tables(doc.tables, fmt, notes=doc.notes)
+        print_tables(doc.tables, fmt, notes=doc.notes, table=table)
         return
     tables = {k: v for k, v in doc.tables.items() if k != "findings"}
     print_tables(tables, fmt, notes=doc.notes)
@@ -53,7 +54,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
     run = load_run(args, ctx)
     doc = build_summary(run, ranks=args.ranks, top=args.top, findings=args.findings)
-    print_summary(doc, args.format)
+    print_summary(doc, args.format, args.table)
     return 0
 
 

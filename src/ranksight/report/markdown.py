@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import polars as pl
 
-from ranksight.report.terminal import format_value
+from ranksight.report.cells import format_value
 
-__all__ = ["md_escape", "table_to_markdown"]
+__all__ = ["md_escape", "table_to_markdown", "tables_to_markdown"]
 
 _CONTROL = {c: None for c in [*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
 
@@ -34,3 +36,11 @@ def table_to_markdown(df: pl.DataFrame, *, max_rows: int | None = None) -> str:
         lines.append("")
         lines.append(f"*{df.height - max_rows} more rows (use `--format csv` for all)*")
     return "\n".join(lines)
+
+
+def tables_to_markdown(tables: Mapping[str, pl.DataFrame], notes: Sequence[str] = (), *, max_rows: int = 50) -> str:
+    """Every table as a Markdown section (``#### name`` and a pipe table), then the notes."""
+    parts = [f"#### {md_escape(name)}\n\n{table_to_markdown(df, max_rows=max_rows)}" for name, df in tables.items()]
+    if notes:
+        parts.append("\n".join(f"- note: {md_escape(n)}" for n in notes))
+    return "\n\n".join(parts) + "\n" if parts else ""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 import polars as pl
@@ -13,9 +15,33 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["console", "print_tables", "tables_to_json", "format_value"]
+from ranksight.errors import UsageError
+from ranksight.report.cells import format_value
+from ranksight.report.markdown import tables_to_markdown
 
-FORMATS = ("table", "csv", "json")
+__all__ = [
+    "console",
+    "print_tables",
+    "tables_to_json",
+    "analysis_doc",
+    "format_value",
+    "select_table",
+    "table_csv",
+    "write_tables",
+    "FORMATS",
+    "ANALYSIS_SCHEMA",
+    "ANALYSIS_SCHEMA_VERSION",
+]
+
+#: The output formats, one set of names for every command (each offers the ones that make sense):
+#: ``table`` (the terminal), ``markdown`` (pull-request comments), ``csv`` (one table, for
+#: ``pandas.read_csv`` / ``polars.read_csv``), ``json`` (every table, with a versioned schema).
+FORMATS = ("table", "markdown", "csv", "json")
+
+#: ``analyze --format json`` follows ``docs/analysis-schema.json``: bumped when a field is removed
+#: or changes meaning; adding fields (or tables and columns to an analysis) keeps the version.
+ANALYSIS_SCHEMA = "ranksight-analysis"
+ANALYSIS_SCHEMA_VERSION = 1
 
 
 def console(file: IO[str] | None = None) -> Console:
@@ -25,8 +51,6 @@ def console(file: IO[str] | None = None) -> Console:
     return Console(file=f, width=None if is_tty else 250, soft_wrap=False, highlight=False)
 
 
-MAX_TEXT = 80
-
 #: C0/C1 control characters (ESC included): trace text must not drive the terminal.
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
 
@@ -35,26 +59,6 @@ def safe_text(s: str) -> Text:
     """Trace-derived text for the terminal: never parsed as rich markup, control characters
     shown as ``\\xNN`` escapes."""
     return Text(s.translate(_CONTROL))
-
-
-def format_value(v: Any) -> str:
-    """A cell as text. A value that could not be computed (None, NaN, ±inf) is empty, as
-    ``--format json`` writes it null; the notes say why."""
-    if v is None:
-        return ""
-    if isinstance(v, str):
-        return v if len(v) <= MAX_TEXT else v[: MAX_TEXT - 1] + "…"
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return ""
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        if abs(v) >= 1 or v == 0:
-            return f"{v:,.2f}"
-        return f"{v:.3g}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    return str(v)
 
 
 def _rich_table(title: str, df: pl.DataFrame, max_rows: int) -> Table:
@@ -69,8 +73,13 @@ def _rich_table(title: str, df: pl.DataFrame, max_rows: int) -> Table:
 
 
 def _jsonable(v: Any) -> Any:
+    """A value for JSON: NaN and ±inf (not JSON) are null, in nested values too."""
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return None
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
     return v
 
 
@@ -85,6 +94,18 @@ def tables_to_json(
     return json.dumps(doc, indent=1, default=str)
 
 
+def select_table(tables: Mapping[str, pl.DataFrame], name: str | None) -> str:
+    """The table ``name`` (the first, the analysis' main table, when None); a
+    :class:`~ranksight.errors.UsageError` naming the tables when there is no such table."""
+    if name is None:
+        if not tables:
+            raise UsageError("no table to write")
+        return next(iter(tables))
+    if name not in tables:
+        raise UsageError(f"no table {name!r}; tables: {', '.join(tables) or 'none'}")
+    return name
+
+
 def print_tables(
     tables: Mapping[str, pl.DataFrame],
     fmt: str = "table",
@@ -92,20 +113,23 @@ def print_tables(
     notes: Sequence[str] = (),
     file: IO[str] | None = None,
     max_rows: int = 50,
+    table: str | None = None,
 ) -> None:
-    """Write tables in one of :data:`FORMATS`."""
+    """Write tables in one of :data:`FORMATS`. ``csv`` writes ONE table (``table``, default the
+    first) so that the output is a plain CSV file; ``json`` and the others write every table
+    (only ``table`` when given). The notes go with ``table``, ``markdown`` and ``json``; the caller
+    says them elsewhere for ``csv``."""
     out = file or sys.stdout
+    if fmt == "csv":
+        out.write(table_csv(tables[select_table(tables, table)]))
+        return
+    if table is not None:
+        tables = {table: tables[select_table(tables, table)]}
     if fmt == "json":
         out.write(tables_to_json(tables, notes) + "\n")
         return
-    if fmt == "csv":
-        many = len(tables) > 1
-        for name, df in tables.items():
-            if many:
-                out.write(f"# {name}\n")
-            out.write(_csv(df))
-            if many:
-                out.write("\n")
+    if fmt == "markdown":
+        out.write(tables_to_markdown(tables, notes, max_rows=max_rows))
         return
     con = console(out)
     for name, df in tables.items():
@@ -114,7 +138,43 @@ def print_tables(
         con.print(safe_text(f"note: {n}"))
 
 
-def _csv(df: pl.DataFrame) -> str:
+def analysis_doc(
+    analysis: str,
+    tables: Mapping[str, pl.DataFrame],
+    notes: Sequence[str] = (),
+    *,
+    ranks: Sequence[int] = (),
+    options: Mapping[str, Any] | None = None,
+    missing: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The versioned JSON document of one analysis (``docs/analysis-schema.json``): its tables as
+    lists of row objects, every column's type (so that a table without rows still says its
+    columns), the notes, and ``missing`` (kind and reason) when the traces lack what it needs."""
+    from ranksight import __version__
+
+    doc: dict[str, Any] = {
+        "schema": ANALYSIS_SCHEMA,
+        "schema_version": ANALYSIS_SCHEMA_VERSION,
+        "ranksight_version": __version__,
+        "analysis": analysis,
+        "ranks": list(ranks),
+        "options": {k: _jsonable(v) for k, v in (options or {}).items()},
+        "columns": {n: {c: str(dt) for c, dt in df.schema.items()} for n, df in tables.items()},
+        "tables": {n: _rows(df) for n, df in tables.items()},
+        "notes": list(notes),
+    }
+    if missing is not None:
+        doc["missing"] = dict(missing)
+    return doc
+
+
+def _rows(df: pl.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _jsonable(v) for k, v in r.items()} for r in df.iter_rows(named=True)]
+
+
+def table_csv(df: pl.DataFrame) -> str:
+    """One table as CSV text (header and rows; nested values as JSON text; a value that could not
+    be computed is an empty cell)."""
     flat = df.with_columns(
         pl.col(c).cast(pl.String) for c, dt in df.schema.items() if isinstance(dt, (pl.Categorical, pl.Enum))
     )
@@ -131,3 +191,56 @@ def _csv(df: pl.DataFrame) -> str:
             for c in nested
         )
     return flat.write_csv()
+
+
+#: File name extension of each format written by :func:`write_tables`.
+_EXT = {"csv": "csv", "json": "json", "markdown": "md"}
+
+
+def _file_stem(name: str) -> str:
+    """A table name as a file name (``events by kind`` -> ``events_by_kind``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "table"
+
+
+def write_tables(
+    tables: Mapping[str, pl.DataFrame],
+    out_dir: str,
+    fmt: str = "csv",
+    *,
+    force: bool = False,
+    inputs: Sequence[str] = (),
+    doc: Callable[[Mapping[str, pl.DataFrame]], dict[str, Any]] | None = None,
+) -> list[str]:
+    """Every table as its own file ``out_dir/<table>.<csv|json|md>``; returns the paths. Every
+    path is checked first (no input, no existing file without ``force``), then the files are
+    written into a staging folder and moved into place together (:func:`ranksight.io.output.staged_dir`):
+    a failure leaves nothing half-written. ``doc(tables)`` builds a JSON file's document (default:
+    the tables and nothing else)."""
+    from ranksight.io.output import OutputError, check_output, staged_dir
+
+    if fmt not in _EXT:
+        raise UsageError(f"-o DIR writes csv, json or markdown files, not {fmt!r}")
+    files: dict[str, str] = {}
+    for name in tables:
+        fname = f"{_file_stem(name)}.{_EXT[fmt]}"
+        if fname in files.values():
+            raise UsageError(f"tables {name!r} and another one would both be written to {fname}")
+        files[name] = fname
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise OutputError(f"cannot write into {out_dir}: it exists and is not a directory")
+    for fname in files.values():
+        check_output(os.path.join(out_dir, fname), inputs=inputs, force=force)
+    written = []
+    with staged_dir(out_dir) as tmp:
+        for name, df in tables.items():
+            one = {name: df}
+            if fmt == "csv":
+                text = table_csv(df)
+            elif fmt == "json":
+                text = json.dumps(doc(one) if doc else {"tables": {name: _rows(df)}}, indent=1, default=str) + "\n"
+            else:
+                text = tables_to_markdown(one, max_rows=df.height)
+            with open(os.path.join(tmp, files[name]), "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+            written.append(os.path.join(out_dir, files[name]))
+    return written

@@ -1,0 +1,283 @@
+"""``ranksight completion bash|zsh|fish``: a shell completion script, generated from the parser.
+
+The script is made from the same argparse tree that parses the command line (commands, the
+analyses of ``analyze``, every option, the choices of ``--format`` and the like), so it cannot
+disagree with the CLI: it lists no option that does not exist. Install it with
+
+    ranksight completion bash > ~/.local/share/bash-completion/completions/ranksight
+    ranksight completion zsh > "${fpath[1]}/_ranksight"      # a folder on $fpath
+    ranksight completion fish > ~/.config/fish/completions/ranksight.fish
+
+How it completes: a word after a command path (``ranksight analyze``) is one of its commands; a
+word starting with ``-`` one of the path's options; after an option that takes a value, one of
+its choices when it has some, else a file name; anything else a file name (traces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+
+from ranksight.cli._common import Command, Context
+
+__all__ = ["COMMAND", "SHELLS", "Node", "command_tree", "script"]
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+@dataclass
+class Node:
+    """One command path (``""``, ``analyze``, ``analyze/temporal``) of the parser tree."""
+
+    path: str
+    help: str = ""
+    #: option string -> help ('' when hidden)
+    options: dict[str, str] = field(default_factory=dict)
+    #: options that take a value -> their choices (empty: any value, completed as a file name)
+    values: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    commands: dict[str, Node] = field(default_factory=dict)
+
+
+def _help(action: argparse.Action) -> str:
+    h = action.help
+    if not h or h == argparse.SUPPRESS:
+        return ""
+    return re.sub(r"\s+", " ", str(h).replace("%%", "%")).strip()
+
+
+def _node(parser: argparse.ArgumentParser, path: str, help: str) -> Node:
+    node = Node(path, help)
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            helps = {c.dest: _help(c) for c in a._choices_actions}
+            for name, sp in a.choices.items():
+                node.commands[name] = _node(sp, f"{path}/{name}" if path else name, helps.get(name, ""))
+            continue
+        if not a.option_strings:
+            if a.choices:  # a positional with choices (cache info|verify|clear): words that lead nowhere deeper
+                for c in a.choices:
+                    child = Node(f"{path}/{c}" if path else str(c), "")
+                    child.options, child.values = node.options, node.values  # the same options after it
+                    node.commands[str(c)] = child
+            continue
+        if a.help == argparse.SUPPRESS:  # hidden (deprecated spellings): still parsed, never offered
+            continue
+        for opt in a.option_strings:
+            node.options[opt] = _help(a)
+            if a.nargs != 0:
+                node.values[opt] = tuple(str(c) for c in a.choices) if a.choices else ()
+    return node
+
+
+def command_tree(parser: argparse.ArgumentParser | None = None) -> Node:
+    """The parser's commands, options and choices as a tree of :class:`Node`."""
+    if parser is None:
+        from ranksight.cli import build_parser
+
+        parser = build_parser()
+    return _node(parser, "", parser.description or "")
+
+
+def _walk(node: Node) -> list[Node]:
+    out = [node]
+    for c in node.commands.values():
+        out += _walk(c)
+    return out
+
+
+def _q(s: str) -> str:
+    """A single-quoted shell word (bash, zsh, fish)."""
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _fish_q(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _case_function(name: str, entries: dict[str, str], shell: str) -> list[str]:
+    """A function that prints ``entries[$1]`` (a space-separated word list)."""
+    if shell == "fish":
+        lines = [f"function {name}", "    switch $argv[1]"]
+        for key, words in entries.items():
+            lines += [f"        case {_fish_q(key)}", f"            echo {_fish_q(words)}"]
+        return [*lines, "    end", "end"]
+    lines = [f"{name}() {{", '    case "$1" in']
+    for key, words in entries.items():
+        lines.append(f"        {_q(key)}) echo {_q(words)} ;;")
+    return [*lines, "    esac", "}"]
+
+
+def _tables(root: Node, shell: str) -> list[str]:
+    nodes = _walk(root)
+    cmds = {n.path: " ".join(n.commands) for n in nodes if n.commands}
+    opts = {n.path: " ".join(n.options) for n in nodes if n.options}
+    vals = {n.path: " ".join(n.values) for n in nodes if n.values}
+    choices = {f"{n.path} {o}": " ".join(c) for n in nodes for o, c in n.values.items() if c}
+    return [
+        *_case_function("_ranksight_cmds", cmds, shell),
+        *_case_function("_ranksight_opts", opts, shell),
+        *_case_function("_ranksight_value_opts", vals, shell),
+        *_case_function("_ranksight_choices", choices, shell),
+    ]
+
+
+_HEADER = "# {shell} completion for ranksight, generated by `ranksight completion {shell}` from its parser."
+
+#: Walks the words before the cursor to the command path (shared by bash and zsh; ``$1..`` the
+#: words after ``ranksight``), then prints what to offer: ``W word…`` (words) or ``F`` (files).
+_POSIX_WALK = r"""
+_ranksight_offer() {
+    local cur="$1" path="" skip=0 w
+    shift
+    local n=$#
+    local i=1
+    while [ "$i" -lt "$n" ]; do
+        eval "w=\${$i}"
+        i=$((i + 1))
+        if [ "$skip" = 1 ]; then skip=0; continue; fi
+        case "$w" in
+            -*=*) continue ;;
+            -*) case " $(_ranksight_value_opts "$path") " in *" $w "*) skip=1 ;; esac; continue ;;
+        esac
+        case " $(_ranksight_cmds "$path") " in *" $w "*) path="${path:+$path/}$w" ;; esac
+    done
+    if [ "$skip" = 1 ]; then
+        eval "w=\${$((n - 1))}"
+        local ch
+        ch="$(_ranksight_choices "$path $w")"
+        if [ -n "$ch" ]; then echo "W $ch"; else echo "F"; fi
+        return
+    fi
+    case "$cur" in
+        -*) echo "W $(_ranksight_opts "$path")"; return ;;
+    esac
+    local cmds
+    cmds="$(_ranksight_cmds "$path")"
+    if [ -n "$cmds" ]; then echo "W $cmds"; else echo "F"; fi
+}
+"""
+
+
+def _bash(root: Node) -> str:
+    lines = [_HEADER.format(shell="bash"), *_tables(root, "bash"), _POSIX_WALK.strip("\n")]
+    lines.append(
+        r"""
+_ranksight() {
+    local cur="${COMP_WORDS[COMP_CWORD]}"
+    local offer
+    offer="$(_ranksight_offer "$cur" "${COMP_WORDS[@]:1:COMP_CWORD}")"
+    if [ "${offer%% *}" = "W" ]; then
+        COMPREPLY=($(compgen -W "${offer#W }" -- "$cur"))
+    else
+        compopt -o filenames 2>/dev/null
+        COMPREPLY=($(compgen -f -- "$cur"))
+    fi
+}
+complete -F _ranksight ranksight""".strip("\n")
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _zsh(root: Node) -> str:
+    lines = ["#compdef ranksight", _HEADER.format(shell="zsh"), *_tables(root, "zsh"), _POSIX_WALK.strip("\n")]
+    lines.append(
+        r"""
+_ranksight() {
+    local offer
+    offer="$(_ranksight_offer "${words[CURRENT]}" "${(@)words[2,CURRENT]}")"
+    if [[ "${offer%% *}" == "W" ]]; then
+        local -a cands
+        cands=(${=${offer#W }})
+        compadd -a cands
+    else
+        _files
+    fi
+}
+if [[ "$funcstack[1]" == "_ranksight" ]]; then
+    _ranksight "$@"
+else
+    compdef _ranksight ranksight
+fi""".strip("\n")
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _fish(root: Node) -> str:
+    lines = [_HEADER.format(shell="fish"), *_tables(root, "fish")]
+    lines.append(
+        r"""
+function _ranksight_path
+    set -l tokens (commandline -opc)
+    set -l path ''
+    set -l skip 0
+    for w in $tokens[2..-1]
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        if string match -q -- '-*=*' $w
+            continue
+        end
+        if string match -q -- '-*' $w
+            if contains -- $w (string split -- ' ' (_ranksight_value_opts $path))
+                set skip 1
+            end
+            continue
+        end
+        if contains -- $w (string split -- ' ' (_ranksight_cmds $path))
+            if test -z "$path"
+                set path $w
+            else
+                set path "$path/$w"
+            end
+        end
+    end
+    echo $path
+end
+complete -c ranksight -e""".strip("\n")
+    )
+    for n in _walk(root):
+        cond = f"test (_ranksight_path) = {_fish_q(n.path)}"
+        for name, child in n.commands.items():
+            desc = f" -d {_fish_q(child.help[:80])}" if child.help else ""
+            lines.append(f"complete -c ranksight -n {_fish_q(cond)} -f -a {_fish_q(name)}{desc}")
+        for opt, h in n.options.items():
+            spec = f"-l {opt[2:]}" if opt.startswith("--") else f"-s {opt[1:]}"
+            desc = f" -d {_fish_q(h[:80])}" if h else ""
+            if opt in n.values:
+                ch = n.values[opt]
+                arg = f" -x -a {_fish_q(' '.join(ch))}" if ch else " -r -F"
+            else:
+                arg = ""
+            lines.append(f"complete -c ranksight -n {_fish_q(cond)} {spec}{arg}{desc}")
+    return "\n".join(lines) + "\n"
+
+
+def script(shell: str, parser: argparse.ArgumentParser | None = None) -> str:
+    """The completion script for ``shell`` (one of :data:`SHELLS`)."""
+    root = command_tree(parser)
+    return {"bash": _bash, "zsh": _zsh, "fish": _fish}[shell](root)
+
+
+def _add(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=SHELLS, help="the shell to write the completion script for")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    sys.stdout.write(script(args.shell))
+    return 0
+
+
+COMMAND = Command(
+    "completion",
+    "print a shell completion script (bash, zsh or fish)",
+    _add,
+    _run,
+    description="Print a completion script for bash, zsh or fish, generated from ranksight's own parser. "
+    "bash: ranksight completion bash > ~/.local/share/bash-completion/completions/ranksight; "
+    "zsh: ranksight completion zsh > <a folder on $fpath>/_ranksight; "
+    "fish: ranksight completion fish > ~/.config/fish/completions/ranksight.fish",
+    order=90,
+)
