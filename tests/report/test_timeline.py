@@ -263,3 +263,17 @@ def test_demo_report_has_the_timeline(demo_doc):
     assert b["collectives"]["n"] == 8 and b["gaps"]["n"] > 0
     # step 10's events of the 8 ranks (the ProfilerStep window of each rank, united)
     assert b["events"]["n"] == 19_780
+
+
+def test_rank_selection_without_collectives(tmp_path):
+    paths = [
+        write_rank(tmp_path, r, rank_events(colls=[], kernels=[{"name": "gemm", "start": 100, "end": 150}]), world=3)
+        for r in range(3)
+    ]
+    st = StringTable()
+    b, notes = timeline_block(Session(ranksight.load(paths, cache=False)), st, max_ranks=2)
+    assert b["ranks"] == [0, 2] and b["collectives"] is None
+    assert (
+        "2 of 3 ranks shown: no rank waited for another in this step's collectives, so the first 1 and the last 1"
+        in notes
+    )

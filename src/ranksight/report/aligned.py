@@ -428,9 +428,14 @@ def select_ranks(
     half = max(1, max_ranks // 2)
     worst, best = order[:half], order[-half:]
     chosen = sorted(set(worst) | set(best) | {r for r in must if r in rs})
-    note = (
-        f"{len(chosen)} of {len(rs)} ranks shown: the {half} most waited for in this step's collectives "
-        f"({', '.join(map(str, worst))}) and the {half} least ({', '.join(map(str, best))})"
-        + (", and the ranks on the critical path" if must else "")
-    )
-    return chosen, note
+    if not any(late.values()):
+        note = (
+            f"{len(chosen)} of {len(rs)} ranks shown: no rank waited for another in this step's collectives, so the "
+            f"first {half} and the last {half}"
+        )
+    else:
+        note = (
+            f"{len(chosen)} of {len(rs)} ranks shown: the {half} most waited for in this step's collectives "
+            f"({', '.join(map(str, worst))}) and the {half} least ({', '.join(map(str, best))})"
+        )
+    return chosen, note + (", and the ranks on the critical path" if must else "")
