@@ -104,7 +104,6 @@ ANALYSIS_MODULES = (
     "modules",
     "nccl_log",
     "op_kernels",
-    "op_perf",
     "ops",
     "overlap",
     "overview",
