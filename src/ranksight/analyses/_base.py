@@ -81,6 +81,7 @@ ANALYSIS_MODULES = (
     "bandwidth",
     "bubble",
     "collectives",
+    "critical_path",
     "cupti_counters",
     "diagnose",
     "diff",

@@ -115,6 +115,8 @@ class CriticalGraph:
     edges: pl.DataFrame
     events: pl.DataFrame
     hta_compat: bool
+    #: CPU events of the window with their call-stack parent (``row, parent_row``; −1 at top level)
+    tree: pl.DataFrame = field(default_factory=pl.DataFrame)
     notes: list[str] = field(default_factory=list)
 
 
@@ -161,7 +163,9 @@ def _events(trace: Trace, hta_compat: bool) -> pl.DataFrame:
         .collect()
     )
     if hta_compat and needs_hta_rounding(trace) and ev.height:
-        ts, end = hta_round(ev["ts_ns"].to_numpy(), (ev["end_ns"] - ev["ts_ns"]).to_numpy(), trace.meta.base_time_ns or 0)
+        ts, end = hta_round(
+            ev["ts_ns"].to_numpy(), (ev["end_ns"] - ev["ts_ns"]).to_numpy(), trace.meta.base_time_ns or 0
+        )
         ev = ev.with_columns(pl.Series("ts_ns", ts), pl.Series("end_ns", end))
     sync = trace.table("sync")
     if sync.height:
@@ -276,7 +280,8 @@ def critical_graph(
 
     parts: list[pl.DataFrame] = []
     parts.append(_lock_edges(n_row, n_start, is_lock, n_ts))
-    parts.append(_stack_edges(cpu, trace, hta_compat, start_node, end_node, n_ts, is_lock, is_blocking, notes))
+    stack, tree = _stack_edges(cpu, trace, hta_compat, start_node, end_node, n_ts, is_lock, is_blocking, notes)
+    parts.append(stack)
     parts.append(_gpu_edges(ev, gpu, sync_cpu, trace, hta_compat, start_node, end_node, n_ts, notes))
     edges = pl.concat([p for p in parts if p.height] or [pl.DataFrame(schema=_EDGE_SCHEMA)])
     # one edge per (src, dst): the first position, the last weight and type (networkx's add_edge)
@@ -306,7 +311,7 @@ def critical_graph(
     events = node_ev.select(
         "row", "kind", "name", "pid", "tid", "stream", "ts_ns", "end_ns", "kernel_class", "launch_row", "rt_row"
     )
-    return CriticalGraph(trace.rank, lo_ns, hi_ns, nodes, edges.cast(_EDGE_SCHEMA), events, hta_compat, notes)
+    return CriticalGraph(trace.rank, lo_ns, hi_ns, nodes, edges.cast(_EDGE_SCHEMA), events, hta_compat, tree, notes)
 
 
 def _edges(src: np.ndarray, dst: np.ndarray, typ: int | np.ndarray, w: np.ndarray, attr: np.ndarray) -> pl.DataFrame:
@@ -373,10 +378,11 @@ def _stack_edges(
     is_lock: np.ndarray,
     is_blocking: np.ndarray,
     notes: list[str],
-) -> pl.DataFrame:
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Step 2: per CPU thread, the kept events' markers in depth-first order of HTA's call stack."""
+    no_tree = pl.DataFrame(schema={"row": pl.Int64, "parent_row": pl.Int64})
     if cpu.height == 0:
-        return pl.DataFrame(schema=_EDGE_SCHEMA)
+        return pl.DataFrame(schema=_EDGE_SCHEMA), no_tree
     fold = _fwd_bwd_tids(cpu, trace, hta_compat)
     if fold is not None:
         cpu = cpu.with_columns(pl.col("tid").replace(fold[0], fold[1]))
@@ -401,10 +407,11 @@ def _stack_edges(
         np.maximum.at(s_end, ppos[i], s_end[i])
     pid_a, tid_a = c["pid"].to_numpy(), c["tid"].to_numpy()
     thread = np.cumsum(np.r_[False, (pid_a[1:] != pid_a[:-1]) | (tid_a[1:] != tid_a[:-1])]).astype(np.int64)
+    tree_out = pl.DataFrame({"row": row, "parent_row": parent_row.astype(np.int64)})
     keep = start_node[row] >= 0  # events with nodes
     k = np.flatnonzero(keep)
     if k.size == 0:
-        return pl.DataFrame(schema=_EDGE_SCHEMA)
+        return pl.DataFrame(schema=_EDGE_SCHEMA), tree_out
     # markers: enter (pos, 0, 0), exit (s_end, 1, -depth)
     m_thread = np.concatenate([thread[k], thread[k]])
     m_k1 = np.concatenate([k, s_end[k]])
@@ -423,9 +430,7 @@ def _stack_edges(
     depth_before = csum - step - (csum - step)[np.flatnonzero(first)][grp]
     prev = np.arange(m_ev.size) - 1
     ok = ~first
-    lock_pair = (
-        is_lock[m_row[np.maximum(prev, 0)]] & is_lock[m_row] & (m_enter[np.maximum(prev, 0)] | ~m_enter)
-    )
+    lock_pair = is_lock[m_row[np.maximum(prev, 0)]] & is_lock[m_row] & (m_enter[np.maximum(prev, 0)] | ~m_enter)
     ok &= ~lock_pair
     i = np.flatnonzero(ok)
     p = i - 1
@@ -438,7 +443,7 @@ def _stack_edges(
     src_parent = parent_row[m_ev[p]]
     attr = np.where(m_enter[p], m_row[p], np.where(~enter, m_row[i], src_parent))
     attr = np.where(typ == OPERATOR, attr, -1)
-    return _edges(src, dst, typ, w, attr)
+    return _edges(src, dst, typ, w, attr), tree_out
 
 
 def _gpu_edges(
@@ -465,17 +470,21 @@ def _gpu_edges(
     k = (
         k.join(q.rename({"row": "rt_row", "q": "q_rt"}), on="rt_row", how="left")
         .join(q.rename({"q": "q_k"}), on="row", how="left")
-        .join(ev.select(pl.col("row").cast(pl.Int64).alias("rt_row"), pl.col("ts_ns").alias("rt_ts")), on="rt_row", how="left")
+        .join(
+            ev.select(pl.col("row").cast(pl.Int64).alias("rt_row"), pl.col("ts_ns").alias("rt_ts")),
+            on="rt_row",
+            how="left",
+        )
         .sort("__pos")
     )
-    act = k.filter(pl.col("kind") != "sync").with_columns(
-        pl.col("row").shift(1).over("stream").alias("__prev")
-    )
+    act = k.filter(pl.col("kind") != "sync").with_columns(pl.col("row").shift(1).over("stream").alias("__prev"))
     # the activity launched just before each cudaEventRecord on the recorded stream, and the one
     # launched just after each cudaStreamWaitEvent on its thread and stream
     prev_launch = _record_previous_launch(ev, hta_compat)
     next_launch = _wait_next_launch(ev, hta_compat)
-    syncs = k.filter(pl.col("kind") == "sync").join(prev_launch, left_on="wait_corr", right_on="correlation", how="left")
+    syncs = k.filter(pl.col("kind") == "sync").join(
+        prev_launch, left_on="wait_corr", right_on="correlation", how="left"
+    )
     # Stream Wait Event: schedule a GPU→GPU sync into the next activity launched on the waiting stream
     swe = (
         syncs.filter((pl.col("name") == "Stream Wait Event") & pl.col("src_kernel").is_not_null())
@@ -540,7 +549,7 @@ def _gpu_edges(
     if not hta_compat:
         # every activity waits for its launch and for the previous activity on its stream
         i = np.flatnonzero(~launch & (rt_start >= 0))
-        add(pos[i], 3, rt_start[i], s[i], LAUNCH_DELAY, np.zeros(i.size, np.int64), np.full(i.size, -1))
+        add(pos[i], 3, rt_start[i], s[i], DEPENDENCY, np.zeros(i.size, np.int64), np.full(i.size, -1))
         i = np.flatnonzero(~launch & ~kk & has_prev)
         add(pos[i], 4, prev_end[i], s[i], DEPENDENCY, np.zeros(i.size, np.int64), np.full(i.size, -1))
     elif lost.any():
@@ -548,6 +557,8 @@ def _gpu_edges(
             f"{int(lost.sum())} GPU activit(ies) got no incoming edge (HTA: no launch-delay, kernel-kernel or "
             "sync edge), so the path may start there"
         )
+    if not hta_compat:
+        _inferred_waits(ev, act, trace, start_node, end_node, n_ts, add)
     # sync records: GPU -> CPU edges into the end of the waiting call
     sy = syncs.with_columns(pl.col("rt_row").fill_null(-1))
     sy_pos = sy["__pos"].to_numpy().astype(np.float64)
@@ -567,12 +578,14 @@ def _gpu_edges(
         per_stream = (
             ss.select("__pos", "name", "stream", "rt_row")
             .join(first_seen, how="cross", suffix="_s")
-            .filter(((pl.col("name") == "Context Sync") | (pl.col("stream") == pl.col("stream_s"))))
+            .filter((pl.col("name") == "Context Sync") | (pl.col("stream") == pl.col("stream_s")))
             .filter(pl.col("__first") < pl.col("__pos"))
             .sort("__pos")
         )
         lastk = last.sort("__pos").rename({"stream": "stream_s", "row": "__last", "__pos": "__lpos"})
-        j = per_stream.join_asof(lastk, left_on="__pos", right_on="__lpos", by="stream_s", strategy="backward")
+        j = per_stream.join_asof(
+            lastk, left_on="__pos", right_on="__lpos", by="stream_s", strategy="backward", check_sortedness=False
+        )
         j = j.filter(pl.col("__last").is_not_null()).sort(["__pos", "__first"])
         src = end_node[j["__last"].cast(pl.Int64).to_numpy()]
         rt = j["rt_row"].to_numpy()
@@ -581,25 +594,90 @@ def _gpu_edges(
         kpos = j["__pos"].to_numpy().astype(np.float64)[ok2]
         sub = j["__first"].to_numpy().astype(np.float64)[ok2] * 1e-12
         out.append(
-            (kpos, sub, src[ok2], dst[ok2], np.full(kpos.size, SYNC), np.zeros(kpos.size, np.int64), np.full(kpos.size, -1))
+            (
+                kpos,
+                sub,
+                src[ok2],
+                dst[ok2],
+                np.full(kpos.size, SYNC),
+                np.zeros(kpos.size, np.int64),
+                np.full(kpos.size, -1),
+            )
         )
     cols = [np.concatenate([o[c] for o in out]) for c in range(7)]
     o = np.lexsort((cols[1], cols[0]))
     return _edges(cols[2][o], cols[3][o], cols[4][o].astype(np.int8), cols[5][o], cols[6][o])
 
 
+#: Calls that return only when GPU work is done (used when the trace has no sync records).
+_WAIT_CALLS = (
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "hipDeviceSynchronize",
+    "hipStreamSynchronize",
+)
+
+
+def _inferred_waits(ev, act, trace, start_node, end_node, n_ts, add) -> None:  # noqa: ANN001
+    """Fixed model only. A launch call that returns after its own GPU activity ended (a
+    synchronous copy) waited for it: an edge from the activity's end to the call's end. Without
+    sync records in the trace, a ``*Synchronize`` call that returns while GPU work of its device
+    ended during the call waited for the last such activity: an edge from its end too."""
+    a = act.filter(pl.col("rt_row").is_not_null()).select("row", "rt_row", "__pos", "end_ns")
+    rt = ev.select(pl.col("row").alias("rt_row"), pl.col("end_ns").alias("rt_end"))
+    own = a.join(rt, on="rt_row").filter(pl.col("end_ns") <= pl.col("rt_end"))
+    src = end_node[own["row"].to_numpy()]
+    dst = end_node[own["rt_row"].to_numpy()]
+    ok = (src >= 0) & (dst >= 0)
+    key = own["__pos"].to_numpy().astype(np.float64)[ok] + 0.5
+    add(key, 5, src[ok], dst[ok], SYNC, np.zeros(int(ok.sum()), np.int64), np.full(int(ok.sum()), -1))
+    if (ev["kind"] == "sync").any():
+        return
+    calls = ev.filter(pl.col("name").is_in(list(_WAIT_CALLS)))
+    calls = calls.filter(pl.Series(end_node[calls["row"].to_numpy()] >= 0))
+    if calls.height == 0 or act.height == 0:
+        return
+    done = act.select("row", "end_ns", "__pos").sort("end_ns")
+    j = (
+        calls.select(pl.col("row").alias("call"), "ts_ns", pl.col("end_ns").alias("call_end"))
+        .sort("call_end")
+        .join_asof(done, left_on="call_end", right_on="end_ns", strategy="backward")
+    )
+    j = j.filter(pl.col("row").is_not_null() & (pl.col("end_ns") >= pl.col("ts_ns")))
+    src = end_node[j["row"].to_numpy()]
+    dst = end_node[j["call"].to_numpy()]
+    ok = (src >= 0) & (dst >= 0)
+    key = j["__pos"].to_numpy().astype(np.float64)[ok] + 0.75
+    add(key, 6, src[ok], dst[ok], SYNC, np.zeros(int(ok.sum()), np.int64), np.full(int(ok.sum()), -1))
+
+
 def _queue(ev: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
     """Queue length at each launch (``row`` the launch) and at each activity's start (``row`` the
     activity): +1 at a launch, −1 at its activity's start, per stream, launches first at equal times."""
     act = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("rt_row").is_not_null())
-    rt = ev.select(pl.col("row").cast(pl.Int64).alias("rt_row"), pl.col("ts_ns").alias("rt_ts"), pl.col("name").alias("api"))
+    rt = ev.select(
+        pl.col("row").cast(pl.Int64).alias("rt_row"), pl.col("ts_ns").alias("rt_ts"), pl.col("name").alias("api")
+    )
     if hta_compat:
         rt = rt.filter(pl.col("api").is_in(list(HTA_QUEUE_APIS)))
     a = act.join(rt, on="rt_row", how="inner")
     if not hta_compat:  # one queue entry per graph launch and stream
         a = a.sort("ts_ns", "row").unique(["rt_row", "stream"], keep="first", maintain_order=True)
-    up = a.select("stream", pl.col("rt_ts").alias("t"), pl.lit(0, pl.Int8).alias("o"), pl.col("rt_row").alias("row"), pl.lit(1, pl.Int64).alias("d"))
-    down = a.select("stream", pl.col("ts_ns").alias("t"), pl.lit(1, pl.Int8).alias("o"), pl.col("row").cast(pl.Int64), pl.lit(-1, pl.Int64).alias("d"))
+    up = a.select(
+        "stream",
+        pl.col("rt_ts").alias("t"),
+        pl.lit(0, pl.Int8).alias("o"),
+        pl.col("rt_row").alias("row"),
+        pl.lit(1, pl.Int64).alias("d"),
+    )
+    down = a.select(
+        "stream",
+        pl.col("ts_ns").alias("t"),
+        pl.lit(1, pl.Int8).alias("o"),
+        pl.col("row").cast(pl.Int64),
+        pl.lit(-1, pl.Int64).alias("d"),
+    )
     s = pl.concat([up, down]).sort(["stream", "t", "o", "row"])
     return s.select("row", pl.col("d").cum_sum().over("stream").alias("q")).unique("row", keep="last")
 
@@ -608,7 +686,10 @@ def _launches(ev: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
     """Launch calls with their activity: ``rt_row, pid, tid, ts_ns, correlation, launch_id`` and the
     activity's ``k_row, k_stream, k_gpu`` (HTA's ``_get_cuda_runtime_calls_df``)."""
     act = ev.filter((pl.col("stream") != -1) & pl.col("rt_row").is_not_null() & pl.col("kind").is_in(_GPU)).select(
-        pl.col("row").cast(pl.Int64).alias("k_row"), "rt_row", pl.col("stream").alias("k_stream"), pl.col("pid").alias("k_gpu")
+        pl.col("row").cast(pl.Int64).alias("k_row"),
+        "rt_row",
+        pl.col("stream").alias("k_stream"),
+        pl.col("pid").alias("k_gpu"),
     )
     rt = ev.filter(pl.col("kind").is_in(["cuda_runtime", "cuda_driver"]))
     if hta_compat:
@@ -623,14 +704,24 @@ def _record_previous_launch(ev: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
     empty = pl.DataFrame(schema={"correlation": pl.Int64, "src_kernel": pl.Int64})
     streams = (
         ev.filter(pl.col("wait_on_stream") > -1)
-        .select(pl.col("wait_corr").alias("correlation"), pl.col("wait_on_stream").alias("k_stream"), pl.col("pid").alias("k_gpu"))
+        .select(
+            pl.col("wait_corr").alias("correlation"),
+            pl.col("wait_on_stream").alias("k_stream"),
+            pl.col("pid").alias("k_gpu"),
+        )
         .unique()
     )
-    rec = ev.filter(pl.col("name") == "cudaEventRecord").select("correlation", "ts_ns").join(streams, on="correlation", how="inner")
+    rec = (
+        ev.filter(pl.col("name") == "cudaEventRecord")
+        .select("correlation", "ts_ns")
+        .join(streams, on="correlation", how="inner")
+    )
     if rec.height == 0:
         return empty
     la = _launches(ev, hta_compat).select("k_stream", "k_gpu", "ts_ns", "k_row").sort("ts_ns")
-    j = rec.sort("ts_ns").join_asof(la, on="ts_ns", by=["k_gpu", "k_stream"], strategy="backward")
+    j = rec.sort("ts_ns").join_asof(
+        la, on="ts_ns", by=["k_gpu", "k_stream"], strategy="backward", check_sortedness=False
+    )
     return j.select("correlation", pl.col("k_row").alias("src_kernel")).unique("correlation", keep="first")
 
 
@@ -648,7 +739,12 @@ def _wait_next_launch(ev: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
         return pl.DataFrame(schema={"rt_row": pl.Int64, "dest_kernel": pl.Int64})
     la = _launches(ev, hta_compat).select("pid", "tid", "k_stream", "ts_ns", "k_row").sort("ts_ns")
     j = w.sort("ts_ns").join_asof(
-        la, on="ts_ns", by=["pid", "tid", "k_stream"], strategy="forward", allow_exact_matches=False
+        la,
+        on="ts_ns",
+        by=["pid", "tid", "k_stream"],
+        strategy="forward",
+        allow_exact_matches=False,
+        check_sortedness=False,
     )
     return j.select("rt_row", pl.col("k_row").alias("dest_kernel"))
 

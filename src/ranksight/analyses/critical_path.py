@@ -1,0 +1,852 @@
+"""Critical path: per rank (HTA's model) and across ranks (the job-wide path of a step).
+
+Per rank (``docs/critical-path.md``): the graph of :mod:`ranksight.views.critical_graph` over a
+window (a ProfilerStep with ``--step``, HTA's ``annotation``/``instance_id``, else the whole
+trace), its longest path, and the path's edges attributed to events as HTA's
+``get_critical_path_breakdown`` does. ``hta_compat=True`` gives HTA v0.6's numbers (golden-tested
+on the four ``critical_path_*`` oracles); the default fixes what ``docs/hta-differences.md`` lists.
+
+Across ranks: every rank's graph of the step (fixed model), on the aligned clock (the offsets of
+``collectives.comm_data``), joined at every matched collective: a participant's collective kernel
+is split into a wait (from its start until the last participant has started; weight 0) and a
+transfer (from then to its end), and every participant's start points to the instance's ready
+point, so a collective ends on each rank only after its last participant arrives (send/recv pairs
+alike). The longest path of the joined graph is the job's critical path; its edges become
+segments that tile the step window (``rank, stream, tid, row, name, start_ns, end_ns, type,
+category``), with the time per category (compute, communication, host, data loading, waiting on
+another rank, idle) summing to the step time, and what-if estimates (see the docs for each
+definition and what it ignores).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from ranksight import _core
+from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
+from ranksight.analyses._session import Session
+from ranksight.errors import MissingDataError, RanksightError
+from ranksight.views.critical_graph import (
+    DEPENDENCY,
+    EDGE_TYPES,
+    KERNEL_KERNEL,
+    LAUNCH_DELAY,
+    OPERATOR,
+    SYNC,
+    CriticalGraph,
+    critical_graph,
+    hta_window,
+    longest_path,
+)
+
+if TYPE_CHECKING:
+    from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
+
+__all__ = [
+    "DATA_LOAD_PATTERNS",
+    "HTA_COMM_KERNEL_RE",
+    "CATEGORIES",
+    "rank_breakdown",
+    "critical_path_segments",
+    "job_path",
+    "critical_path",
+]
+
+#: Event names that are data loading (PyTorch's DataLoader iterator record).
+DATA_LOAD_PATTERNS = (r"^enumerate\(DataLoader\)#",)
+#: HTA's communication-kernel pattern (``is_comm_kernel``), compatibility mode only.
+HTA_COMM_KERNEL_RE = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
+#: Job-wide categories, in display order.
+CATEGORIES = ("compute", "communication", "host", "data_loading", "waiting_on_rank", "idle")
+#: Edge code for the cross-rank wait (job-wide graph only).
+WAIT = 5
+
+_BD_SCHEMA = {
+    "rank": pl.Int32,
+    "seq": pl.Int64,
+    "type": pl.String,
+    "category": pl.String,
+    "bound_by": pl.String,
+    "event_row": pl.Int64,
+    "name": pl.String,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "stream": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "weight_us": pl.Float64,
+    "span_us": pl.Float64,
+}
+
+
+def _step_window(trace: Trace, step: int) -> tuple[int, int] | None:
+    st = trace.steps.filter(pl.col("step") == step)
+    if st.height == 0:
+        return None
+    return int(st["start_ns"][0]), int(st["end_ns"][0])  # type: ignore[arg-type]
+
+
+def _window(
+    trace: Trace, step: int | None, annotation: str | None, instance_id: int | tuple[int, int] | None
+) -> tuple[int, int]:
+    if annotation is not None:
+        w = hta_window(trace, annotation, instance_id)
+        if w is None:
+            raise MissingDataError(f"rank {trace.rank}: no event name contains {annotation!r}")
+        return w
+    if step is not None:
+        w = _step_window(trace, step)
+        if w is None:
+            raise MissingDataError(f"rank {trace.rank}: no ProfilerStep#{step}")
+        return w
+    w = hta_window(trace, "", None)
+    if w is None:
+        raise MissingDataError(f"rank {trace.rank}: no timed event")
+    return w
+
+
+def _attributed(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
+    """Name, pid, tid, stream, kind and kernel class of the attributed events."""
+    want = pl.Series("row", np.unique(rows[rows >= 0]), dtype=pl.Int64)
+    return (
+        trace.scan()
+        .select(
+            pl.col("row").cast(pl.Int64),
+            pl.col("name").cast(pl.String),
+            pl.col("pid").cast(pl.Int64),
+            pl.col("tid").cast(pl.Int64),
+            pl.col("stream").fill_null(-1),
+            "kind",
+            pl.col("kernel_class").cast(pl.String),
+        )
+        .filter(pl.col("row").is_in(want.implode()))
+        .collect()
+    )
+
+
+def _is_data_load(names: pl.Series, patterns: Sequence[str] | None) -> pl.Series:
+    if not patterns:
+        return pl.Series([False] * names.len())
+    pats = [re.compile(p) for p in patterns]
+    u = names.drop_nulls().unique()
+    hit = [n for n in u.to_list() if any(p.search(n) for p in pats)]
+    return names.is_in(hit).fill_null(False)
+
+
+def rank_breakdown(
+    trace: Trace,
+    *,
+    step: int | None = None,
+    annotation: str | None = None,
+    instance_id: int | tuple[int, int] | None = None,
+    hta_compat: bool = False,
+    data_load: Sequence[str] | None = None,
+) -> tuple[pl.DataFrame, list[str]]:
+    """One rank's critical path, one row per path edge in path order (HTA's breakdown plus the
+    edge's times, ``category`` and ``span_us``), and notes."""
+    lo, hi = _window(trace, step, annotation, instance_id)
+    if data_load is None and not hta_compat:
+        data_load = DATA_LOAD_PATTERNS
+    g = critical_graph(trace, lo, hi, hta_compat=hta_compat, data_load=data_load)
+    try:
+        p = longest_path(g)
+    except ValueError as err:
+        raise MissingDataError(f"rank {trace.rank}: the critical-path graph cannot be ordered: {err}") from err
+    notes = [f"rank {trace.rank}: {n}" for n in g.notes]
+    if p.height == 0:
+        raise MissingDataError(f"rank {trace.rank}: no critical path (no CPU op, runtime call or kernel in the window)")
+    attr = _attributed(trace, p["attr_row"].to_numpy())
+    bd = p.join(attr.rename({"row": "attr_row"}), on="attr_row", how="left").sort("step")
+    code = bd["type"].to_numpy()
+    on_gpu = (bd["stream"].fill_null(-1) != -1).to_numpy()
+    names = bd["name"]
+    if hta_compat:
+        comm = names.map_elements(lambda n: bool(HTA_COMM_KERNEL_RE.match(n)), return_dtype=pl.Boolean)
+        comm = comm.fill_null(False).to_numpy()
+    else:
+        comm = (bd["kernel_class"] == "COMMUNICATION").fill_null(False).to_numpy()
+    dl = _is_data_load(names, data_load).to_numpy()
+    weighted = np.isin(code, [OPERATOR, LAUNCH_DELAY, KERNEL_KERNEL])
+    bound = np.select(
+        [
+            code == KERNEL_KERNEL,
+            code == LAUNCH_DELAY,
+            ~weighted,
+            ~on_gpu & dl,
+            ~on_gpu,
+            comm,
+        ],
+        [
+            "gpu_kernel_kernel_overhead",
+            "gpu_kernel_launch_overhead",
+            "",
+            "data_loading",
+            "cpu_bound",
+            "gpu_communication_bound",
+        ],
+        "gpu_compute_bound",
+    )
+    span = np.maximum(bd["dst_ts_ns"].to_numpy() - bd["src_ts_ns"].to_numpy(), 0)
+    w = bd["weight_ns"].to_numpy()
+    cat = np.select(
+        [
+            code == KERNEL_KERNEL,
+            code == LAUNCH_DELAY,
+            code == SYNC,
+            code == DEPENDENCY,
+            (code == OPERATOR) & on_gpu,
+            (code == OPERATOR) & (w == 0) & (span > 0),
+        ],
+        ["kernel_kernel_delay", "launch_delay", "sync", "idle", "kernel", "sync"],
+        "cpu_op",
+    )
+    out = bd.select(
+        pl.lit(trace.rank, pl.Int32).alias("rank"),
+        pl.col("step").alias("seq"),
+        pl.col("type").map_elements(lambda c: EDGE_TYPES[c], return_dtype=pl.String).alias("type"),
+        pl.Series("category", cat),
+        pl.Series("bound_by", bound),
+        pl.when(pl.col("attr_row") >= 0).then(pl.col("attr_row")).alias("event_row"),
+        "name",
+        "pid",
+        "tid",
+        "stream",
+        pl.col("src_ts_ns").alias("start_ns"),
+        pl.col("dst_ts_ns").alias("end_ns"),
+        (pl.col("weight_ns") / 1e3).alias("weight_us"),
+        pl.Series("span_us", span / 1e3),
+    )
+    return out.cast(_BD_SCHEMA), notes  # type: ignore[arg-type]
+
+
+def _summaries(bd: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    summary = (
+        bd.group_by("rank", "bound_by")
+        .agg(pl.col("weight_us").sum().alias("time_us"))
+        .with_columns((100 * pl.col("time_us") / pl.col("time_us").sum().over("rank")).alias("pct_of_critical_path"))
+        .sort("rank", "bound_by")
+    )
+    by_type = (
+        bd.group_by("rank", "category")
+        .agg(pl.col("span_us").sum().alias("time_us"), pl.col("weight_us").sum().alias("weight_us"))
+        .with_columns((100 * pl.col("time_us") / pl.col("time_us").sum().over("rank")).alias("pct_of_path_span"))
+        .sort("rank", "time_us", descending=[False, True])
+    )
+    by_op = (
+        bd.filter(pl.col("event_row").is_not_null())
+        .group_by("rank", "name", "category")
+        .agg(pl.col("span_us").sum().alias("time_us"), pl.col("event_row").n_unique().alias("events"))
+        .sort("rank", "time_us", descending=[False, True])
+    )
+    return summary, by_type, by_op
+
+
+# ---- across ranks -------------------------------------------------------------------------------
+
+
+def _rank_graph(trace: Trace, step: int | None) -> tuple[CriticalGraph, tuple[int, int] | None, dict[int, str]]:
+    """The fixed-model graph of one rank for the job path, the rank's step span (CPU ∪ GPU,
+    own clock), and the names of the events its edges are attributed to."""
+    if step is None:
+        lo, hi = _window(trace, None, None, None)
+        span: tuple[int, int] | None = (lo, hi)
+    else:
+        st = trace.steps.filter(pl.col("step") == step)
+        if st.height == 0:
+            return _empty_graph(trace.rank), None, {}
+        r = st.row(0, named=True)
+        lo, hi = int(r["start_ns"]), int(r["end_ns"])
+        gs, ge = r.get("gpu_start_ns"), r.get("gpu_end_ns")
+        span = (min(lo, gs) if gs is not None else lo, max(hi, ge) if ge is not None else hi)
+    g = critical_graph(trace, lo, hi, hta_compat=False, data_load=DATA_LOAD_PATTERNS)
+    attr = _attributed(trace, g.edges["attr_row"].to_numpy())
+    return g, span, dict(zip(attr["row"].to_list(), attr["name"].to_list(), strict=True))
+
+
+def _empty_graph(rank: int) -> CriticalGraph:
+    from ranksight.views.critical_graph import _EDGE_SCHEMA
+
+    nodes = pl.DataFrame(schema={"node": pl.Int64, "row": pl.Int64, "ts_ns": pl.Int64, "is_start": pl.Boolean})
+    return CriticalGraph(rank, 0, 0, nodes, pl.DataFrame(schema=_EDGE_SCHEMA), pl.DataFrame(), False)
+
+
+@dataclass
+class JobPath:
+    """The job-wide critical path of one step (aligned clock)."""
+
+    step: int | None
+    lo_ns: int
+    hi_ns: int
+    segments: pl.DataFrame
+    what_if: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def _choose_step(sess: Session) -> int | None:
+    per = sess.map(_steps_of)
+    common: set[int] | None = None
+    span: dict[int, int] = {}
+    for st in per.values():
+        s = {x for x, inc, _ in st if not inc}
+        common = s if common is None else common & s
+        for x, _, sp in st:
+            span[x] = max(span.get(x, 0), sp)
+    if not common:
+        return None
+    # the slowest complete step: the longest of the ranks' step spans (CPU and GPU)
+    return max(sorted(common), key=lambda s: span[s])
+
+
+def _steps_of(trace: Trace) -> list[tuple[int, bool, int]]:
+    st = trace.steps
+    if st.height == 0:
+        return []
+    ends = st.select(
+        "step",
+        "incomplete",
+        (pl.max_horizontal("end_ns", "gpu_end_ns") - pl.min_horizontal("start_ns", "gpu_start_ns")).alias("span"),
+    )
+    return [(int(a), bool(b), int(c or 0)) for a, b, c in ends.iter_rows()]
+
+
+def job_path(run: Run | Session, *, step: int | None = None, ranks: Sequence[int] | None = None) -> JobPath:
+    """The job-wide critical path of ``step`` (None: the slowest complete step common to all
+    ranks, or the whole trace without steps), memoised per session."""
+    sess = Session.of(run, ranks)
+    if step is None:
+        step = _choose_step(sess)
+    return sess.memo(("critical_path", "job", step), lambda: _job_path(sess, step))
+
+
+def _offsets(sess: Session) -> tuple[dict[int, int], list[str]]:
+    zeros = {r: 0 for r in sess.ranks}
+    if len(sess.ranks) < 2:
+        return zeros, []
+    from ranksight.analyses.collectives import comm_data
+
+    try:
+        cd = comm_data(sess)
+    except RanksightError as err:
+        return zeros, [f"clocks not aligned (offsets 0): {err}"]
+    off = {int(r): int(o) for r, o in zip(cd.offsets["rank"].to_list(), cd.offsets["offset_ns"].to_list(), strict=True)}
+    return {r: off.get(r, 0) for r in sess.ranks}, []
+
+
+def _job_path(sess: Session, step: int | None) -> JobPath:
+    notes: list[str] = []
+    per = sess.map(_rank_graph, step=step)
+    offsets, n2 = _offsets(sess)
+    notes += n2
+    ranks = [r for r in sess.ranks if per[r][1] is not None and per[r][0].nodes.height]
+    missing = [r for r in sess.ranks if r not in ranks]
+    if missing:
+        notes.append(f"rank(s) {missing}: no ProfilerStep#{step} or no event in it; left out of the path")
+    if not ranks:
+        raise MissingDataError(f"no rank has {'ProfilerStep#' + str(step) if step is not None else 'events'}")
+    # one node space: rank r's nodes at base[r]..; aligned times
+    base, n = {}, 0
+    n_ts, n_rank, n_row = [], [], []
+    edges = []
+    names: dict[tuple[int, int], str] = {}
+    kinfo = []
+    for r in ranks:
+        g = per[r][0]
+        base[r] = n
+        n_ts.append(g.nodes["ts_ns"].to_numpy() - offsets[r])
+        n_rank.append(np.full(g.nodes.height, r, np.int64))
+        n_row.append(g.nodes["row"].to_numpy())
+        edges.append(g.edges.with_columns(pl.col("src") + n, pl.col("dst") + n, pl.lit(r, pl.Int32).alias("rank")))
+        n += g.nodes.height
+        names.update({(r, k): v for k, v in per[r][2].items()})
+        kinfo.append(g.events.with_columns(pl.lit(r, pl.Int32).alias("rank")))
+    ts = np.concatenate(n_ts)
+    nrank = np.concatenate(n_rank)
+    nrow = np.concatenate(n_row)
+    E = pl.concat(edges)
+    ev = pl.concat(kinfo, how="vertical_relaxed")
+    lo = min(per[r][1][0] - offsets[r] for r in ranks)  # type: ignore[index]
+    hi = max(per[r][1][1] - offsets[r] for r in ranks)  # type: ignore[index]
+    # start/end node of each (rank, row)
+    nodes = pl.DataFrame(
+        {
+            "node": np.arange(n),
+            "rank": nrank.astype(np.int32),
+            "row": nrow,
+            "is_start": np.concatenate([per[r][0].nodes["is_start"].to_numpy() for r in ranks]),
+        }
+    )
+    se = nodes.group_by("rank", "row").agg(
+        pl.col("node").filter(pl.col("is_start")).first().alias("s"),
+        pl.col("node").filter(~pl.col("is_start")).first().alias("e"),
+    )
+    # collectives matched across ranks
+    coll = _collective_nodes(sess, ranks, se, ts)
+    late_info = pl.DataFrame()
+    if coll is not None:
+        parts, extra_ts, extra_rank, late_info = coll
+        drop = parts.select(pl.col("s").alias("src"), pl.col("e").alias("dst"))
+        E = E.join(drop, on=["src", "dst"], how="anti", maintain_order="left")
+        r_base = n
+        n += len(extra_ts)
+        ts = np.concatenate([ts, np.asarray(extra_ts, np.int64)])
+        nrank = np.concatenate([nrank, np.asarray(extra_rank, np.int64)])
+        nrow = np.concatenate([nrow, np.full(len(extra_ts), -1, np.int64)])
+        p = parts.with_columns(pl.col("R") + r_base, pl.col("C") + r_base)
+        R_ts = ts[p["R"].to_numpy()]
+        e_ts = ts[p["e"].to_numpy()]
+        cross = pl.concat(
+            [
+                p.select(
+                    pl.col("s").alias("src"),
+                    pl.col("R").alias("dst"),
+                    pl.lit(WAIT).alias("type"),
+                    pl.lit(0).alias("weight_ns"),
+                    pl.lit(-1).alias("attr_row"),
+                    "rank",
+                ),
+                p.select(
+                    pl.col("R").alias("src"),
+                    pl.col("C").alias("dst"),
+                    pl.lit(WAIT).alias("type"),
+                    pl.lit(0).alias("weight_ns"),
+                    pl.lit(-1).alias("attr_row"),
+                    "rank",
+                ),
+                p.select(
+                    pl.col("C").alias("src"),
+                    pl.col("e").alias("dst"),
+                    pl.lit(OPERATOR).alias("type"),
+                    pl.Series("weight_ns", np.maximum(e_ts - R_ts, 0)),
+                    pl.col("row").alias("attr_row"),
+                    "rank",
+                ),
+            ],
+            how="vertical_relaxed",
+        )
+        E = pl.concat([E, cross.cast(E.schema)], how="vertical_relaxed")
+        late_info = late_info.with_columns(pl.col("s"), pl.col("R") + r_base)
+    E = E.unique(["src", "dst"], keep="last", maintain_order=True)
+    path_nodes = _walk(n, E, ts)
+    if path_nodes.size < 2:
+        raise MissingDataError("no critical path across ranks (no event in the step)")
+    pe = (
+        pl.DataFrame({"seq": np.arange(path_nodes.size - 1), "src": path_nodes[:-1], "dst": path_nodes[1:]})
+        .join(E, on=["src", "dst"], how="left")
+        .sort("seq")
+    )
+    segs = _segments(pe, ts, nrank, ev, names, lo, hi)
+    wi = _what_if(n, E, ts, lo, hi, segs, late_info, ev, per, ranks)
+    return JobPath(step, lo, hi, segs, wi, notes)
+
+
+def _walk(n: int, E: pl.DataFrame, ts: np.ndarray) -> np.ndarray:
+    """The last-arrival walk: from the node that ends last, back through the predecessor that
+    arrived last (latest source time; on ties a work edge, then the larger node id)."""
+    work = E["type"].is_in([OPERATOR, LAUNCH_DELAY, KERNEL_KERNEL]).to_numpy()
+    src, dst = E["src"].to_numpy(), E["dst"].to_numpy()
+    o = np.lexsort((src, work, ts[src], dst))
+    last = np.r_[dst[o][1:] != dst[o][:-1], True]
+    pred = np.full(n, -1, np.int64)
+    pred[dst[o][last]] = src[o][last]
+    has_edge = np.zeros(n, bool)
+    has_edge[src] = True
+    has_edge[dst] = True
+    cand = np.flatnonzero(has_edge)
+    if cand.size == 0:
+        return np.array([], np.int64)
+    v = int(cand[np.lexsort((cand, ts[cand]))[-1]])
+    path = [v]
+    seen = {v}
+    while pred[v] >= 0 and int(pred[v]) not in seen:
+        v = int(pred[v])
+        seen.add(v)
+        path.append(v)
+    return np.array(path[::-1], np.int64)
+
+
+def _simulate(n: int, E: pl.DataFrame, d: np.ndarray, ts: np.ndarray, lo: int) -> int:
+    """End of the step (ns after ``lo``) when every edge takes ``d`` and every node without a
+    predecessor starts at its measured time: the longest path from a source pinned at ``lo``."""
+    src, dst = E["src"].to_numpy(), E["dst"].to_numpy()
+    has_pred = np.zeros(n, bool)
+    has_pred[dst] = True
+    roots = np.flatnonzero(~has_pred)
+    s2 = np.r_[src, np.full(roots.size, n)].astype(np.int64)
+    d2 = np.r_[dst, roots].astype(np.int64)
+    w2 = np.r_[d, np.maximum(ts[roots] - lo, 0)].astype(np.int64)
+    try:
+        nodes = np.frombuffer(_core.longest_path_nodes(n + 1, s2.tobytes(), d2.tobytes(), w2.tobytes()), np.int64)
+    except ValueError as err:
+        raise MissingDataError(f"the job-wide critical-path graph cannot be ordered: {err}") from err
+    if nodes.size < 2:
+        return 0
+    k = pl.DataFrame({"s": nodes[:-1], "d": nodes[1:]}).join(
+        pl.DataFrame({"s": s2, "d": d2, "w": w2}).unique(["s", "d"], keep="last"), on=["s", "d"], how="left"
+    )
+    return int(k["w"].sum())
+
+
+def _collective_nodes(sess: Session, ranks: list[int], se: pl.DataFrame, ts: np.ndarray):  # noqa: ANN202
+    """Per matched instance with two or more participants in the graphs: the ready node R (at the
+    last participant's start) and a per-participant node C (the end of its wait)."""
+    if len(ranks) < 2:
+        return None
+    from ranksight.analyses.collectives import comm_data
+
+    try:
+        cd = comm_data(sess)
+    except RanksightError:
+        return None
+    pr = cd.per_rank.filter(pl.col("instance").is_not_null() & pl.col("rank").is_in(ranks)).select(
+        "instance", "rank", pl.col("row").cast(pl.Int64), "name"
+    )
+    pr = pr.join(se, on=["rank", "row"], how="inner").filter(pl.col("s").is_not_null() & pl.col("e").is_not_null())
+    pr = pr.filter(pl.len().over("instance") >= 2)
+    if pr.height == 0:
+        return None
+    pr = pr.with_columns(pl.Series("start", ts[pr["s"].to_numpy()])).sort("instance", "rank")
+    inst = pr.group_by("instance", maintain_order=True).agg(
+        pl.col("start").max().alias("ready"),
+        pl.col("rank").sort_by("start").last().alias("late_rank"),
+        (pl.col("start").max() - pl.col("start").sort().reverse().get(1)).alias("lateness_ns"),
+    )
+    inst = inst.with_row_index("R").with_columns(pl.col("R").cast(pl.Int64))
+    k = inst.height
+    pr = pr.join(inst, on="instance", how="left").with_row_index("C").with_columns(pl.col("C").cast(pl.Int64) + k)
+    extra_ts = inst["ready"].to_list() + pr["ready"].to_list()
+    extra_rank = [-1] * k + pr["rank"].to_list()
+    late = pr.filter(pl.col("rank") == pl.col("late_rank")).select("instance", "rank", "s", "R", "lateness_ns")
+    return pr.select("instance", "rank", "row", "s", "e", "R", "C"), extra_ts, extra_rank, late
+
+
+def _segments(
+    pe: pl.DataFrame, ts: np.ndarray, nrank: np.ndarray, ev: pl.DataFrame, names: dict, lo: int, hi: int
+) -> pl.DataFrame:  # noqa: E501
+    src, dst = pe["src"].to_numpy(), pe["dst"].to_numpy()
+    code = pe["type"].to_numpy()
+    w = pe["weight_ns"].to_numpy()
+    attr = pe["attr_row"].to_numpy()
+    # segments tile time: each starts where the previous ended, clipped to the window
+    t = np.maximum.accumulate(np.r_[ts[src[0]], ts[dst]])
+    t = np.clip(t, lo, hi)
+    start, end = t[:-1], t[1:]
+    rank = np.where(nrank[src] >= 0, nrank[src], nrank[dst])
+    info = ev.select(
+        "rank", pl.col("row").cast(pl.Int64), "kind", "pid", "tid", "stream", pl.col("kernel_class").cast(pl.String)
+    )
+    seg = pl.DataFrame(
+        {
+            "seq": pe["seq"],
+            "rank": rank.astype(np.int32),
+            "row": np.where(attr >= 0, attr, -1),
+            "code": code,
+            "w": w,
+            "start_ns": start,
+            "end_ns": end,
+        }
+    ).join(info, on=["rank", "row"], how="left")
+    name = [names.get((int(r), int(x))) if x >= 0 else None for r, x in zip(seg["rank"], seg["row"], strict=True)]
+    seg = seg.with_columns(pl.Series("name", name, dtype=pl.String))
+    dl = _is_data_load(seg["name"], DATA_LOAD_PATTERNS)
+    on_gpu = pl.col("stream").fill_null(-1) != -1
+    typ = (
+        pl.when(pl.col("code") == KERNEL_KERNEL)
+        .then(pl.lit("kernel_kernel_delay"))
+        .when(pl.col("code") == LAUNCH_DELAY)
+        .then(pl.lit("launch_delay"))
+        .when(pl.col("code") == SYNC)
+        .then(pl.lit("sync"))
+        .when(pl.col("code") == WAIT)
+        .then(pl.lit("wait"))
+        .when(pl.col("code") == DEPENDENCY)
+        .then(pl.lit("idle"))
+        .when(on_gpu)
+        .then(pl.lit("kernel"))
+        .when((pl.col("w") == 0) & (pl.col("end_ns") > pl.col("start_ns")))
+        .then(pl.lit("sync"))
+        .otherwise(pl.lit("cpu_op"))
+    )
+    seg = seg.with_columns(typ.alias("type"), dl.alias("__dl"))
+    cat = (
+        pl.when(pl.col("type") == "kernel")
+        .then(
+            pl.when(pl.col("kernel_class") == "COMMUNICATION")
+            .then(pl.lit("communication"))
+            .otherwise(pl.lit("compute"))
+        )
+        .when(pl.col("type") == "cpu_op")
+        .then(pl.when(pl.col("__dl")).then(pl.lit("data_loading")).otherwise(pl.lit("host")))
+        .when(pl.col("type") == "launch_delay")
+        .then(pl.lit("host"))
+        .when(pl.col("type") == "wait")
+        .then(pl.lit("waiting_on_rank"))
+        .otherwise(pl.lit("idle"))
+    )
+    seg = seg.with_columns(cat.alias("category"))
+    idle_name = pl.when(pl.col("type") == "wait").then(pl.lit("waiting for another rank")).otherwise(pl.col("type"))
+    seg = seg.with_columns(
+        pl.when(pl.col("row") >= 0).then(pl.col("name")).otherwise(idle_name).alias("name"),
+        pl.when(pl.col("row") >= 0).then(pl.col("row")).alias("row"),
+    )
+    # leading and trailing idle to the step window
+    first, last = seg.row(0, named=True), seg.row(seg.height - 1, named=True)
+    pad = []
+    if int(start[0]) > lo:
+        pad.append(
+            {
+                **first,
+                "start_ns": lo,
+                "end_ns": int(start[0]),
+                "row": None,
+                "name": "idle",
+                "type": "idle",
+                "category": "idle",
+                "seq": -1,
+            }
+        )
+    if int(end[-1]) < hi:
+        pad.append(
+            {
+                **last,
+                "start_ns": int(end[-1]),
+                "end_ns": hi,
+                "row": None,
+                "name": "idle",
+                "type": "idle",
+                "category": "idle",
+                "seq": seg.height,
+            }
+        )
+    if pad:
+        seg = pl.concat([seg, pl.DataFrame(pad, schema=seg.schema)]).sort("seq")
+    seg = seg.filter(pl.col("end_ns") > pl.col("start_ns"))
+    # merge consecutive pieces of the same event / gap
+    key = pl.struct("rank", "row", "type", "category", "name")
+    seg = seg.with_columns((key != key.shift(1)).fill_null(True).cum_sum().alias("__g"))
+    out = seg.group_by("__g", maintain_order=True).agg(
+        pl.col("rank").first(),
+        pl.col("stream").first(),
+        pl.col("tid").first(),
+        pl.col("row").first().cast(pl.UInt32),
+        pl.col("name").first(),
+        pl.col("start_ns").first(),
+        pl.col("end_ns").last(),
+        pl.col("type").first(),
+        pl.col("category").first(),
+    )
+    return out.drop("__g").with_columns(pl.col("stream").fill_null(-1), pl.col("tid").cast(pl.Int64))
+
+
+def _what_if(
+    n: int,
+    E: pl.DataFrame,
+    ts: np.ndarray,
+    lo: int,
+    hi: int,
+    segs: pl.DataFrame,
+    late: pl.DataFrame,
+    ev: pl.DataFrame,
+    per: dict,
+    ranks: list[int],
+) -> pl.DataFrame:
+    """Step time estimates by replaying the graph (:func:`_simulate`): every edge keeps its
+    measured time (work and gaps alike), waits for other ranks take none, and a scenario changes
+    some edges; estimate = step − (replayed end − the scenario's replayed end)."""
+    rows = []
+    src, dst, code = E["src"].to_numpy(), E["dst"].to_numpy(), E["type"].to_numpy()
+    d0 = np.where(code == WAIT, 0, np.maximum(ts[dst] - ts[src], 0))
+    base = _simulate(n, E, d0, ts, lo)
+    step_ns = hi - lo
+
+    def est(label: str, target: str, d: np.ndarray, what: str) -> None:
+        save = base - _simulate(n, E, d, ts, lo)
+        rows.append(
+            {
+                "scenario": label,
+                "target": target,
+                "step_ms": step_ns / 1e6,
+                "est_step_ms": (step_ns - save) / 1e6,
+                "saving_ms": save / 1e6,
+                "assumes": what,
+            }
+        )
+
+    comm_rows = ev.filter(pl.col("kernel_class") == "COMMUNICATION").select(
+        "rank", pl.col("row").cast(pl.Int64).alias("attr_row"), pl.lit(True).alias("c")
+    )
+    is_comm = E.select("rank", "attr_row").join(comm_rows, on=["rank", "attr_row"], how="left", maintain_order="left")
+    comm = is_comm["c"].fill_null(False).to_numpy() & (code == OPERATOR)
+    if comm.any():
+        est("no exposed communication", "all ranks", np.where(comm, 0, d0), "communication kernels take no time")
+    if late.height:
+        for r in sorted(set(late["rank"].to_list())):
+            lr = late.filter(pl.col("rank") == r).select(
+                pl.col("s").alias("src"), pl.col("R").alias("dst"), "lateness_ns"
+            )
+            k = E.select("src", "dst").with_row_index("__i").join(lr, on=["src", "dst"])
+            d = d0.copy()
+            d[k["__i"].to_numpy()] = -k["lateness_ns"].to_numpy()
+            est(
+                "rank not late",
+                f"rank {r}",
+                d,
+                f"rank {r} reaches each collective it was last to with the next-latest rank",
+            )
+    ops = (
+        segs.filter(pl.col("type").is_in(["cpu_op", "kernel"]) & pl.col("row").is_not_null())
+        .group_by("name")
+        .agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("t"))
+        .sort(["t", "name"], descending=[True, False])
+        .head(5)["name"]
+        .to_list()
+    )
+    e_rank, e_attr = E["rank"].to_numpy(), E["attr_row"].to_numpy()
+    for op in ops:
+        mask = np.zeros(E.height, bool)
+        for r in ranks:
+            marked = _op_rows(per[r][0], per[r][2], op)
+            if marked.size:
+                mask |= (e_rank == r) & np.isin(e_attr, marked)
+        if mask.any():
+            est(
+                "operator removed", op, np.where(mask, 0, d0), f"{op}, its nested calls and their GPU work take no time"
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "scenario": pl.String,
+            "target": pl.String,
+            "step_ms": pl.Float64,
+            "est_step_ms": pl.Float64,
+            "saving_ms": pl.Float64,
+            "assumes": pl.String,
+        },
+    )
+
+
+def _op_rows(g: CriticalGraph, names: dict[int, str], op: str) -> np.ndarray:
+    """Rows of events named ``op``, their descendants on the call stack, and the GPU activities
+    launched from any of them."""
+    t = g.tree
+    if t.height == 0:
+        return np.array([], np.int64)
+    ev_names = dict(zip(g.events["row"].to_list(), g.events["name"].to_list(), strict=True))
+    rows = t["row"].to_numpy()
+    parent = t["parent_row"].to_numpy()
+    size = int(max(rows.max(), parent.max(), 0)) + 1
+    mark = np.zeros(size, bool)
+    hit = [r for r in rows.tolist() if ev_names.get(r, names.get(r)) == op]
+    if not hit:
+        return np.array([], np.int64)
+    mark[hit] = True
+    par = np.full(size, -1, np.int64)
+    par[rows] = parent
+    for _ in range(256):
+        nxt = mark.copy()
+        ok = par[rows] >= 0
+        nxt[rows[ok]] |= mark[par[rows[ok]]]
+        if (nxt == mark).all():
+            break
+        mark = nxt
+    cpu_rows = np.flatnonzero(mark)
+    gpu = g.events.filter(pl.col("rt_row").is_in(pl.Series(cpu_rows).implode()))["row"].to_numpy()
+    return np.concatenate([cpu_rows, gpu.astype(np.int64)])
+
+
+def critical_path_segments(
+    run: Run | Session, step: int | None = None, *, ranks: Sequence[int] | None = None
+) -> pl.DataFrame:
+    """The job-wide critical path of ``step`` as segments on the aligned clock: ``rank, stream,
+    tid, row, name, start_ns, end_ns, type`` (and ``category``); they tile the step window.
+    ``type``: cpu_op, kernel, launch_delay, kernel_kernel_delay, sync, wait, idle."""
+    return job_path(run, step=step, ranks=ranks).segments
+
+
+def _rank_tables(trace: Trace, step, annotation, instance_id, hta_compat):  # noqa: ANN001, ANN202
+    return rank_breakdown(trace, step=step, annotation=annotation, instance_id=instance_id, hta_compat=hta_compat)
+
+
+def critical_path(
+    run: Run,
+    *,
+    ranks: Sequence[int] | None = None,
+    step: int | None = None,
+    annotation: str | None = None,
+    instance_id: int | None = None,
+    hta_compat: bool = False,
+    per_rank_only: bool = False,
+) -> AnalysisResult:
+    """Per-rank critical paths (HTA's model) and the job-wide path of a step."""
+    sess = Session.of(run, ranks)
+    per = sess.map(_rank_tables, step=step, annotation=annotation, instance_id=instance_id, hta_compat=hta_compat)
+    notes: list[str] = []
+    parts = []
+    for r in sess.ranks:
+        bd, n = per[r]
+        parts.append(bd)
+        notes += n
+    bd = pl.concat(parts) if parts else pl.DataFrame(schema=_BD_SCHEMA)
+    summary, by_type, by_op = _summaries(bd)
+    tables = {"summary": summary, "by_type": by_type, "by_operator": by_op}
+    if not per_rank_only and annotation is None and not hta_compat:
+        jp = job_path(sess, step=step)
+        seg = jp.segments
+        dur = (pl.col("end_ns") - pl.col("start_ns")) / 1e3
+        total = (jp.hi_ns - jp.lo_ns) / 1e3
+        tables["job_by_category"] = (
+            seg.group_by("category")
+            .agg(dur.sum().alias("time_us"))
+            .with_columns((100 * pl.col("time_us") / total).alias("pct_of_step"))
+            .sort("time_us", descending=True)
+        )
+        tables["job_by_rank"] = (
+            seg.group_by("rank")
+            .agg(dur.sum().alias("time_us"))
+            .with_columns((100 * pl.col("time_us") / total).alias("pct_of_step"))
+            .sort("time_us", descending=True)
+        )
+        tables["job_by_operator"] = (
+            seg.filter(pl.col("row").is_not_null())
+            .group_by("name", "category")
+            .agg(dur.sum().alias("time_us"), pl.col("rank").unique().sort().alias("ranks"))
+            .sort("time_us", descending=True)
+        )
+        tables["what_if"] = jp.what_if
+        tables["job_segments"] = seg.with_columns(
+            ((pl.col("start_ns") - jp.lo_ns) / 1e3).alias("t_us"), dur.alias("dur_us")
+        )
+        notes.append(
+            f"job-wide path of {'ProfilerStep#' + str(jp.step) if jp.step is not None else 'the whole trace'}: "
+            f"{total / 1e3:.3f} ms on the aligned clock"
+        )
+        notes += jp.notes
+    tables["breakdown"] = bd
+    return AnalysisResult(tables, notes)
+
+
+register(
+    AnalysisSpec(
+        name="critical-path",
+        func=critical_path,
+        help="critical path per rank (HTA's model) and across ranks (aligned clocks), with what-if estimates",
+        options=(
+            Option(
+                "step",
+                int,
+                None,
+                "ProfilerStep to analyse (default: the slowest complete step; whole trace without steps)",
+            ),
+            Option("annotation", str, None, "HTA's window: events whose name contains this (per-rank path only)"),
+            Option("instance_id", int, None, "with --annotation: which matching event (0-based)"),
+            Option("hta_compat", bool, False, "HTA v0.6's model and numbers (per-rank path only)", flag=True),
+            Option("per_rank_only", bool, False, "skip the job-wide path", flag=True),
+        ),
+    )
+)
