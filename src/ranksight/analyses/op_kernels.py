@@ -15,6 +15,12 @@ Definitions (per rank; µs):
 
 Unlike HTA, a rank's table never includes earlier ranks' rows, and graph launches (several GPU
 activities per launch) are handled instead of raising.
+
+CUDA/HIP graph replays (``--capture``, ``docs/graphs.md``): unless ``hta_apis`` (HTA has no graph
+attribution), the ops and launches read are those of
+:func:`ranksight.views.graph_attribution.operator_trace`: a replayed kernel matched to a capture trace
+belongs to the capture-side aten op that launched it; those op instances have no launch delays in the
+replay (left out of the delay means; null when every instance of a row is replayed).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import GPU_KINDS
+from ranksight.views.graph_attribution import operator_trace, replay_copy_start
 from ranksight.views.hta_call_stack import enclosing, nest
 from ranksight.views.links import HTA_KERNEL_LAUNCH_RE, launch_children
 
@@ -117,11 +124,18 @@ def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     )
 
 
-def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
+def op_kernel_table(trace: Trace, *, hta_apis: bool = False, capture: str | None = None) -> pl.DataFrame:
     """The per-(op name, kernel sequence) table of one rank (see the module docstring)."""
+    if not hta_apis:
+        trace = operator_trace(trace, capture)
     ol = op_launches(trace, hta_apis=hta_apis)
     if ol.height == 0:
         return pl.DataFrame(schema=_TABLE_SCHEMA)
+    copies = replay_copy_start(trace)
+    if copies is not None:  # replayed op instances: no launch delays in the replay (module doc)
+        ol = ol.with_columns(
+            pl.when(pl.col("op_row") >= copies).then(None).otherwise(pl.col("launch_ts_ns")).alias("launch_ts_ns")
+        )
     per_op = (
         ol.with_columns(pl.col("name").to_physical().cast(pl.String).alias("__code"))
         .group_by("op_row", maintain_order=True)
@@ -159,10 +173,12 @@ def op_kernel_table(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     )
 
 
-def op_kernels(run: Run, *, ranks: Sequence[int] | None = None, hta_apis: bool = False) -> AnalysisResult:
+def op_kernels(
+    run: Run, *, ranks: Sequence[int] | None = None, hta_apis: bool = False, capture: str | None = None
+) -> AnalysisResult:
     """ATen op → kernel sequences with counts and delays, per rank."""
     sess = Session.of(run, ranks)
-    per = sess.map(op_kernel_table, hta_apis=hta_apis)
+    per = sess.map(op_kernel_table, hta_apis=hta_apis, capture=capture)
     parts = list(per.values())
     table = pl.concat(parts) if parts else pl.DataFrame(schema=_TABLE_SCHEMA)
     notes = []
@@ -177,6 +193,15 @@ register(
         name="op-kernels",
         func=op_kernels,
         help="aten op → GPU kernel sequences with occurrence counts, op→launch and launch→kernel delays",
-        options=(Option("hta_apis", bool, False, "only HTA's kernel-launch names (HTA-compatible)", flag=True),),
+        options=(
+            Option("hta_apis", bool, False, "only HTA's kernel-launch names (HTA-compatible)", flag=True),
+            Option(
+                "capture",
+                str,
+                None,
+                "graph capture trace or folder for replayed kernels (default: capture_traces/ beside the trace; "
+                "'none': no capture)",
+            ),
+        ),
     )
 )

@@ -18,6 +18,11 @@ Per group (``--group-by name`` or ``shape`` = name + ``Input Dims``):
   (0 when the op has no device time, as in the plugin).
 
 Sorted by device self time, then host self time (descending).
+
+CUDA/HIP graph replays (``--capture``, ``docs/graphs.md``): the operators read are those of
+:func:`ranksight.views.graph_attribution.operator_trace`: a replayed kernel matched to a capture trace
+counts for the capture-side operator that launched it; those operator calls took no host time in the
+replay (``host_*`` 0 for them, and their parent's self time is not reduced by them).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError, UsageError
 from ranksight.model.tensor_cores import RULESETS
+from ranksight.views.graph_attribution import graph_attribution, operator_trace, replay_copy_start
 from ranksight.views.tb_op_tree import build_op_tree
 
 if TYPE_CHECKING:
@@ -46,6 +52,20 @@ def op_instances(trace: Trace, *, tensor_core_rules: str = "current", input_dims
     """One row per operator call of one rank with its tree statistics and (unless told otherwise)
     ``input_dims``."""
     o = build_op_tree(trace, tensor_core_rules=tensor_core_rules).pop_operators()  # the whole tree is freed here
+    copies = replay_copy_start(trace)
+    if copies is not None:  # operators replayed from a graph: no host time (module doc)
+        copy = pl.col("row") >= copies
+        back = (
+            o.filter(copy & (pl.col("parent_row") < copies)).group_by("parent_row").agg(pl.col("host_total_ns").sum())
+        )
+        o = o.join(back.rename({"parent_row": "row", "host_total_ns": "__back"}), on="row", how="left")
+        o = o.with_columns(
+            pl.when(copy)
+            .then(0)
+            .otherwise(pl.col("host_self_ns") + pl.col("__back").fill_null(0))
+            .alias("host_self_ns"),
+            pl.when(copy).then(0).otherwise(pl.col("host_total_ns")).alias("host_total_ns"),
+        ).drop("__back")
     if not input_dims:
         return o
     dims = trace.table("op")
@@ -100,21 +120,33 @@ def op_table(trace: Trace, *, group_by: str = "name", tensor_core_rules: str = "
     )
 
 
-def _rank_ops(trace: Trace, group_by: str, tensor_core_rules: str) -> tuple[pl.DataFrame, bool]:
-    """One rank's operator table, and whether it has host operator events."""
+def _rank_ops(
+    trace: Trace, group_by: str, tensor_core_rules: str, capture: str | None = None
+) -> tuple[pl.DataFrame, bool, tuple[int, int]]:
+    """One rank's operator table, whether it has host operator events, and the GPU ns replayed from
+    graphs (attributed to capture-side operators, not attributed)."""
     has_ops = trace.kind("cpu_op", columns=["row"]).height > 0
-    return op_table(trace, group_by=group_by, tensor_core_rules=tensor_core_rules), has_ops
+    k = graph_attribution(trace, capture).kernels
+    matched = k["capture_row"].is_not_null()
+    replayed = (int(k["dur_ns"].filter(matched).sum()), int(k["dur_ns"].filter(~matched).sum()))
+    t = operator_trace(trace, capture)
+    return op_table(t, group_by=group_by, tensor_core_rules=tensor_core_rules), has_ops, replayed
 
 
 def ops(
-    run: Run, *, ranks: Sequence[int] | None = None, group_by: str = "name", tensor_core_rules: str = "current"
+    run: Run,
+    *,
+    ranks: Sequence[int] | None = None,
+    group_by: str = "name",
+    tensor_core_rules: str = "current",
+    capture: str | None = None,
 ) -> AnalysisResult:
     """Operator table per rank: calls, host/device self and total time, Tensor Core share."""
     if tensor_core_rules not in RULESETS:
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     sess = Session.of(run, ranks)
     rs = sess.ranks
-    per = sess.map(_rank_ops, group_by=group_by, tensor_core_rules=tensor_core_rules)
+    per = sess.map(_rank_ops, group_by=group_by, tensor_core_rules=tensor_core_rules, capture=capture)
     table = pl.concat([per[r][0] for r in rs], how="vertical_relaxed")
     if table.height == 0 and not any(per[r][1] for r in rs):
         raise MissingDataError("ops needs host operator events (cpu_op); these traces have none")
@@ -123,6 +155,18 @@ def ops(
         notes.append(
             "no GPU work attributed to operators (CPU-only trace, or kernels without a launching runtime call)"
         )
+    for r in rs:
+        got, left = per[r][2]
+        if got:
+            notes.append(
+                f"rank {r}: {got / 1e3:,.1f} µs of GPU time replayed from CUDA/HIP graphs counted for the capture-side "
+                "operators that launched it (graphs: docs/graphs.md); those calls took no host time in the replay"
+            )
+        if left:
+            notes.append(
+                f"rank {r}: {left / 1e3:,.1f} µs of GPU time replayed from CUDA/HIP graphs has no operator (no capture "
+                "trace matched: pass --capture PATH; analyze graphs names the kernels)"
+            )
     return AnalysisResult({"ops": table}, notes)
 
 
@@ -135,6 +179,13 @@ register(
         options=(
             Option("group_by", str, "name", "group operators by name or shape (name + input dims)"),
             Option("tensor_core_rules", str, "current", "Tensor Core kernel rules: current or plugin (the 2019 list)"),
+            Option(
+                "capture",
+                str,
+                None,
+                "graph capture trace or folder for replayed kernels (default: capture_traces/ beside the trace; "
+                "'none': no capture)",
+            ),
         ),
     )
 )

@@ -131,9 +131,10 @@ def capture_sources(trace: Trace, capture: str | None = None) -> list[CaptureSou
             out = [CaptureSource(capture, "--capture")]
         elif os.path.isdir(capture):
             sub = os.path.join(capture, "capture_traces")
-            out = _from_folder(capture, "--capture ")
-            if not out and os.path.isdir(sub):
+            if not os.path.isfile(os.path.join(capture, "execution_details.json")) and os.path.isdir(sub):
                 out = _from_folder(sub, "--capture capture_traces/")
+            else:
+                out = _from_folder(capture, "--capture ")
             if not out:
                 raise UsageError(f"--capture {capture}: no trace and no execution_details.json in this folder")
         else:
