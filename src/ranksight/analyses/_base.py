@@ -105,6 +105,7 @@ ANALYSIS_MODULES = (
     "modules",
     "nccl_log",
     "op_kernels",
+    "op_perf",
     "ops",
     "overlap",
     "overview",
