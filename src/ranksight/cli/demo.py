@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from ranksight.cli._common import Command, Context
+from ranksight.cli._common import Command, Context, step
 from ranksight.data import example_path
 from ranksight.errors import UsageError
 
@@ -53,13 +53,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     from ranksight.analyses import Session
 
     session = Session(load(path))  # the report reuses what the summary computed
-    doc = build_summary(session, top=3)
+    with step(ctx, "computing the summary"):
+        doc = build_summary(session, top=3)
     print_summary(doc, args.format)
     if args.no_report:
         return 0
     from ranksight.report.html import write_report
 
-    rep = write_report(session, out, title="ranksight demo: 8-rank DLRM training step")
+    with step(ctx, f"writing the report {out}"):
+        rep = write_report(session, out, title="ranksight demo: 8-rank DLRM training step")
     shown = sum(1 for s in rep["sections"] if s["shown"])
     # stdout stays pure JSON/CSV with --format json/csv; the path then goes to stderr
     stream = sys.stdout if args.format == "table" else sys.stderr

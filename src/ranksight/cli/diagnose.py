@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run
+from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run, step
 
 __all__ = ["COMMAND"]
 
@@ -37,7 +37,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     from ranksight.report.terminal import console
 
     run = load_run(args, ctx)
-    found, rules, notes = findings(run, ranks=args.ranks)
+    with step(ctx, "running the diagnose rules"):
+        found, rules, notes = findings(run, ranks=args.ranks)
     keep = SEVERITIES[: SEVERITIES.index(args.min_severity) + 1]
     found = [f for f in found if f.severity in keep]
     if args.format == "json":

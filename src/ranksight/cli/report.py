@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-from ranksight.cli._common import Command, Context, add_trace_args, load_run
+from ranksight.cli._common import Command, Context, add_trace_args, load_run, step
 from ranksight.io.output import check_output as _check
 
 __all__ = ["COMMAND", "default_output", "check_output"]
@@ -69,14 +69,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         baseline = (base, (side_label(args.baseline), side_label(args.traces[0])))
     from ranksight.report.html import write_report
 
-    doc = write_report(
-        run,
-        out,
-        title=args.title,
-        inputs=[os.path.basename(i) for i in inputs],
-        baseline=baseline,
-        snapshot=snapshot or None,
-    )
+    with step(ctx, f"writing the report {out}"):
+        doc = write_report(
+            run,
+            out,
+            title=args.title,
+            inputs=[os.path.basename(i) for i in inputs],
+            baseline=baseline,
+            snapshot=snapshot or None,
+        )
     if not ctx.quiet:
         shown = sum(1 for s in doc["sections"] if s["shown"])
         sys.stderr.write(f"{shown} of {len(doc['sections'])} sections shown; {os.path.getsize(out) / 1e6:.2f} MB\n")

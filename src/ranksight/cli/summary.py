@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run
+from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run, step
 from ranksight.report.terminal import print_tables
 
 __all__ = ["COMMAND", "print_summary"]
@@ -53,7 +53,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     from ranksight.report.headline import build_summary
 
     run = load_run(args, ctx)
-    doc = build_summary(run, ranks=args.ranks, top=args.top, findings=args.findings)
+    with step(ctx, "computing the summary"):
+        doc = build_summary(run, ranks=args.ranks, top=args.top, findings=args.findings)
     print_summary(doc, args.format, args.table)
     return 0
 

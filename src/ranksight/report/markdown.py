@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from ranksight.report.cells import format_value
+from ranksight.report.cells import format_columns, format_value
 
 __all__ = ["md_escape", "table_to_markdown", "tables_to_markdown"]
 
@@ -25,13 +25,14 @@ def _cell(v: object) -> str:
 
 
 def table_to_markdown(df: pl.DataFrame, *, max_rows: int | None = None) -> str:
-    """One pipe table; numbers right-aligned; ``max_rows`` cuts it with a line saying so."""
+    """One pipe table; numbers right-aligned, durations and sizes in human units
+    (:mod:`ranksight.report.cells`); ``max_rows`` cuts it with a line saying so."""
     cols = df.columns
     align = ["---:" if dt.is_numeric() else ":---" for dt in df.schema.values()]
     lines = ["| " + " | ".join(_cell(c) for c in cols) + " |", "| " + " | ".join(align) + " |"]
     shown = df if max_rows is None else df.head(max_rows)
-    for row in shown.iter_rows():
-        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    for row in format_columns(shown):
+        lines.append("| " + " | ".join(md_escape(v) for v in row) + " |")
     if max_rows is not None and df.height > max_rows:
         lines.append("")
         lines.append(f"*{df.height - max_rows} more rows (use `--format csv` for all)*")

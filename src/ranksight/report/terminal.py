@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ranksight.errors import UsageError
-from ranksight.report.cells import format_value
+from ranksight.report.cells import format_columns, format_value
 from ranksight.report.markdown import tables_to_markdown
 
 __all__ = [
@@ -44,11 +44,20 @@ ANALYSIS_SCHEMA = "ranksight-analysis"
 ANALYSIS_SCHEMA_VERSION = 1
 
 
+#: Width of tables written to a file or a pipe (not a terminal) when ``COLUMNS`` is not set.
+PIPE_WIDTH = 250
+
+
 def console(file: IO[str] | None = None) -> Console:
-    """A console that does not wrap tables when output is not a terminal."""
+    """A console for tables: the terminal's width on a terminal, else ``$COLUMNS`` when set, else
+    :data:`PIPE_WIDTH` (so that output to a file or a pipe is not cut at 80 columns)."""
     f = file or sys.stdout
     is_tty = hasattr(f, "isatty") and f.isatty()
-    return Console(file=f, width=None if is_tty else 250, soft_wrap=False, highlight=False)
+    width: int | None = None
+    if not is_tty:
+        cols = os.environ.get("COLUMNS", "")
+        width = int(cols) if cols.isdigit() and int(cols) > 0 else PIPE_WIDTH
+    return Console(file=f, width=width, soft_wrap=False, highlight=False)
 
 
 #: C0/C1 control characters (ESC included): trace text must not drive the terminal.
@@ -61,14 +70,70 @@ def safe_text(s: str) -> Text:
     return Text(s.translate(_CONTROL))
 
 
-def _rich_table(title: str, df: pl.DataFrame, max_rows: int) -> Table:
+#: A text column is never made narrower than this to fit the width (it is cut with "…").
+MIN_TEXT_WIDTH = 12
+
+
+def _fit(widths: list[int], numeric: list[bool], room: int) -> tuple[list[int], int]:
+    """Column widths that fit ``room`` characters of content: numbers keep their full width; text
+    columns give up width (the widest first, down to :data:`MIN_TEXT_WIDTH`); when even that is
+    too wide, columns are left out from the right (never the first). Returns the widths of the
+    columns kept and how many are kept."""
+    keep = len(widths)
+
+    def least(n: int) -> int:  # the narrowest the first n columns can be, with borders
+        return (
+            sum(w if num else min(w, MIN_TEXT_WIDTH) for w, num in zip(widths[:n], numeric[:n], strict=True))
+            + 3 * n
+            + 1
+        )
+
+    while keep > 1 and least(keep) > room:
+        keep -= 1
+    out = widths[:keep]
+    excess = sum(out) + 3 * keep + 1 - room
+    while excess > 0:
+        text = [i for i in range(keep) if not numeric[i] and out[i] > MIN_TEXT_WIDTH]
+        if not text:
+            break
+        i = max(text, key=lambda j: out[j])
+        cut = min(excess, out[i] - MIN_TEXT_WIDTH)
+        out[i] -= cut
+        excess -= cut
+    return out, keep
+
+
+def _rich_table(title: str, df: pl.DataFrame, max_rows: int, width: int | None = None) -> Table:
+    """One table for the terminal: durations and sizes in human units (:mod:`ranksight.report.cells`),
+    numbers right-aligned and never wrapped, text cut with "…" to fit ``width`` (default: the
+    console's); columns that still do not fit are left out, and the caption says which."""
+    if width is None:
+        width = console().width
+    shown = df.head(max_rows)
+    cells = format_columns(shown)
+    names = list(df.columns)
+    numeric = [dt.is_numeric() for dt in df.schema.values()]
+    natural = [max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)]
+    widths, keep = _fit(natural, numeric, width)
     t = Table(title=safe_text(title), title_justify="left", show_lines=False)
-    for c, dt in df.schema.items():
-        t.add_column(safe_text(c), justify="right" if dt.is_numeric() else "left", overflow="fold")
-    for row in df.head(max_rows).iter_rows():
-        t.add_row(*(safe_text(format_value(v)) for v in row))
+    for i in range(keep):
+        if numeric[i]:
+            t.add_column(safe_text(names[i]), justify="right", no_wrap=True, width=widths[i], overflow="ellipsis")
+        else:
+            t.add_column(safe_text(names[i]), justify="left", no_wrap=True, width=widths[i], overflow="ellipsis")
+    for row in cells:
+        t.add_row(*(safe_text(v) for v in row[:keep]))
+    captions = []
     if df.height > max_rows:
-        t.caption = f"{df.height - max_rows} more rows (use --format csv for all)"
+        captions.append(f"{df.height - max_rows} more rows (use --format csv for all)")
+    if keep < len(names):
+        left = names[keep:]
+        captions.append(
+            f"not shown at {width} columns: {', '.join(left)} (a wider terminal, COLUMNS=N, or --format csv)"
+        )
+    if captions:
+        t.caption = "; ".join(captions)
+        t.caption_justify = "left"
     return t
 
 
