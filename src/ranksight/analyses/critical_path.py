@@ -90,7 +90,7 @@ def _step_window(trace: Trace, step: int) -> tuple[int, int] | None:
     st = trace.steps.filter(pl.col("step") == step)
     if st.height == 0:
         return None
-    return int(st["start_ns"][0]), int(st["end_ns"][0])  # type: ignore[arg-type]
+    return int(st["start_ns"][0]), int(st["end_ns"][0])
 
 
 def _window(
@@ -371,8 +371,8 @@ def _job_path(sess: Session, step: int | None) -> JobPath:
     nrow = np.concatenate(n_row)
     E = pl.concat(edges)
     ev = pl.concat(kinfo, how="vertical_relaxed")
-    lo = min(per[r][1][0] - offsets[r] for r in ranks)  # type: ignore[index]
-    hi = max(per[r][1][1] - offsets[r] for r in ranks)  # type: ignore[index]
+    lo = min(per[r][1][0] - offsets[r] for r in ranks)
+    hi = max(per[r][1][1] - offsets[r] for r in ranks)
     # start/end node of each (rank, row)
     nodes = pl.DataFrame(
         {

@@ -43,6 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -98,7 +99,13 @@ _NOT_THREAD = ("kernel", "memcpy", "memset", "sync", "gpu_user_annotation", "flo
 #: autograd engine events mark the backward thread (ranksight's rule; HTA: any name with "autograd")
 _BWD_PREFIX = "autograd::engine::evaluate_function"
 
-_EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "type": pl.Int8, "weight_ns": pl.Int64, "attr_row": pl.Int64}
+_EDGE_SCHEMA: dict[str, Any] = {
+    "src": pl.Int64,
+    "dst": pl.Int64,
+    "type": pl.Int8,
+    "weight_ns": pl.Int64,
+    "attr_row": pl.Int64,
+}
 
 
 @dataclass
@@ -311,7 +318,9 @@ def critical_graph(
     events = node_ev.select(
         "row", "kind", "name", "pid", "tid", "stream", "ts_ns", "end_ns", "kernel_class", "launch_row", "rt_row"
     )
-    return CriticalGraph(trace.rank, lo_ns, hi_ns, nodes, edges.cast(_EDGE_SCHEMA), events, hta_compat, tree, notes)
+    return CriticalGraph(
+        trace.rank, lo_ns, hi_ns, nodes, edges.cast(pl.Schema(_EDGE_SCHEMA)), events, hta_compat, tree, notes
+    )
 
 
 def _edges(src: np.ndarray, dst: np.ndarray, typ: int | np.ndarray, w: np.ndarray, attr: np.ndarray) -> pl.DataFrame:
