@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "export",
     "health",
     "info",
+    "mcp",
     "nccl_log",
     "report",
     "summary",

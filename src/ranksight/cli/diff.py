@@ -30,7 +30,7 @@ from ranksight.cli._common import Command, Context, add_format_arg, add_trace_ar
 from ranksight.errors import EXIT_FAILED_GATE, RanksightError
 from ranksight.io.output import atomic_path, check_output
 
-__all__ = ["COMMAND", "GateCheck", "junit_xml", "parse_percent", "side_label"]
+__all__ = ["COMMAND", "GateCheck", "diff_json", "gate_checks", "junit_xml", "parse_percent", "side_label"]
 
 
 def parse_percent(text: str) -> float:
@@ -141,10 +141,10 @@ def _labels(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from ranksight.analyses.diff import diff, gate
+    from ranksight.analyses.diff import diff
     from ranksight.errors import UsageError
     from ranksight.report.diff import diff_markdown, print_diff
-    from ranksight.report.terminal import print_tables, tables_to_json
+    from ranksight.report.terminal import print_tables
 
     if args.top < 0 or args.rows < 0:
         raise UsageError("--top and --rows must be ≥ 0")
@@ -168,11 +168,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     )
     checks: list[GateCheck] = []
     if args.fail_if_slower is not None:
-        for m in _metrics(args):
-            try:
-                checks.append(GateCheck(m, gate(res, threshold=args.fail_if_slower, metric=m), None))
-            except RanksightError as err:  # unknown metric, too few steps: exit 2 (after the JUnit report)
-                checks.append(GateCheck(m, None, err))
+        checks = gate_checks(res, args.fail_if_slower, _metrics(args))
         if args.junit is not None:
             xml = junit_xml(
                 checks, res, threshold=args.fail_if_slower, seconds=time.monotonic() - started, traces=args.traces
@@ -184,22 +180,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             raise errors[0]
     verdicts = [c.verdict for c in checks if c.verdict is not None]
     if args.format == "json":
-        extra: dict[str, Any] = {"labels": list(res.labels), "verdict": res.verdict, "method": res.method}
-        if verdicts:
-            every = [
-                {
-                    "failed": v.failed,
-                    "line": v.line,
-                    "metric": v.metric,
-                    "threshold": args.fail_if_slower,
-                    "change": v.change,
-                    "p_value": v.p_value,
-                }
-                for v in verdicts
-            ]
-            first = next((c for c in every if c["failed"]), every[0])
-            extra["gate"] = {**first, "failed": any(v.failed for v in verdicts), "checks": every}
-        sys.stdout.write(tables_to_json(res.tables, res.notes, extra=extra) + "\n")
+        sys.stdout.write(diff_json(res, verdicts, args.fail_if_slower) + "\n")
     elif args.format == "csv":
         print_tables(res.tables, "csv", table=args.table)
     elif args.format == "markdown":
@@ -212,6 +193,45 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     for v in verdicts:
         out.write(v.line + "\n")
     return EXIT_FAILED_GATE if any(v.failed for v in verdicts) else 0
+
+
+def gate_checks(res: Any, threshold: float, metrics: list[str]) -> list[GateCheck]:
+    """One :class:`GateCheck` per metric: its verdict, or the error that keeps it undecided (an
+    unknown metric, too few steps), which the caller raises once the checks are reported."""
+    from ranksight.analyses.diff import gate
+
+    checks = []
+    for m in metrics:
+        try:
+            checks.append(GateCheck(m, gate(res, threshold=threshold, metric=m), None))
+        except RanksightError as err:
+            checks.append(GateCheck(m, None, err))
+    return checks
+
+
+def diff_json(res: Any, verdicts: list[Any], threshold: float | None) -> str:
+    """The JSON document of ``diff --format json`` (also what ``ranksight mcp``'s diff tool
+    returns): every table, the notes, labels, verdict, method and, with a gate, ``"gate"`` (the
+    first failed check's keys, else the first check's, ``failed`` for any, every check under
+    ``checks``)."""
+    from ranksight.report.terminal import tables_to_json
+
+    extra: dict[str, Any] = {"labels": list(res.labels), "verdict": res.verdict, "method": res.method}
+    if verdicts:
+        every = [
+            {
+                "failed": v.failed,
+                "line": v.line,
+                "metric": v.metric,
+                "threshold": threshold,
+                "change": v.change,
+                "p_value": v.p_value,
+            }
+            for v in verdicts
+        ]
+        first = next((c for c in every if c["failed"]), every[0])
+        extra["gate"] = {**first, "failed": any(v.failed for v in verdicts), "checks": every}
+    return tables_to_json(res.tables, res.notes, extra=extra)
 
 
 def _input_files(traces: list[str]) -> list[str]:
