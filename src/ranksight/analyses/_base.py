@@ -45,6 +45,107 @@ class AnalysisResult:
     def __getitem__(self, name: str) -> pl.DataFrame:
         return self.tables[name]
 
+    # ---- notebooks: _repr_html_ and plot() (issue 21) ----------------------------------------
+
+    #: rows of each table shown by :meth:`_repr_html_` (the DataFrames hold them all)
+    HTML_ROWS = 20
+
+    def _repr_html_(self) -> str:
+        """The result in a notebook: each table as a small self-contained HTML table (its first
+        :attr:`HTML_ROWS` rows, numbers right-aligned, trace text escaped), then the notes."""
+        import html
+
+        parts = ['<div class="ranksight-result">']
+        for name, df in self.tables.items():
+            parts.append(
+                f"<p><b>{html.escape(name)}</b> <small>({df.height:,} rows × {df.width} columns)</small></p>"
+                + _html_table(df, self.HTML_ROWS)
+            )
+            if df.height > self.HTML_ROWS:
+                parts.append(
+                    f"<p><small>{df.height - self.HTML_ROWS:,} more rows: "
+                    f"<code>result[{html.escape(repr(name))}]</code> is the whole DataFrame</small></p>"
+                )
+        if self.notes:
+            parts.append("<ul>" + "".join(f"<li>note: {html.escape(n)}</li>" for n in self.notes) + "</ul>")
+        parts.append("</div>")
+        return "\n".join(parts)
+
+    def plot(self, table: str | None = None, *, x: str | None = None, y: Sequence[str] | str | None = None) -> Any:
+        """A plotly bar chart of one table (default: the main one): ``y`` columns (default: the
+        numeric columns with the unit of the first one) over ``x`` (default: ``rank`` when there
+        is one, else the first text column). Needs plotly (``pip install plotly``): without it, a
+        :class:`~ranksight.errors.UsageError` says so."""
+        from ranksight.errors import UsageError
+
+        try:
+            import plotly.graph_objects as go
+        except ImportError:
+            raise UsageError(
+                "AnalysisResult.plot() needs plotly, which is not installed: pip install plotly "
+                "(or pip install 'ranksight[plot]'); the tables are polars DataFrames to plot with anything else"
+            ) from None
+        name = table if table is not None else next(iter(self.tables), None)
+        if name is None or name not in self.tables:
+            raise UsageError(f"no table {name!r}; tables: {', '.join(self.tables) or 'none'}")
+        df = self.tables[name]
+        numeric = [c for c, dt in df.schema.items() if dt.is_numeric()]
+        if x is None:
+            text = [c for c in df.columns if c not in numeric]
+            x = "rank" if "rank" in df.columns else (text[0] if text else df.columns[0])
+        if isinstance(y, str):
+            y = [y]
+        if y is None:  # the value columns in the unit of the first one (kernel_time_us, idle_us, ...)
+            cand = [c for c in numeric if c != x and c not in _KEYS]
+            y = [c for c in cand if c.rsplit("_", 1)[-1] == cand[0].rsplit("_", 1)[-1]] if cand else []
+        missing = [c for c in [x, *y] if c not in df.columns]
+        if missing or not y:
+            raise UsageError(f"nothing to plot in {name!r}: columns {missing or 'y'} not in {df.columns}")
+        labels = [str(v) for v in df[x].to_list()]
+        fig = go.Figure([go.Bar(name=c, x=labels, y=df[c].to_list()) for c in y])
+        fig.update_layout(title=name, barmode="group", xaxis_title=x, xaxis_type="category", legend_title="column")
+        return fig
+
+
+#: Key columns that are not values to plot.
+_KEYS = ("rank", "step", "device", "stream", "instance", "pid", "tid")
+
+
+def _html_cell(v: Any) -> str:
+    import html
+    import math
+
+    if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
+        return ""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1e6 else f"{v:.6g}"
+    return html.escape(str(v))
+
+
+def _html_table(df: pl.DataFrame, rows: int) -> str:
+    """A small HTML table (no style sheet, no script): the first ``rows`` rows of ``df``."""
+    import html
+
+    right = [dt.is_numeric() for dt in df.schema.values()]
+    head = "".join(
+        f'<th style="text-align:{"right" if r else "left"}">{html.escape(c)}</th>'
+        for c, r in zip(df.columns, right, strict=True)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td style="text-align:{"right" if r else "left"}">{_html_cell(v)}</td>'
+            for v, r in zip(row, right, strict=True)
+        )
+        + "</tr>"
+        for row in df.head(rows).iter_rows()
+    )
+    return f'<table class="dataframe"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
 
 @dataclass(frozen=True)
 class Option:
