@@ -43,6 +43,12 @@ def _show(draw: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     try:
         import plotly  # noqa: F401
     except ImportError:
+        from ranksight.errors import warn
+
+        warn(
+            "plotly is not installed, so visualize=True draws no figure (the table is returned): "
+            "pip install 'ranksight[hta]'"
+        )
         return
     renderer = kwargs.pop("renderer", None) or None
     fig = draw(*args, **kwargs)

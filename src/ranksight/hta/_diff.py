@@ -290,6 +290,12 @@ class TraceDiff:
         try:
             import plotly  # noqa: F401
         except ImportError:
+            from ranksight.errors import warn
+
+            warn(
+                "plotly is not installed, so visualize_*_diff draws no figure (the table is returned): "
+                "pip install 'ranksight[hta]'"
+            )
             return
         from ranksight.report.plots import diff_bars_figure
 

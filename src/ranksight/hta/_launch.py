@@ -66,6 +66,12 @@ def _show(draw: Callable[..., Any], *args: Any, renderer: str | None = None, **k
     try:
         import plotly  # noqa: F401
     except ImportError:
+        from ranksight.errors import warn
+
+        warn(
+            "plotly is not installed, so visualize=True draws no figure (the table is returned): "
+            "pip install 'ranksight[hta]'"
+        )
         return
     figs = draw(*args, **kwargs)
     for fig in figs if isinstance(figs, list) else [figs]:
