@@ -213,6 +213,7 @@ ANALYSIS_MODULES = (
     "queue",
     "run_context",
     "sequences",
+    "serving",
     "steps",
     "stragglers",
     "summary",

@@ -32,6 +32,7 @@ SECTION_MODULES = (
     "sections_memory",
     "sections_memory_snapshot",
     "sections_run",
+    "sections_serving",
     "sections_steps",
     "sections_timeline",
 )
