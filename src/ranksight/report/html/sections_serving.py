@@ -45,8 +45,8 @@ def serving(ctx: Ctx) -> list[dict[str, Any]]:
     if steps.height == 0:
         raise Skip("`serving`: no engine step annotation in these traces")
     m = model.row(0, named=True)
-    period = steps.select(pl.coalesce("period_ms", "step_ms")).to_series()
-    tokens = (steps["prefill_tokens"] + steps["decode_tokens"]).sum()
+    period_ms = float(steps.select(pl.coalesce("period_ms", "step_ms")).to_series().sum())
+    tokens = int((steps["prefill_tokens"] + steps["decode_tokens"]).sum())
     facts: list[tuple[str, Any]] = [
         ("steps", steps.height),
         ("phases", ", ".join(sorted({p for p in steps["phase"].to_list() if p is not None})) or "unknown"),
@@ -55,8 +55,8 @@ def serving(ctx: Ctx) -> list[dict[str, Any]]:
     ]
     if steps["host_gap_ms"].drop_nulls().len():
         facts.append(("mean host time between steps (ms)", steps["host_gap_ms"].mean()))
-    if tokens and period.sum():
-        facts.append(("tokens/s over the steps", tokens / (period.sum() / 1e3)))
+    if tokens and period_ms:
+        facts.append(("tokens/s over the steps", tokens / (period_ms / 1e3)))
     if m["r2"] is not None:
         facts.append((f"step-time model R² ({m['terms']})", m["r2"]))
     blocks: list[dict[str, Any]] = [ctx.kv(facts, id="serving-facts", title="Engine steps")]
