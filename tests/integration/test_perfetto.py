@@ -183,7 +183,13 @@ def test_scenario_format_events_offsets(scen_run, scen_doc):
     assert min(_ns(e["ts"]) for e in doc["traceEvents"] if e["ph"] == "X") == 0
     # one process per rank, named and sorted
     names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
-    assert names == {1: "rank 0 (a)", 2: "rank 1 (a)", 3: "rank 2 (b)", 4: "rank 3 (a)"}
+    assert {p: n for p, n in names.items() if p <= 4} == {
+        1: "rank 0 (a)",
+        2: "rank 1 (a)",
+        3: "rank 2 (b)",
+        4: "rank 3 (a)",
+    }
+    assert set(names) <= {1, 2, 3, 4, 5}  # 5: the critical path, when the analysis is available
     threads = Counter(
         (e["pid"], e["args"]["name"]) for e in doc["traceEvents"] if e["name"] == "thread_name" and e["pid"] <= 4
     )
@@ -227,7 +233,10 @@ def test_loads_back_through_ranksight(scen_run, scen_doc):
     assert len(back) == 1
     ev = back[back.ranks[0]].events
     ins = pl.concat([_inputs(scen_run)[r].with_columns(pl.lit(r).alias("rank")) for r in scen_run.ranks])
-    got = ev.filter(~pl.col("kind").cast(pl.String).is_in(["metadata", "counter"]))
+    got = ev.filter(
+        ~pl.col("kind").cast(pl.String).is_in(["metadata", "counter"])
+        & (pl.col("cat").cast(pl.String) != "critical_path")
+    )
     assert Counter(got["kind"].cast(pl.String).to_list()) == Counter(ins["kind"].to_list())
     # kernels keep their launches (correlation ids made unique across ranks)
     k = ev.filter(pl.col("kind") == "kernel")
@@ -280,11 +289,15 @@ def test_step_selection(tmp_path):
         got = sorted(
             (e["args"]["row"], base + _ns(e["ts"]))
             for e in doc["traceEvents"]
-            if e["ph"] in ("X", "i") and e["args"]["rank"] == r
+            if e["ph"] in ("X", "i") and e["cat"] != "critical_path" and e["args"]["rank"] == r
         )
         assert [g[0] for g in got] == sorted(ins["row"].to_list())
         assert [g[1] for g in got] == (ins.sort("row")["ts_ns"] - off[r]).to_list()
-        names = {e["name"] for e in doc["traceEvents"] if e.get("args", {}).get("rank") == r}
+        names = {
+            e["name"]
+            for e in doc["traceEvents"]
+            if e.get("cat") != "critical_path" and e.get("args", {}).get("rank") == r
+        }
         assert "ProfilerStep#2" in names and "ProfilerStep#1" not in names and "gemm" not in names
     assert check_flows(doc) == 1  # only step 2's all-reduce
     with pytest.raises(UsageError, match="step 7 not found"):
@@ -298,7 +311,7 @@ def test_cli_ranks_and_safety(cli, scen, tmp_path):
     assert f"Wrote {out}" in r.stdout and "2 ranks" in r.stdout and "collective flows" in r.stdout
     doc = _read(out)
     check_format(doc)
-    assert {e["pid"] for e in doc["traceEvents"] if e["name"] == "process_name"} == {1, 3}
+    assert {e["pid"] for e in doc["traceEvents"] if e["name"] == "process_name" and e["pid"] != 4} == {1, 3}
     run = ranksight.load(scen, ranks=[0, 2], cache=False)
     check_events(doc, run, {m["rank"]: m["offset_ns"] for m in doc["ranksight"]["ranks"]}, ranks=[0, 2])
     # an existing output needs --force; an input never
@@ -362,12 +375,33 @@ def test_critical_path_track(scen_run, tmp_path, monkeypatch):
     } == {"critical path"}
 
 
-def test_no_critical_path_says_why(scen_doc):
-    res, doc, _ = scen_doc
-    if res.path_segments:
-        pytest.skip("the critical-path analysis is available: its track is tested by test_critical_path_track")
-    assert any("critical" in n for n in doc["ranksight"]["notes"])
+def test_no_critical_path_says_why(scen_run, tmp_path, monkeypatch):
+    import ranksight.report.perfetto as pf
+
+    why = "the critical-path analysis is not available in this ranksight version"
+    monkeypatch.setattr(pf, "critical_path", lambda sess, step: (None, why))  # as if not available
+    out = tmp_path / "nocp.json"
+    res = write_perfetto(Session(scen_run), str(out), counters=())
+    doc = _read(out)
+    assert res.path_segments == 0
+    assert "the critical-path analysis is not available in this ranksight version" in doc["ranksight"]["notes"]
     assert not [e for e in doc["traceEvents"] if e.get("cat") == "critical_path"]
+    assert 5 not in {e["pid"] for e in doc["traceEvents"]}
+
+
+def test_real_critical_path_track(scen_run, scen_doc):
+    """With the critical-path analysis: its segments of step 1 as slices of the `critical path` process."""
+    cp_mod = pytest.importorskip("ranksight.analyses.critical_path")
+    res, doc, _ = scen_doc
+    seg = cp_mod.critical_path_segments(Session(scen_run), step=1)
+    base = doc["baseTimeNanoseconds"]
+    seg = seg.filter(pl.col("start_ns") >= base).sort("start_ns")
+    cp = [e for e in doc["traceEvents"] if e.get("cat") == "critical_path"]
+    assert res.path_segments == len(cp) == seg.height > 0
+    assert [base + _ns(e["ts"]) for e in cp] == seg["start_ns"].to_list()
+    assert [_ns(e["dur"]) for e in cp] == (seg["end_ns"] - seg["start_ns"]).to_list()
+    assert [e["args"]["rank"] for e in cp] == seg["rank"].to_list()
+    assert {e["pid"] for e in cp} == {5} and {e["tid"] for e in cp} == {5 * doc["ranksight"]["tid_stride"] + 1}
 
 
 def test_dlrm_example(cli, tmp_path):
@@ -422,6 +456,6 @@ def test_many_threads_widen_the_tid_stride(tmp_path):
     doc = _read(out)
     check_format(doc)  # a tid used by two processes fails here
     assert doc["ranksight"]["tid_stride"] == 10_000
-    tids = {e["tid"] for e in doc["traceEvents"] if e["ph"] == "X"}
+    tids = {e["tid"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "critical_path"}
     assert len(tids) == 3000
     check_events(doc, run, {0: 0, 1: 0})

@@ -23,6 +23,8 @@ from tests.unit.dist_traces import rank_events, scenario, write_rank
 
 import ranksight
 from ranksight.analyses import Session
+from ranksight.report.aligned import critical_path
+from ranksight.report.html import sections_timeline
 from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION, StringTable
 from ranksight.report.html.sections_timeline import FLAG_BITS, _unit_ns, timeline_block
 
@@ -96,11 +98,27 @@ def scen_run(tmp_path_factory):
     return ranksight.load(scenario(tmp_path_factory.mktemp("scen")), cache=False)
 
 
+NO_PATH = "the critical-path analysis is not available in this ranksight version"
+
+
+@pytest.fixture
+def no_critical_path(monkeypatch):
+    """As if the critical-path analysis were not available (the layout without its track)."""
+    monkeypatch.setattr(sections_timeline, "critical_path", lambda sess, step: (None, NO_PATH))
+
+
 @pytest.fixture(scope="module")
 def scen_block(scen_run):
     st = StringTable()
-    b, notes = timeline_block(Session(scen_run), st)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sections_timeline, "critical_path", lambda sess, step: (None, NO_PATH))
+        b, notes = timeline_block(Session(scen_run), st)
     return b, notes, st
+
+
+def test_critical_path_missing_module(scen_run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ranksight.analyses.critical_path", None)
+    assert critical_path(Session(scen_run), 1) == (None, NO_PATH)
 
 
 def test_window_offsets_and_every_event_once(scen_run, scen_block):
@@ -218,7 +236,7 @@ def test_critical_path_when_available(scen_run, monkeypatch):
     assert 1 in b["ranks"]
 
 
-def test_rank_selection_beyond_max_ranks(scen_run):
+def test_rank_selection_beyond_max_ranks(scen_run, no_critical_path):
     st = StringTable()
     b, notes = timeline_block(Session(scen_run), st, max_ranks=2)
     # peers waited 870 µs for rank 1, 60 for rank 3, 15 for rank 2, none for rank 0
@@ -265,7 +283,7 @@ def test_demo_report_has_the_timeline(demo_doc):
     assert b["events"]["n"] == 19_780
 
 
-def test_rank_selection_without_collectives(tmp_path):
+def test_rank_selection_without_collectives(tmp_path, no_critical_path):
     paths = [
         write_rank(tmp_path, r, rank_events(colls=[], kernels=[{"name": "gemm", "start": 100, "end": 150}]), world=3)
         for r in range(3)
@@ -277,3 +295,26 @@ def test_rank_selection_without_collectives(tmp_path):
         "2 of 3 ranks shown: no rank waited for another in this step's collectives, so the first 1 and the last 1"
         in notes
     )
+
+
+def test_real_critical_path(scen_run):
+    """With the critical-path analysis: its segments of the step on the top track, the events on
+    the path flagged, every rank on the path shown."""
+    cp_mod = pytest.importorskip("ranksight.analyses.critical_path")
+    sess = Session(scen_run)
+    seg = cp_mod.critical_path_segments(sess, step=1).sort("start_ns")
+    st = StringTable()
+    b, notes = timeline_block(sess, st, max_ranks=2)
+    validate(b, st, b["ranks"])
+    p = b["path"]
+    assert p["n"] == seg.height > 0 and b["tracks"]["kind"][0] == "path"
+    assert arr(p["start"]).tolist() == (seg["start_ns"].clip(lower_bound=900_000) - 900_000).to_list()
+    assert set(seg["rank"].to_list()) <= set(b["ranks"])
+    assert sorted(set(p["categories"])) == sorted(set(seg["category"].to_list()))
+    ev = events(b, st)
+    hit = arr(p["event"])
+    on = seg.with_columns(pl.Series("hit", hit)).filter(pl.col("row").is_not_null())
+    assert (on["hit"] >= 0).all()  # every segment with an event points at it
+    assert [ev["row"][int(i)] for i in on["hit"]] == on["row"].to_list()
+    assert set(np.flatnonzero(ev["flags"].to_numpy() & FLAG_BITS["critical"])) == set(on["hit"].to_list())
+    assert any(n.startswith("critical path (") for n in notes)

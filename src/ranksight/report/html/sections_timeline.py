@@ -283,7 +283,19 @@ def timeline_block(
             "type": _b64([tcode[t] for t in seg["type"].cast(pl.String).to_list()], "uint8"),
             "name": names.col(seg["name"].cast(pl.String)),
         }
-        notes.append("critical path: segments of the job-wide critical path of this step (docs/critical-path.md)")
+        if "category" in seg.columns:  # the job path's categories (compute, communication, host, ...)
+            cats_p = sorted(set(seg["category"].cast(pl.String).fill_null("").to_list()))
+            ccode = {c: i for i, c in enumerate(cats_p)}
+            path_block["categories"] = cats_p
+            path_block["category"] = _b64(
+                [ccode[c] for c in seg["category"].cast(pl.String).fill_null("").to_list()], "uint8"
+            )
+        per_rank = seg.group_by("rank").agg(((pl.col("end_ns") - pl.col("start_ns")).sum() / 1e6).alias("ms"))
+        on = ", ".join(f"rank {r} {ms:.3f} ms" for r, ms in per_rank.sort("ms", descending=True).iter_rows())
+        notes.append(
+            f"critical path ({seg.height:,} segments; {on}): the job-wide critical path of this step "
+            "(`critical-path`, docs/critical-path.md)"
+        )
     elif why_no_path:
         notes.append(why_no_path)
 

@@ -21,6 +21,15 @@
     "launch_latency": "#ff7f0e", "unexplained": "#c7c7c7"
   };
   var PATH_COLORS = ["#d62728", "#ff7f0e", "#9467bd", "#17becf", "#bcbd22", "#8c564b", "#e377c2", "#7f7f7f"];
+  /* the job path's categories (analyses/critical_path.py CATEGORIES) */
+  var PATH_CAT_COLORS = {
+    "compute": "#59a14f", "communication": "#e15759", "host": "#4e79a7", "data_loading": "#8c564b",
+    "waiting_on_rank": "#d62728", "idle": "#c7c7c7"
+  };
+  function pathColor(P, i) {
+    if (P.category) return PATH_CAT_COLORS[P.categories[P.category[i]]] || "#999";
+    return PATH_COLORS[P.type[i] % PATH_COLORS.length];
+  }
   var FLAG = { critical: 1, collective: 2, late: 4, clipped: 8 };
   var LANE = 15, IDLE_H = 9, RANK_H = 18, AXIS_H = 22, GUTTER = 178, MAX_H = 620, MAX_LINKS = 300;
 
@@ -78,7 +87,8 @@
     if (b.path) {
       var pn = b.path.n;
       P = { n: pn, start: decode(b.path.start, pn), dur: decode(b.path.dur, pn), rank: decode(b.path.rank, pn),
-        event: decode(b.path.event, pn), type: decode(b.path.type, pn), name: decode(b.path.name, pn), types: b.path.types };
+        event: decode(b.path.event, pn), type: decode(b.path.type, pn), name: decode(b.path.name, pn), types: b.path.types,
+        categories: b.path.categories || null, category: b.path.category ? decode(b.path.category, pn) : null };
       P.lanes = { first: [0], count: [pn] };
       P.end = runningEnd(P.start, P.dur, P.lanes);
     }
@@ -166,6 +176,11 @@
       var k = h("span", { "class": "rs-key" }, legend);
       h("span", { "class": "rs-sw", style: "background:" + (CAT_COLORS[c] || "#999") }, k);
       k.appendChild(document.createTextNode(c));
+    });
+    if (P && P.categories) P.categories.forEach(function (c) {
+      var k = h("span", { "class": "rs-key rs-tl-path" }, legend);
+      h("span", { "class": "rs-sw", style: "background:" + (PATH_CAT_COLORS[c] || "#999") }, k);
+      k.appendChild(document.createTextNode("path: " + c));
     });
     if (G) G.causes.forEach(function (c) {
       var k = h("span", { "class": "rs-key rs-tl-cause" }, legend);
@@ -330,20 +345,21 @@
       }
       if (P && pathTrack) {
         var py = pathTrack.y + oy + 1;
-        var pColor = function (i) { return PATH_COLORS[P.type[i] % PATH_COLORS.length]; };
+        var pColor = function (i) { return pathColor(P, i); };
         var pName = function (i) { return names[P.name[i]]; };
         drawn += drawLane(P.start, P.dur, P.end, 0, P.n, py, LANE - 2, pColor, texts, pName);
       }
       flush();
       /* critical-path events outlined in their tracks */
       if (P && opts.path) {
+        /* only the segments in view (binary search on their running end), only events at least
+         * 3 px wide: narrower ones are seen on the path's own track */
         g2.strokeStyle = "#d62728"; g2.lineWidth = 1.5; g2.beginPath();
-        for (var p = 0; p < P.n; p++) {
+        for (var p = lowerBound(P.end, 0, P.n, view.v0); p < P.n && P.start[p] <= view.v1; p++) {
           var pe = P.event[p];
-          if (pe < 0) continue;
-          if (E.start[pe] > view.v1 || E.start[pe] + E.dur[pe] < view.v0) continue;
+          if (pe < 0 || E.dur[pe] * k() < 3) continue;
           var rr = evRect(pe, oy);
-          if (rr) g2.rect(rr[0], rr[1], Math.max(2, rr[2]), rr[3]);
+          if (rr && rr[1] < H && rr[1] + rr[3] > AXIS_H) g2.rect(rr[0], rr[1], rr[2], rr[3]);
         }
         g2.stroke(); g2.lineWidth = 1;
       }
@@ -504,7 +520,7 @@
         lines.push(["duration", fmtNs(G.dur[g] * unit)]);
       } else if (hit.seg != null) {
         var sg = hit.seg;
-        lines.push(["critical path", P.types[P.type[sg]]]);
+        lines.push(["critical path", P.types[P.type[sg]] + (P.category ? " (" + P.categories[P.category[sg]] + ")" : "")]);
         lines.push(["name", names[P.name[sg]]]);
         lines.push(["rank", String(P.rank[sg])]);
         lines.push(["start", "+" + fmtNs(P.start[sg] * unit)]);
