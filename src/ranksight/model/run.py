@@ -215,6 +215,8 @@ def load(
         worker (0 the oldest, -1 the latest; default the latest, with a note listing the cycles
         when a worker has several; :mod:`ranksight.io.discovery`).
 
+    Notes
+    -----
     A file's rank is the one its ``distributedInfo`` declares wherever it sits in the file (after
     ``traceEvents`` it is known once the file is decoded; the ranks are then resolved again), else
     the one in its name, else its order (:mod:`ranksight.io.discovery`).
