@@ -17,6 +17,10 @@ __all__ = ["build_payload", "load_sections", "covered_analyses", "GENERIC_EXCLUD
 
 #: Registered analyses that get no generic section (they need two runs, or NCCL logs).
 GENERIC_EXCLUDED = frozenset({"diff", "nccl-log"})
+#: Rows embedded per table of an analysis without a section of its own (the block says how many
+#: there were; ``ranksight analyze NAME --format csv`` gives them all): a per-edge table of 25,000
+#: rows made the demo report 2.4 MB larger.
+GENERIC_MAX_ROWS = 1_000
 
 #: Every module of report sections (each registers its sections when imported); a new module is
 #: added here.
@@ -60,7 +64,11 @@ def _generic(name: str) -> Section:
 
     def build(ctx: Ctx) -> list[dict[str, Any]]:
         res = ctx.result(name)
-        blocks = [ctx.table(df, id=f"{name}-{i}", title=t) for i, (t, df) in enumerate(res.tables.items()) if df.height]
+        blocks = [
+            ctx.table(df, id=f"{name}-{i}", title=t, max_rows=GENERIC_MAX_ROWS)
+            for i, (t, df) in enumerate(res.tables.items())
+            if df.height
+        ]
         if not blocks:
             raise Skip(f"`{name}` found nothing in these traces")
         return blocks
