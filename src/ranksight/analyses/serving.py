@@ -9,7 +9,7 @@ to the next step's CPU start: the host time between steps, 0 when they overlap),
 (from this step's last GPU end to the next step's first GPU start, 0 when they overlap), ``period_ms``
 (start to next start), ``tokens_per_s`` (= (prefill + decode tokens) / period, the step's own time for
 the last step), ``tpot_ms`` (time per output token: the period of a step that decodes, one token per decode
-request per step), ``graph_launches``.
+request per step), ``activities`` (GPU activities launched in the step), ``graph_launches``.
 
 Summaries: ``by_phase`` and ``by_batch`` (phase and batch size): steps, mean batch, tokens, mean and median
 step, mean GPU busy share, mean host gap, tokens/s (Σ tokens / Σ period), mean TPOT. ``model``: least-squares
@@ -60,6 +60,7 @@ STEP_COLUMNS = {
     "period_ms": pl.Float64,
     "tokens_per_s": pl.Float64,
     "tpot_ms": pl.Float64,
+    "activities": pl.Int64,
     "graph_launches": pl.Int64,
     "name": pl.String,
 }

@@ -1510,3 +1510,273 @@ def _idle_span_finding(ctx: Context, r: int, tem: pl.DataFrame, ic: Any) -> Find
 
 
 RULES.append(rule_idle_causes)
+
+
+# ---- inference: serving steps and CUDA/HIP graphs (issue 23; docs/serving.md, docs/graphs.md) -----------
+
+#: ``host-bound-serving`` fires when the GPU is idle this share (%) of the judged serving time (every step's GPU
+#: span plus the gap to the next step's first GPU work).
+SERVING_IDLE_PCT = 20.0
+#: ``decode-outside-graphs``: decode steps with at least this many GPU activities and no graph launch.
+EAGER_DECODE_MIN_ACTIVITIES = 20
+#: ``small-decode-batch``: a decode batch below this many requests (the M of a 16×16 matrix-core tile:
+#: fewer rows leave the tile part empty) whose step keeps the GPU busy less than half of its span.
+SMALL_DECODE_BATCH = 16
+SMALL_DECODE_BUSY_PCT = 50.0
+#: ... and such steps are at least this share of the decode steps.
+SMALL_DECODE_SHARE = 0.25
+_INFERENCE_FIXES_HOST = (
+    "overlap the scheduler with the GPU: vLLM's async scheduling (`--async-scheduling`), SGLang's overlap "
+    "scheduler (on unless `--disable-overlap-schedule`)"
+)
+
+
+def _python_frames(trace: Trace) -> int:
+    """``python_function`` events recorded (``with_stack=True``: the profiler's own host overhead)."""
+    return trace.kind("python_function", columns=["row"]).height
+
+
+def _serving_steps(ctx: Context) -> pl.DataFrame | None:
+    res = ctx.result("serving")
+    return None if res is None else res["steps"]
+
+
+def rule_host_bound_serving(ctx: Context) -> list[Finding]:
+    """Serving steps (``serving``) whose GPU is idle ≥ 20 % of the judged time: each step's GPU span (first
+    to last GPU activity launched in it, ``gpu_ms``) plus the gap to the next step's first GPU work
+    (``gpu_idle_between_ms``); idle = span − ``gpu_busy_ms`` + that gap.
+
+    Applies to inference runs only (``APPLIES``); not to capture-only traces. Contradicting facts, checked:
+    no serving steps (no finding); the GPU time before a step's first GPU work is not counted (work launched
+    before the profiling window, or launch latency); the CUDA-graph fix only for ranks that do not replay
+    graphs and that run decode steps; Python frames recorded (``with_stack``) inflate host time: said in the
+    evidence and a fix."""
+    steps = _serving_steps(ctx)
+    if steps is None:
+        return []
+    out = []
+    for r in ctx.ranks:
+        s = steps.filter((pl.col("rank") == r) & pl.col("gpu_ms").is_not_null())
+        if s.height == 0:
+            continue
+        between = float(s["gpu_idle_between_ms"].fill_null(0).sum())
+        span = float(s["gpu_ms"].sum())
+        busy = float(s["gpu_busy_ms"].fill_null(0).sum())
+        judged = span + between
+        idle = span - busy + between
+        if judged <= 0 or 100 * idle / judged < SERVING_IDLE_PCT:
+            continue
+        share = idle / judged
+        frames = ctx.on_rank(_python_frames, r)
+        replays = ctx.replays_graphs(r)
+        by_phase = (
+            s.group_by(pl.col("phase").fill_null("unknown"))
+            .agg(pl.len().alias("steps"), pl.col("gpu_busy_pct").mean(), pl.col("host_gap_ms").mean())
+            .sort("phase")
+        )
+        fixes = [_INFERENCE_FIXES_HOST]
+        if not replays and (s["phase"] == "decode").any():
+            fixes.append(
+                "run decode steps as CUDA/HIP graphs (vLLM without `--enforce-eager`; SGLang without "
+                "`--disable-cuda-graph`): one launch per step instead of one per kernel"
+            )
+        fixes.append(
+            "cut per-step Python work on the scheduler thread: sampling and stop checks on the GPU, detokenisation "
+            "off the engine loop, fewer small host↔device copies per step"
+        )
+        if frames:
+            fixes.insert(
+                0,
+                f"check the profile first: {frames:,} Python frames were recorded (with_stack=True adds host time to "
+                "every call); profile again without with_stack and compare the host time",
+            )
+        out.append(
+            Finding(
+                rule="host-bound-serving",
+                title="Serving is host-bound: the GPU waits between and inside engine steps",
+                severity=_sev(share, 0.50, 0.30),
+                impact=_r(share, 4),
+                ranks=[r],
+                summary=f"rank {r}: the GPU is idle {100 * share:.0f}% of {s.height} serving step(s) "
+                f"({idle:.1f} ms of {judged:.1f} ms: {span - busy:.1f} ms inside the steps' GPU spans, "
+                f"{between:.1f} ms between steps)",
+                evidence={
+                    "steps": s.height,
+                    "gpu_span_ms": _r(span, 3),
+                    "gpu_busy_ms": _r(busy, 3),
+                    "idle_inside_steps_ms": _r(span - busy, 3),
+                    "idle_between_steps_ms": _r(between, 3),
+                    "host_gap_ms_mean": _r(float(s["host_gap_ms"].mean() or 0.0), 3)
+                    if s["host_gap_ms"].drop_nulls().len()
+                    else "no next step in the trace",
+                    "by_phase": {
+                        str(p): {"steps": int(n), "gpu_busy_pct_mean": _r(float(b or 0.0))}
+                        for p, n, b, _ in by_phase.iter_rows()
+                    },
+                    "python_frames_recorded": frames,
+                    "replays_graphs": replays,
+                    "threshold_pct": SERVING_IDLE_PCT,
+                    "definition": "serving steps: idle = gpu_ms − gpu_busy_ms + gpu_idle_between_ms (docs/serving.md)",
+                },
+                fixes=fixes,
+            )
+        )
+    return out
+
+
+def rule_decode_outside_graphs(ctx: Context) -> list[Finding]:
+    """Decode steps (``serving`` phase ``decode``) that launch ≥ 20 GPU activities and no CUDA/HIP graph:
+    each kernel pays a launch from Python, where a graph replay pays one.
+
+    Applies to inference runs only; not to capture-only traces. Contradicting facts, checked: a decode step
+    that launches a graph (``graph_launches`` > 0) is not counted, nor one with fewer activities (sampling
+    only); prefill and mixed steps are not judged (engines often run them eagerly on purpose)."""
+    steps = _serving_steps(ctx)
+    if steps is None:
+        return []
+    out = []
+    for r in ctx.ranks:
+        dec = steps.filter((pl.col("rank") == r) & (pl.col("phase") == "decode"))
+        if dec.height == 0:
+            continue
+        eager = dec.filter((pl.col("graph_launches") == 0) & (pl.col("activities") >= EAGER_DECODE_MIN_ACTIVITIES))
+        if eager.height == 0:
+            continue
+        all_ms = float(steps.filter(pl.col("rank") == r)["step_ms"].sum())
+        eager_ms = float(eager["step_ms"].sum())
+        impact = eager_ms / all_ms if all_ms else 0.0
+        sizes = sorted({int(b) for b in eager["batch_size"].drop_nulls().to_list()})
+        out.append(
+            Finding(
+                rule="decode-outside-graphs",
+                title="Decode steps run outside CUDA/HIP graphs",
+                severity=_sev(impact, 0.50, 0.25),
+                impact=_r(impact, 4),
+                ranks=[r],
+                summary=f"rank {r}: {eager.height} of {dec.height} decode steps launch their "
+                f"{int(eager['activities'].sum()):,} kernels one by one (no graph launch; batch sizes "
+                f"{', '.join(map(str, sizes)) or 'not annotated'}), {100 * impact:.0f}% of the step time",
+                evidence={
+                    "decode_steps": dec.height,
+                    "eager_decode_steps": eager.height,
+                    "eager_step_ms": _r(eager_ms, 3),
+                    "activities_per_eager_step": _r(float(eager["activities"].mean() or 0.0), 1),
+                    "eager_batch_sizes": sizes,
+                    "replays_graphs_elsewhere": int(dec["graph_launches"].sum()) > 0,
+                    "min_activities": EAGER_DECODE_MIN_ACTIVITIES,
+                },
+                fixes=[
+                    "vLLM: do not pass `--enforce-eager`, and capture every decode batch size seen "
+                    "(`cudagraph_capture_sizes` in the compilation config; batches above the largest captured size "
+                    "run eagerly)",
+                    "SGLang: do not pass `--disable-cuda-graph`; raise `--cuda-graph-max-bs` above the decode batch "
+                    "sizes seen",
+                    "then profile the capture and pass it with --capture to see each replayed kernel's operator "
+                    "(`ranksight analyze graphs`)",
+                ],
+            )
+        )
+    return out
+
+
+def rule_small_decode_batch(ctx: Context) -> list[Finding]:
+    """Decode steps with fewer than 16 requests whose GPU is busy less than half of the step's GPU span,
+    when they are ≥ 25 % of the decode steps: the batch is too small to keep the GPU working.
+
+    Applies to inference runs only; not to capture-only traces. Contradicting facts, checked: decode steps
+    whose batch size is not annotated are not judged; a small batch on a busy GPU (≥ 50 %) is not a finding
+    (the GPU is not idle)."""
+    steps = _serving_steps(ctx)
+    if steps is None:
+        return []
+    out = []
+    for r in ctx.ranks:
+        dec = steps.filter(
+            (pl.col("rank") == r) & (pl.col("phase") == "decode") & pl.col("batch_size").is_not_null()
+        ).with_columns((100 * pl.col("gpu_busy_ms") / pl.col("gpu_ms")).alias("__busy"))
+        if dec.height == 0:
+            continue
+        small = dec.filter((pl.col("batch_size") < SMALL_DECODE_BATCH) & (pl.col("__busy") < SMALL_DECODE_BUSY_PCT))
+        share = small.height / dec.height
+        if small.height == 0 or share < SMALL_DECODE_SHARE:
+            continue
+        idle_ms = float((small["gpu_ms"] - small["gpu_busy_ms"]).sum())
+        all_ms = float(dec["gpu_ms"].sum())
+        impact = idle_ms / all_ms if all_ms else 0.0
+        out.append(
+            Finding(
+                rule="small-decode-batch",
+                title="Small decode batches leave the GPU idle",
+                severity=_sev(impact, 0.50, 0.25),
+                impact=_r(impact, 4),
+                ranks=[r],
+                summary=f"rank {r}: {small.height} of {dec.height} decode steps run fewer than {SMALL_DECODE_BATCH} "
+                f"requests (mean {float(small['batch_size'].mean() or 0.0):.1f}) and keep the GPU busy only "
+                f"{float(small['__busy'].mean() or 0.0):.0f}% of their GPU span",
+                evidence={
+                    "decode_steps": dec.height,
+                    "small_steps": small.height,
+                    "batch_sizes": {
+                        str(b): int(n) for b, n in small.group_by("batch_size").len().sort("batch_size").iter_rows()
+                    },
+                    "gpu_busy_pct_mean": _r(float(small["__busy"].mean() or 0.0)),
+                    "idle_ms_in_small_steps": _r(idle_ms, 3),
+                    "threshold_batch": SMALL_DECODE_BATCH,
+                    "threshold_busy_pct": SMALL_DECODE_BUSY_PCT,
+                },
+                fixes=[
+                    "batch more requests per decode step when latency allows: raise the concurrency limit (vLLM "
+                    "`--max-num-seqs`, SGLang `--max-running-requests`) and send more concurrent requests",
+                    "if the load is this low by nature, the GPU is idle by design: a smaller GPU, or more model "
+                    "replicas per GPU, uses it better",
+                    _INFERENCE_FIXES_HOST,
+                ],
+            )
+        )
+    return out
+
+
+def rule_capture_as_run(ctx: Context) -> list[Finding]:
+    """A capture-only trace given as if it were a run (``run-context`` graphs ``capture``): its launches were
+    recorded into CUDA/HIP graphs, not executed, so its GPU time says nothing about the workload.
+
+    Judged on every context, capture traces included (it exists for them). Contradicting facts, checked: a
+    trace that also replays graphs (``capture+replay``) measures the replay and is not a finding; no launch
+    recorded under capture, no finding."""
+    out = []
+    for r in ctx.ranks:
+        c = ctx.run_context(r)
+        if c is None or c.graphs != "capture" or not c.captured_launches:
+            continue
+        api = c.graph_api or "CUDA"
+        out.append(
+            Finding(
+                rule="capture-as-run",
+                title=f"This is a {api} graph capture, not a run",
+                severity="medium",
+                impact=1.0,
+                ranks=[r],
+                summary=f"rank {r}: {c.graph_captures} graph capture(s): {c.captured_launches:,} launches were "
+                "recorded into graphs and never ran, so GPU time and idle here are not the workload's",
+                evidence={
+                    "graph_captures": c.graph_captures,
+                    "captured_launches": c.captured_launches,
+                    "graph_api": api,
+                    "mode": c.mode,
+                    "evidence": c.evidence.get("graphs", ""),
+                },
+                fixes=[
+                    "profile the replay (steps after warm-up and capture) and analyse that trace",
+                    "pass this capture with --capture so the replayed kernels get their operators, modules and "
+                    "shapes: `ranksight analyze graphs REPLAY --capture THIS` (and `analyze ops`)",
+                ],
+            )
+        )
+    return out
+
+
+APPLIES["host-bound-serving"] = Applies(modes=("inference",))
+APPLIES["decode-outside-graphs"] = Applies(modes=("inference",))
+APPLIES["small-decode-batch"] = Applies(modes=("inference",))
+APPLIES["capture-as-run"] = Applies(capture=True)
+RULES.extend([rule_host_bound_serving, rule_decode_outside_graphs, rule_small_decode_batch, rule_capture_as_run])
