@@ -1531,6 +1531,12 @@ _INFERENCE_FIXES_HOST = (
 )
 
 
+def _mean(col: pl.Series) -> float:
+    """The mean of a numeric column (0.0 when it has no value)."""
+    m = col.mean()
+    return float(m) if m is not None else 0.0  # type: ignore[arg-type]
+
+
 def _python_frames(trace: Trace) -> int:
     """``python_function`` events recorded (``with_stack=True``: the profiler's own host overhead)."""
     return trace.kind("python_function", columns=["row"]).height
@@ -1606,7 +1612,7 @@ def rule_host_bound_serving(ctx: Context) -> list[Finding]:
                     "gpu_busy_ms": _r(busy, 3),
                     "idle_inside_steps_ms": _r(span - busy, 3),
                     "idle_between_steps_ms": _r(between, 3),
-                    "host_gap_ms_mean": _r(float(s["host_gap_ms"].mean() or 0.0), 3)
+                    "host_gap_ms_mean": _r(_mean(s["host_gap_ms"]), 3)
                     if s["host_gap_ms"].drop_nulls().len()
                     else "no next step in the trace",
                     "by_phase": {
@@ -1660,7 +1666,7 @@ def rule_decode_outside_graphs(ctx: Context) -> list[Finding]:
                     "decode_steps": dec.height,
                     "eager_decode_steps": eager.height,
                     "eager_step_ms": _r(eager_ms, 3),
-                    "activities_per_eager_step": _r(float(eager["activities"].mean() or 0.0), 1),
+                    "activities_per_eager_step": _r(_mean(eager["activities"]), 1),
                     "eager_batch_sizes": sizes,
                     "replays_graphs_elsewhere": int(dec["graph_launches"].sum()) > 0,
                     "min_activities": EAGER_DECODE_MIN_ACTIVITIES,
@@ -1711,15 +1717,15 @@ def rule_small_decode_batch(ctx: Context) -> list[Finding]:
                 impact=_r(impact, 4),
                 ranks=[r],
                 summary=f"rank {r}: {small.height} of {dec.height} decode steps run fewer than {SMALL_DECODE_BATCH} "
-                f"requests (mean {float(small['batch_size'].mean() or 0.0):.1f}) and keep the GPU busy only "
-                f"{float(small['__busy'].mean() or 0.0):.0f}% of their GPU span",
+                f"requests (mean {_mean(small['batch_size']):.1f}) and keep the GPU busy only "
+                f"{_mean(small['__busy']):.0f}% of their GPU span",
                 evidence={
                     "decode_steps": dec.height,
                     "small_steps": small.height,
                     "batch_sizes": {
                         str(b): int(n) for b, n in small.group_by("batch_size").len().sort("batch_size").iter_rows()
                     },
-                    "gpu_busy_pct_mean": _r(float(small["__busy"].mean() or 0.0)),
+                    "gpu_busy_pct_mean": _r(_mean(small["__busy"])),
                     "idle_ms_in_small_steps": _r(idle_ms, 3),
                     "threshold_batch": SMALL_DECODE_BATCH,
                     "threshold_busy_pct": SMALL_DECODE_BUSY_PCT,
