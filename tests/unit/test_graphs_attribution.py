@@ -36,7 +36,7 @@ def _replay(tmp: Path, n: int = 3, kernels: list[str] | None = None, name: str =
 
 def _capture(tmp: Path, launches: list = LAYER, name: str = "cap.json", api: str = "hip") -> Path:  # type: ignore[type-arg]
     tr = Tr()
-    tr.module("Layer_0", 0, 100, 1)
+    tr.module("Layer_0", 2.5, 5 * len(launches), 1)  # inside the capture window [2, 3 + 5 n]
     capture(tr, 1, launches, api=api)
     return tr.write(tmp / name)
 
@@ -130,6 +130,17 @@ def test_one_graph_replayed_many_times(tmp_path: Path) -> None:
     assert row["aten::mm"]["host_self_us"] == 0 and row["aten::mm"]["host_total_us"] == 0
     assert row["aten::argmax"]["device_self_us"] == pytest.approx(5)  # the eager op as before
     assert row["aten::argmax"]["host_total_us"] == pytest.approx(8)
+    # the capture-side shapes come along (the op side table of the copies)
+    shapes = Session.of(run).result("ops", capture=cap, group_by="shape")["ops"]
+    mm = shapes.filter(pl.col("name") == "aten::mm")
+    assert mm.select("input_dims", "calls").rows() == [("[[8,16],[16,32]]", 40)]
+    # and the nn.Module frames: the capture's Layer_0 holds the replayed kernels
+    from ranksight.analyses.modules import module_table
+
+    mods = module_table(operator_trace(run[0], cap))
+    assert mods is not None
+    layer = mods.filter(pl.col("path") == "Layer_0").row(0, named=True)
+    assert layer["calls"] == 40 and layer["device_total_us"] == pytest.approx(40 * 30)
 
 
 def test_tied_capture_graphs_used_in_turn(tmp_path: Path) -> None:

@@ -718,7 +718,8 @@ def _build(trace: Trace, att: Attribution) -> Trace:
     if op_parts:
         cops = pl.concat(op_parts, how="diagonal_relaxed").rename({"row": "capture_row"})
         cops = cops.join(row_map, on=["source", "capture_row"]).drop("source", "capture_row", "inst")
-        cops = cops.rename({"__new": "row"}).select([c for c in op_table.columns if c in cops.columns])
+        cops = cops.rename({"__new": "row"})
+        cops = cops.select([c for c in op_table.columns if c in cops.columns])
         op_table = pl.concat([op_table, cops], how="diagonal_relaxed")
     tables = {name: trace.table(name) for name in trace.tables}
     tables["op"] = op_table
