@@ -79,8 +79,8 @@ pub struct Decoded {
     pub cut_count: u64,
 }
 
-/// A string cut by the per-string cap: the event it is in (None: a top-level key or value),
-/// the original position of its opening quote and its length in the file.
+/// A string cut by the per-string cap: the event it is in and that event's byte offset in the
+/// file (None, None: a top-level key or value), and the string's length in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CutString {
     pub event_index: Option<u64>,
@@ -270,6 +270,29 @@ fn on_read_error(src: &Source, e: io::Error, truncated: &mut Option<String>) -> 
     })
 }
 
+/// Hand the first `k` events of a buffer to the sink, then give back `err` (the events before
+/// an error are parsed first: an invalid one among them is the first error).
+#[allow(clippy::too_many_arguments)]
+fn fail_after(sink: &mut impl FnMut(Batch) -> bool, buf: Vec<u8>, mut spans: Vec<(usize, usize)>, k: usize, base: u64, index: u64, shifts: &Shifts, err: DecodeError) -> DecodeError {
+    spans.truncate(k);
+    if !spans.is_empty() {
+        let orig = (!shifts.is_empty()).then(|| orig_spans(shifts, base, &spans));
+        sink(Batch { buf, spans, base, first_index: index, orig });
+    }
+    err
+}
+
+/// The original (offset, length) of spans of a buffer at stream position `base`.
+fn orig_spans(shifts: &Shifts, base: u64, spans: &[(usize, usize)]) -> Vec<(u64, u64)> {
+    spans
+        .iter()
+        .map(|&(a, b)| {
+            let o = shifts.orig(base + a as u64);
+            (o, shifts.orig(base + b as u64) - o)
+        })
+        .collect()
+}
+
 /// An event (`event_index`) or a top-level key and value (None) longer than the item cap.
 fn item_too_large(lim: &Limits, item_cap: usize, event_index: Option<u64>, at: u64) -> DecodeError {
     let what = if event_index.is_some() { "the event" } else { "a top-level key and value" };
@@ -393,9 +416,30 @@ pub fn read_events_limited(src: &mut Source, lim: &Limits, mut sink: impl FnMut(
         }
         let mut spans = Vec::new();
         let meta_before = meta.len();
-        let progress = scanner
-            .scan(&buf, 0, eof, &mut spans, &mut meta)
-            .map_err(|e| DecodeError::new(ErrorKind::Format, e.message).at(Some(shifts.orig(base + e.offset as u64)), Some(index)))?;
+        let scanned = scanner.scan(&buf, 0, eof, &mut spans, &mut meta);
+        // the first error in the order of the document: a complete item over the item cap (an
+        // event, or a top-level value), then a format error of the scanner after it, or an item
+        // the input ends inside that is over the cap (the same errors as when items are carried
+        // from earlier chunks); the events before it go to the sink first (an invalid one among
+        // them comes first) and count in its event index
+        let mut too_big: Option<(usize, DecodeError)> = None;
+        if item_cap > 0 {
+            if let Some(k) = spans.iter().position(|&(a, b)| b - a > item_cap && cap_text(&buf[a..b], lim.max_string).map_or(b - a, |(t, _)| t.len()) > item_cap) {
+                too_big = Some((k, item_too_large(lim, item_cap, Some(index + k as u64), shifts.orig(base + spans[k].0 as u64))));
+            } else if scanner.meta_lens[meta_before..].iter().any(|&n| n > item_cap) {
+                too_big = Some((spans.len(), item_too_large(lim, item_cap, None, shifts.orig(base))));
+            }
+        }
+        let progress = match (scanned, too_big) {
+            (_, Some((k, err))) => return Err(fail_after(&mut sink, buf, spans, k, base, index, &shifts, err)),
+            (Err(e), None) => {
+                let at = Some(shifts.orig(base + e.offset as u64));
+                let err = DecodeError::new(ErrorKind::Format, e.message).at(at, Some(index + spans.len() as u64));
+                let k = spans.len();
+                return Err(fail_after(&mut sink, buf, spans, k, base, index, &shifts, err));
+            }
+            (Ok(p), None) => p,
+        };
         let (pos, stop) = match progress {
             Progress::NeedMore(p) | Progress::Finished(p) => (p, eof),
             Progress::ReachedEvents(p) => {
@@ -403,19 +447,15 @@ pub fn read_events_limited(src: &mut Source, lim: &Limits, mut sink: impl FnMut(
                 (p, true)
             }
         };
-        let consumed_to = shifts.orig(base + pos as u64);
-        let n = spans.len() as u64;
-        // a complete item is held too: as long as a carried one, it is as much an error
-        if item_cap > 0 {
-            for (k, &(a, b)) in spans.iter().enumerate() {
-                if b - a > item_cap && cap_text(&buf[a..b], lim.max_string).map_or(b - a, |(t, _)| t.len()) > item_cap {
-                    return Err(item_too_large(lim, item_cap, Some(index + k as u64), shifts.orig(base + a as u64)));
-                }
-            }
-            if meta[meta_before..].iter().any(|(k, v)| k.len() + v.len() > item_cap) {
-                return Err(item_too_large(lim, item_cap, None, shifts.orig(base)));
+        if let Progress::NeedMore(_) = progress {
+            if eof && item_cap > 0 && buf.len() - pos > item_cap && cap_text(&buf[pos..], lim.max_string).map_or(buf.len() - pos, |(t, _)| t.len()) > item_cap {
+                let err = item_too_large(lim, item_cap, scanner.in_events().then_some(index + spans.len() as u64), shifts.orig(base + pos as u64));
+                let k = spans.len();
+                return Err(fail_after(&mut sink, buf, spans, k, base, index, &shifts, err));
             }
         }
+        let consumed_to = shifts.orig(base + pos as u64);
+        let n = spans.len() as u64;
         // the strings cut in what the scanner consumed: in an event of this batch, or top-level
         if let Some(f) = cap.as_ref() {
             let done_to = base + pos as u64;
@@ -423,9 +463,14 @@ pub fn read_events_limited(src: &mut Source, lim: &Limits, mut sink: impl FnMut(
                 let c = f.cuts[cuts_done];
                 let rel = (c.at.saturating_sub(base)) as usize;
                 let k = spans.partition_point(|s| s.0 <= rel);
-                let event_index = (k > 0 && spans[k - 1].1 > rel).then(|| index + (k - 1) as u64);
+                let in_event = k > 0 && spans[k - 1].1 > rel;
                 if cuts.len() < MAX_CUTS_LISTED {
-                    cuts.push(CutString { event_index, offset: Some(c.orig_at), len: c.len });
+                    cuts.push(if in_event {
+                        let event_index = Some(index + (k - 1) as u64);
+                        CutString { event_index, offset: Some(shifts.orig(base + spans[k - 1].0 as u64)), len: c.len }
+                    } else {
+                        CutString { event_index: None, offset: None, len: c.len }
+                    });
                 }
                 cut_count += 1;
                 cuts_done += 1;
@@ -439,15 +484,7 @@ pub fn read_events_limited(src: &mut Source, lim: &Limits, mut sink: impl FnMut(
                 filtering = false;
             }
         }
-        let orig = (!shifts.is_empty()).then(|| {
-            spans
-                .iter()
-                .map(|&(a, b)| {
-                    let o = shifts.orig(base + a as u64);
-                    (o, shifts.orig(base + b as u64) - o)
-                })
-                .collect()
-        });
+        let orig = (!shifts.is_empty()).then(|| orig_spans(&shifts, base, &spans));
         if !spans.is_empty() && !sink(Batch { buf, spans, base, first_index: index, orig }) {
             return Ok(None);
         }

@@ -139,7 +139,8 @@ struct Table {
     data: std::sync::Mutex<Vec<Option<ArrayData>>>,
 }
 
-/// (event index or None, byte offset or None, length in bytes) of a cut string.
+/// (event index and its byte offset, or None, None for a top-level key or value; length in
+/// bytes) of a cut string.
 type CutInfo = (Option<u64>, Option<u64>, u64);
 /// (event index, field, raw text, name, category) of a dropped event.
 type DropInfo = (u64, &'static str, String, String, String);

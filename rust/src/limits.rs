@@ -216,7 +216,8 @@ pub fn cap_text(text: &[u8], cap: usize) -> Option<(Vec<u8>, Vec<Cut>)> {
     let mut out = Vec::with_capacity(text.len().min(2 * cap));
     let mut shifts = Shifts::default();
     f.feed(text, &mut out, 0, &mut shifts);
-    if f.cuts.is_empty() {
+    // (a text that ends inside a string being cut has no cut recorded, but is shorter)
+    if f.cuts.is_empty() && out.len() == text.len() {
         None
     } else {
         Some((out, f.cuts))
@@ -330,6 +331,10 @@ mod tests {
         let doc = format!(r#"{{"name":"{}","x":"short"}}"#, "q\\\"".repeat(300));
         assert_eq!(cap_text(doc.as_bytes(), 0), None);
         assert_eq!(cap_text(br#"{"a":"b"}"#, 256), None);
+        // a text that ends inside a long string (an item cut by the end of the input) is cut too
+        let open = format!(r#"{{"a":"{}"#, "y".repeat(1000));
+        let (cut, cuts) = cap_text(open.as_bytes(), 256).unwrap();
+        assert!(cuts.is_empty() && cut.len() == 6 + 256 - 64, "{}", cut.len());
         let (whole, cuts) = cap_text(doc.as_bytes(), 256).unwrap();
         assert_eq!(cuts.len(), 1);
         let (streamed, _, _) = run(doc.as_bytes(), 256, 7);

@@ -40,6 +40,9 @@ pub struct Scanner {
     pub string_cap: usize,
     /// lengths of the strings cut in top-level keys and values
     pub meta_cuts: Vec<u64>,
+    /// the length of each top-level key and value pushed to `meta`, from the key's opening
+    /// quote to the value's end, once their strings are cut (what the item cap measures)
+    pub meta_lens: Vec<usize>,
 }
 
 pub enum Progress {
@@ -68,6 +71,7 @@ impl Scanner {
             stop_at_events: false,
             string_cap: 0,
             meta_cuts: Vec::new(),
+            meta_lens: Vec::new(),
         }
     }
 
@@ -139,12 +143,11 @@ impl Scanner {
                         let Some(end) = string_end(buf, pos + 1) else {
                             return Ok(Progress::NeedMore(pos));
                         };
-                        let raw_key = match cap_text(&buf[pos..end], self.string_cap) {
-                            Some((cut, cuts)) => {
-                                self.meta_cuts.extend(cuts.iter().map(|c| c.len));
-                                std::borrow::Cow::Owned(cut)
-                            }
-                            None => std::borrow::Cow::Borrowed(&buf[pos..end]),
+                        // (the cuts count once the key and its value are consumed: a key
+                        // whose value is not all in the buffer is scanned again)
+                        let (raw_key, key_cut) = match cap_text(&buf[pos..end], self.string_cap) {
+                            Some((cut, cuts)) => (std::borrow::Cow::Owned(cut), cuts.first().map(|c| c.len)),
+                            None => (std::borrow::Cow::Borrowed(&buf[pos..end]), None),
                         };
                         let key: String = serde_json::from_slice(&raw_key)
                             .unwrap_or_else(|_| String::from_utf8_lossy(&raw_key[1..raw_key.len() - 1]).into_owned());
@@ -161,6 +164,7 @@ impl Scanner {
                             return Ok(Progress::NeedMore(pos));
                         }
                         if key == "traceEvents" && buf[v] == b'[' {
+                            self.meta_cuts.extend(key_cut);
                             self.events_seen = true;
                             self.state = State::Events;
                             pos = v + 1;
@@ -171,6 +175,7 @@ impl Scanner {
                             match value_end(buf, v, eof) {
                                 None => return Ok(Progress::NeedMore(pos)),
                                 Some(e) => {
+                                    self.meta_cuts.extend(key_cut);
                                     let value = match cap_text(&buf[v..e], self.string_cap) {
                                         Some((cut, cuts)) => {
                                             self.meta_cuts.extend(cuts.iter().map(|c| c.len));
@@ -178,6 +183,7 @@ impl Scanner {
                                         }
                                         None => buf[v..e].to_vec(),
                                     };
+                                    self.meta_lens.push(raw_key.len() + (v - end) + value.len());
                                     meta.push((key, value));
                                     self.state = State::ObjNext;
                                     pos = e;
@@ -296,6 +302,34 @@ mod tests {
             assert_eq!(meta[0], ("schemaVersion".into(), "1".into()));
             assert_eq!(meta[1].0, "distributedInfo");
             assert_eq!(meta[2], ("baseTimeNanoseconds".into(), "17".into()));
+        }
+    }
+
+    #[test]
+    fn long_keys_and_values_are_cut_and_counted_once_in_any_chunking() {
+        let long = "k".repeat(1000);
+        let doc = format!(r#"{{"{long}": "{long}", "traceEvents": [], "{long}": [1]}}"#);
+        for chunk in [1, 7, 300, 5000] {
+            let bytes = doc.as_bytes();
+            let mut s = Scanner::new();
+            s.string_cap = 256;
+            let (mut buf, mut meta, mut evs, mut fed) = (Vec::new(), Vec::new(), Vec::new(), 0);
+            loop {
+                let end = (fed + chunk).min(bytes.len());
+                buf.extend_from_slice(&bytes[fed..end]);
+                fed = end;
+                let p = match s.scan(&buf, 0, fed == bytes.len(), &mut evs, &mut meta).unwrap() {
+                    Progress::NeedMore(p) | Progress::Finished(p) | Progress::ReachedEvents(p) => p,
+                };
+                buf.drain(..p);
+                if fed == bytes.len() {
+                    break;
+                }
+            }
+            assert_eq!(s.meta_cuts, [1000, 1000, 1000], "chunk {chunk}");
+            let cut = format!("{}{}", "k".repeat(256 - 64), crate::limits::marker(1000));
+            assert_eq!(meta[0].0, cut);
+            assert_eq!(meta[0].1, format!(r#""{cut}""#).into_bytes());
         }
     }
 

@@ -75,8 +75,8 @@ class Decoded:
     def id_names(self) -> list[tuple[int, str]]:
         """Synthetic ids given to string pids/tids, with the original strings."""
     def cut_strings(self) -> list[tuple[int | None, int | None, int]]:
-        """Strings cut by the per-string cap (the first 20): (event index or None for a
-        top-level key or value, byte offset or None, length in bytes in the file)."""
+        """Strings cut by the per-string cap (the first 20): (event index and the event's byte
+        offset, or None and None for a top-level key or value; the string's length in the file)."""
     def dropped_events(self) -> list[tuple[int, str, str, str, str]]:
         """Events dropped for a ``ts`` / ``dur`` that is missing or not a number in range (the
         first 20): (event index, ``"ts"`` or ``"dur"``, raw text or ``"missing"``, name, cat)."""

@@ -86,6 +86,18 @@ impl Columns {
             });
             v as i32
         };
+        // synthetic ids in order of first appearance in the document (by event, the pid before
+        // the tid), whatever the parts: a part's flow rows and its tids come after its other
+        // pids in the loops below, and where parts begin depends on the chunks and the cores
+        let mut seen: Vec<(u32, u8, u32)> = Vec::new();
+        for h in [&part.head, &part.flows.head] {
+            seen.extend(h.pid_str.iter().map(|&(at, c)| (h.rows[at as usize], 0, c)));
+            seen.extend(h.tid_str.iter().map(|&(at, c)| (h.rows[at as usize], 1, c)));
+        }
+        seen.sort_unstable();
+        for &(_, _, c) in &seen {
+            synth(remap[c as usize]);
+        }
         self.head.extend(&part.head, base, &remap, &mut synth);
         self.flows.head.extend(&part.flows.head, base, &remap, &mut synth);
         self.flows.id.extend_from(&part.flows.id, &remap);
@@ -148,6 +160,19 @@ mod tests {
         assert_eq!(names, ["a", "b", "a"]);
         // one synthetic id per distinct string id, across parts
         assert_eq!(cols.head.pid[0], cols.head.pid[1]);
+        // numbered in order of first appearance, however the events are split into parts: a tid
+        // before a pid, a flow event before another event
+        let doc = br#"{"ph":"X","tid":"t","ts":1,"dur":0}{"ph":"s","pid":"f","ts":1}{"ph":"X","pid":"p","ts":1,"dur":0}"#;
+        let spans = [(0, 35), (35, 62), (62, doc.len())];
+        let mut one = Columns::new();
+        one.append(&parse_part(doc, &spans, 0));
+        let mut three = Columns::new();
+        for s in spans {
+            three.append(&parse_part(doc, &[s], 0));
+        }
+        let names = |c: &Columns| c.id_names.iter().map(|(_, n)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&one), ["t", "f", "p"]);
+        assert_eq!(names(&three), names(&one));
         assert_eq!(cols.head.pid[2], 3);
         assert_eq!(cols.id_names, vec![(-(1 << 30), "Spans".to_string()), (-(1 << 30) - 1, "x".to_string())]);
         assert_eq!(cols.offset, vec![0, a.len() as u64, a.len() as u64 + 58]);

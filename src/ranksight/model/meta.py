@@ -71,8 +71,9 @@ def used_device_properties(props: list[dict[str, Any]], devices_used: list[int])
     when every entry listed is the same GPU model (a process lists the devices it sees from 0
     while its GPU events may carry another number: ROCm traces with events on device 2 and one
     entry, id 0); otherwise it has none (unknown)."""
-    by_id = {p.get("id"): p for p in props}
-    same_model = len({tuple(p.get(k) for k in _MODEL_KEYS) for p in props}) == 1
+    # (ids and model keys as the trace wrote them: a hostile one may be a list, not hashable)
+    by_id = {i: p for p in props if isinstance(i := p.get("id"), int)}
+    same_model = len({repr(tuple(p.get(k) for k in _MODEL_KEYS)) for p in props}) == 1
     out: dict[int, dict[str, Any]] = {}
     for d in devices_used:
         p = by_id.get(d, props[0] if same_model else None)
