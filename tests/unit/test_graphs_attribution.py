@@ -284,3 +284,34 @@ def test_graphs_analysis_with_capture(tmp_path: Path) -> None:
     )
     assert res["kernels"]["op"].to_list() == ["aten::mm", "aten::add", "aten::relu"]
     assert any("100.00 % of the replayed GPU time" in n for n in res.notes)
+
+
+def test_capture_source_chosen_by_batch_size(tmp_path: Path) -> None:
+    """Two capture files with the same kernels (TraceLens layout, batch 8 and 32): a replay inside a step of 20
+    requests gets the batch-32 capture, one inside a step of 4 the batch-8 capture (the smallest size that
+    holds the step); without a step annotation the first source, with a note."""
+    tr = Tr()
+    for i, bs in enumerate((20, 4)):
+        t = 100 + 200 * i
+        tr.ann(f"step[DECODE bs={bs}]", t, 100)
+        graph_replay(tr, t + 5, [("gemm_a", t + 20, 10), ("add_b", t + 35, 10), ("relu_c", t + 50, 10)])
+    rp = tr.write(tmp_path / "replay.json")
+    d = tmp_path / "capture_traces"
+    d.mkdir()
+    for bs, op in ((8, "aten::mm"), (32, "aten::matmul")):  # the op names tell the sources apart
+        _capture(d, [(op, "gemm_a", None), *LAYER[1:]], name=f"bs_{bs}.json")
+    (d / "execution_details.json").write_text(
+        json.dumps([{"file": f"bs_{b}.json", "batch_size": b, "mode": "FULL"} for b in (8, 32)])
+    )
+    _, t = _load(rp)
+    a = graph_attribution(t)
+    first = a.kernels.filter(pl.col("pos") == 0).sort("replay")
+    assert first["op"].to_list() == ["aten::matmul", "aten::mm"]
+    assert a.notes == []
+    # no step annotations: the first source, said in a note
+    tr2 = Tr()
+    graph_replay(tr2, 100, [("gemm_a", 120, 10), ("add_b", 135, 10), ("relu_c", 150, 10)])
+    _, t2 = _load(tr2.write(tmp_path / "bare.json"))
+    b = graph_attribution(t2, str(d))
+    assert b.kernels["op"][0] == "aten::mm"
+    assert "no listed batch size decides (step size not annotated)" in b.notes[0]

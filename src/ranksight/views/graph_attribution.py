@@ -50,6 +50,7 @@ from ranksight.model.taxonomy import kernel_taxonomy
 from ranksight.model.trace import LazyTables
 from ranksight.views.graph_capture import CaptureGraphs, capture_graphs
 from ranksight.views.graph_replays import graph_replays, replay_activities
+from ranksight.views.serving_steps import serving_steps
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -386,6 +387,42 @@ def _fallback_labels(kern: pl.DataFrame) -> pl.DataFrame:
     ).drop("family", "library")
 
 
+def _step_tokens(trace: Trace, reps: pl.DataFrame) -> dict[int, int]:
+    """Graph launch row → the tokens (else requests) of the serving step whose CPU span holds the launch."""
+    st = serving_steps(trace)
+    if not st.height:
+        return {}
+    size = pl.coalesce(pl.col("prefill_tokens") + pl.col("decode_tokens"), pl.col("batch_size"))
+    win = st.select("pid", "cpu_start_ns", "cpu_end_ns", size.alias("size")).sort("cpu_start_ns")
+    j = (
+        reps.select("launch_row", "pid", "cpu_ts_ns")
+        .sort("cpu_ts_ns")
+        .join_asof(win, left_on="cpu_ts_ns", right_on="cpu_start_ns", by="pid", check_sortedness=False)
+        .filter(pl.col("size").is_not_null() & (pl.col("cpu_ts_ns") <= pl.col("cpu_end_ns")))
+    )
+    return {int(r): int(n) for r, n in j.select("launch_row", "size").iter_rows()}
+
+
+def _pick_source(cands: list[int], sources: list[CaptureSource], size: int | None, graph: int, notes: list[str]) -> int:
+    """One of several capture sources that match a replay equally: the smallest listed ``batch_size`` that is
+    at least the replay's step size (tokens, else requests; TraceLens's rule for its capture folders), else the
+    first, with a note."""
+    if len(cands) == 1:
+        return cands[0]
+    sized = [(sources[i].batch_size, i) for i in cands if sources[i].batch_size is not None]
+    if size is not None and sized:
+        fit = sorted((b, i) for b, i in sized if b is not None and b >= size)
+        if fit:
+            return fit[0][1]
+    note = (
+        f"graph {graph}: {len(cands)} capture sources match equally and no listed batch size decides "
+        f"(step size {size if size is not None else 'not annotated'}); the first is used ({sources[cands[0]].path})"
+    )
+    if note not in notes:
+        notes.append(note)
+    return cands[0]
+
+
 def _compute(trace: Trace, capture: str | None) -> Attribution:
     reps = graph_replays(trace)
     sources = capture_sources(trace, capture) if reps.height else []
@@ -461,28 +498,26 @@ def _compute(trace: Trace, capture: str | None) -> Attribution:
             unmatched.append({"what": "graph", "graph": graph, "name": f"{len(keys)} activities", "why": why})
             continue
         best.sort(key=lambda j: (seqs[j].source, seqs[j].cgraph))
-        by_source = sorted({seqs[j].source for j in best})
-        if len(by_source) > 1:
-            notes.append(
-                f"graph {graph}: {len(best)} capture graphs in {len(by_source)} sources match equally; "
-                f"the first source's are used ({sources[by_source[0]].path})"
-            )
-            best = [j for j in best if seqs[j].source == by_source[0]]
         choice[int(sig)] = (best, best_method, best_score)
         for j in best:
             for p, c in seq_alignments[(int(sig), j)][0]:
                 pair_rows.append((int(sig), j, p, c))
-    # per replay: the tied capture graphs in turn
+    # per replay: the source (by batch size when tied sources differ), then its tied capture graphs in turn
+    step_tokens = _step_tokens(trace, reps)
     assign_rows: list[tuple[object, ...]] = []
     for (sig,), part in reps.sort("gpu_start_ns").group_by(["signature"], maintain_order=True):
         ch = choice.get(int(sig))
-        for k, (lrow, graph, replay) in enumerate(part.select("launch_row", "graph", "replay").iter_rows()):
+        turn: Counter[int] = Counter()
+        for lrow, graph, replay in part.select("launch_row", "graph", "replay").iter_rows():
             if ch is None:
                 assign_rows.append((lrow, graph, replay, None, None, None, None, 0, None))
                 continue
             tied, method, score = ch
-            j = tied[k % len(tied)]
-            assign_rows.append((lrow, graph, replay, seqs[j].source, seqs[j].cgraph, method, score, len(tied), j))
+            src = _pick_source(sorted({seqs[j].source for j in tied}), sources, step_tokens.get(lrow), graph, notes)
+            mine = [j for j in tied if seqs[j].source == src]
+            j = mine[turn[src] % len(mine)]
+            turn[src] += 1
+            assign_rows.append((lrow, graph, replay, seqs[j].source, seqs[j].cgraph, method, score, len(mine), j))
     assign = pl.DataFrame(
         assign_rows,
         schema={**_ASSIGN_SCHEMA, "seq": pl.Int64},
