@@ -51,6 +51,7 @@ from ranksight.views.enclosing import innermost_enclosing
 from ranksight.views.flops import CATEGORIES, MATRIX_CATEGORIES, op_cost
 from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
 from ranksight.views.peaks import DTYPES, GpuPeak, dtype_of, rank_gpus, specs_with
+from ranksight.views.tracelens_perf import tracelens_sheets
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -483,9 +484,12 @@ def _gpu_row(trace: Trace, gpu_spec: str | None) -> dict[str, Any]:
     return row
 
 
-def _rank(trace: Trace, *, strides: bool, gpu_spec: str | None) -> tuple[pl.DataFrame, dict, dict, list[str]]:
+def _rank(
+    trace: Trace, *, strides: bool, gpu_spec: str | None, tracelens: bool = False
+) -> tuple[pl.DataFrame, dict, dict, list[str], dict[str, pl.DataFrame]]:
     ops, attribution, notes = op_groups(trace, strides=strides, gpu_spec=gpu_spec)
-    return ops, attribution, _gpu_row(trace, gpu_spec), notes
+    sheets = tracelens_sheets(trace) if tracelens else {}
+    return ops, attribution, _gpu_row(trace, gpu_spec), notes, sheets
 
 
 def op_perf(
@@ -495,19 +499,25 @@ def op_perf(
     strides: bool = False,
     gpu_spec: str | None = None,
     top: int | None = None,
+    tracelens_csv: str | None = None,
 ) -> AnalysisResult:
-    """Per-operator FLOPs, bytes, achieved rates and roofline per rank (see the module doc)."""
+    """Per-operator FLOPs, bytes, achieved rates and roofline per rank (see the module doc).
+
+    With ``tracelens_csv`` (the folder the CLI writes them to), TraceLens's perf report sheets of
+    each rank are added as tables ``tracelens/<rank>/<sheet>`` (:mod:`ranksight.views.tracelens_perf`)."""
     if gpu_spec:
         specs_with(gpu_spec)  # a bad file is a usage error here, not in a worker
     sess = Session.of(run, ranks)
-    per = sess.map(_rank, strides=strides, gpu_spec=gpu_spec)
+    per = sess.map(_rank, strides=strides, gpu_spec=gpu_spec, tracelens=tracelens_csv is not None)
     parts, attr, gpus, notes = [], [], [], []
-    for ops, a, g, n in per.values():
+    sheets: dict[str, pl.DataFrame] = {}
+    for rank, (ops, a, g, n, tl) in per.items():
         if ops.height:
             parts.append(ops)
         attr.append(a)
         gpus.append(g)
         notes += n
+        sheets.update({f"tracelens/{rank}/{name}": df for name, df in tl.items()})
     if not parts:
         raise MissingDataError("no GPU work launched by a CPU op in the trace(s) (op-perf needs GPU kernels)")
     ops = pl.concat(parts, how="vertical_relaxed")
@@ -531,6 +541,7 @@ def op_perf(
             "categories": cats,
             "attribution": attribution,
             "gpus": pl.DataFrame(gpus).with_columns(pl.col("rank").cast(pl.Int32)),
+            **sheets,
         },
         notes,
     )
@@ -556,6 +567,13 @@ register(
                 "a GPU table (TSV/CSV/JSON, the columns of data/gpu_specs.tsv) matched before the built-in one",
             ),
             Option("top", int, None, "keep the N op groups with the most kernel time per rank"),
+            Option(
+                "tracelens_csv",
+                str,
+                None,
+                "also write TraceLens's perf report sheets (GEMM.csv, ops_summary.csv, ...) into DIR "
+                "(docs/tracelens-differences.md)",
+            ),
         ),
     )
 )

@@ -167,6 +167,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             sys.stdout.write(json.dumps(doc({}, (), {"kind": "no-data", "reason": str(err)}), indent=1) + "\n")
         return 0
     tables = res.tables
+    if getattr(args, "tracelens_csv", None) is not None:  # op-perf --tracelens-csv DIR (report/tracelens.py)
+        tables = _write_tracelens(args, ctx, run, tables)
     if args.output is not None:
         if args.table is not None:
             tables = {args.table: tables[select_table(tables, args.table)]}
@@ -203,6 +205,18 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         return 0
     print_tables(tables, fmt, notes=res.notes, table=args.table)
     return 0
+
+
+def _write_tracelens(args: argparse.Namespace, ctx: Context, run: Any, tables: Any) -> dict[str, Any]:
+    """Write the TraceLens sheets of an op-perf result into ``--tracelens-csv DIR``; the other tables."""
+    from ranksight.report.tracelens import split_tables, write_tracelens_csv
+
+    own, sheets = split_tables(tables)
+    inputs = [t.path for t in run] if run is not None else []
+    with step(ctx, "writing TraceLens sheets"):
+        written = write_tracelens_csv(sheets, args.tracelens_csv, force=args.force, inputs=inputs)
+    _note(ctx, f"wrote {len(written)} TraceLens csv files to {args.tracelens_csv}")
+    return own
 
 
 COMMAND = Command("analyze", "run one analysis (ranksight analyze --help lists them)", _add, _run, order=30)
