@@ -41,6 +41,10 @@ The others, and the analyses that read them:
 - ``time_units``: ranks whose span and event durations are ~1000× the others' (ns vs µs) — info,
   diagnose.
 - ``flops``, ``peaks``: FLOPs from op shapes, peak throughput per GPU and dtype — mfu.
+  ``flops.op_cost``: op-perf's cost model (category, FLOPs and bytes per call); ``peaks`` reads the
+  GPU table ``data/gpu_specs.tsv`` (peaks, memory bandwidth) — mfu, op-perf.
+- ``tracelens_perf``: TraceLens's perf report sheets, its definitions reproduced — op-perf
+  (``--tracelens-csv``).
 - ``memory_records``: ``[memory]`` events as allocation records — memory, diff.
 - ``memory_snapshot``: tables of a PyTorch CUDA memory snapshot — memory (``--snapshot``), report.
 - ``comm_types``, ``comm_extract``, ``comm_match``, ``comm_segments``, ``comm_intervals``: the
