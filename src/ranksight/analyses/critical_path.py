@@ -33,6 +33,7 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError, RanksightError
 from ranksight.views.critical_graph import (
+    BLOCKING_CALLS,
     DEPENDENCY,
     EDGE_TYPES,
     KERNEL_KERNEL,
@@ -251,23 +252,22 @@ def _summaries(bd: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFra
 # ---- across ranks -------------------------------------------------------------------------------
 
 
-def _rank_graph(trace: Trace, step: int | None) -> tuple[CriticalGraph, tuple[int, int] | None, dict[int, str]]:
+def _rank_graph(trace: Trace, step: int | None) -> tuple[CriticalGraph, tuple[int, int] | None, pl.DataFrame]:
     """The fixed-model graph of one rank for the job path, the rank's step span (CPU ∪ GPU,
-    own clock), and the names of the events its edges are attributed to."""
+    own clock), and the events its edges are attributed to (:func:`_attributed`)."""
     if step is None:
         lo, hi = _window(trace, None, None, None)
         span: tuple[int, int] | None = (lo, hi)
     else:
         st = trace.steps.filter(pl.col("step") == step)
         if st.height == 0:
-            return _empty_graph(trace.rank), None, {}
+            return _empty_graph(trace.rank), None, _attributed(trace, np.array([], np.int64))
         r = st.row(0, named=True)
         lo, hi = int(r["start_ns"]), int(r["end_ns"])
         gs, ge = r.get("gpu_start_ns"), r.get("gpu_end_ns")
         span = (min(lo, gs) if gs is not None else lo, max(hi, ge) if ge is not None else hi)
     g = critical_graph(trace, lo, hi, hta_compat=False, data_load=DATA_LOAD_PATTERNS)
-    attr = _attributed(trace, g.edges["attr_row"].to_numpy())
-    return g, span, dict(zip(attr["row"].to_list(), attr["name"].to_list(), strict=True))
+    return g, span, _attributed(trace, g.edges["attr_row"].to_numpy())
 
 
 def _empty_graph(rank: int) -> CriticalGraph:
@@ -275,6 +275,9 @@ def _empty_graph(rank: int) -> CriticalGraph:
 
     nodes = pl.DataFrame(schema={"node": pl.Int64, "row": pl.Int64, "ts_ns": pl.Int64, "is_start": pl.Boolean})
     return CriticalGraph(rank, 0, 0, nodes, pl.DataFrame(schema=_EDGE_SCHEMA), pl.DataFrame(), False)
+
+
+_LATE_SCHEMA = {"instance": pl.Int64, "rank": pl.Int32, "lateness_ns": pl.Int64}
 
 
 @dataclass
@@ -287,6 +290,9 @@ class JobPath:
     segments: pl.DataFrame
     what_if: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    #: per matched instance, its last participant and that rank's lateness (start − median start,
+    #: the stragglers analysis' definition): ``instance, rank, lateness_ns``
+    late: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_LATE_SCHEMA))
 
 
 def _choose_step(sess: Session) -> int | None:
@@ -352,25 +358,28 @@ def _job_path(sess: Session, step: int | None) -> JobPath:
         raise MissingDataError(f"no rank has {'ProfilerStep#' + str(step) if step is not None else 'events'}")
     # one node space: rank r's nodes at base[r]..; aligned times
     base, n = {}, 0
-    n_ts, n_rank, n_row = [], [], []
+    n_ts, n_rank, n_row, n_cpu = [], [], [], []
     edges = []
-    names: dict[tuple[int, int], str] = {}
-    kinfo = []
+    attrs = []
     for r in ranks:
         g = per[r][0]
         base[r] = n
         n_ts.append(g.nodes["ts_ns"].to_numpy() - offsets[r])
         n_rank.append(np.full(g.nodes.height, r, np.int64))
         n_row.append(g.nodes["row"].to_numpy())
+        on_cpu = g.nodes.select(pl.col("row").cast(pl.Int64)).join(
+            g.events.select(pl.col("row").cast(pl.Int64), "stream"), on="row", how="left", maintain_order="left"
+        )["stream"]
+        n_cpu.append((on_cpu == -1).fill_null(False).to_numpy())
         edges.append(g.edges.with_columns(pl.col("src") + n, pl.col("dst") + n, pl.lit(r, pl.Int32).alias("rank")))
         n += g.nodes.height
-        names.update({(r, k): v for k, v in per[r][2].items()})
-        kinfo.append(g.events.with_columns(pl.lit(r, pl.Int32).alias("rank")))
+        attrs.append(per[r][2].with_columns(pl.lit(r, pl.Int32).alias("rank")))
     ts = np.concatenate(n_ts)
     nrank = np.concatenate(n_rank)
     nrow = np.concatenate(n_row)
+    ncpu = np.concatenate(n_cpu)
     E = pl.concat(edges)
-    ev = pl.concat(kinfo, how="vertical_relaxed")
+    ev = pl.concat(attrs, how="vertical_relaxed")
     lo = min(per[r][1][0] - offsets[r] for r in ranks)
     hi = max(per[r][1][1] - offsets[r] for r in ranks)
     # start/end node of each (rank, row)
@@ -398,6 +407,7 @@ def _job_path(sess: Session, step: int | None) -> JobPath:
         ts = np.concatenate([ts, np.asarray(extra_ts, np.int64)])
         nrank = np.concatenate([nrank, np.asarray(extra_rank, np.int64)])
         nrow = np.concatenate([nrow, np.full(len(extra_ts), -1, np.int64)])
+        ncpu = np.concatenate([ncpu, np.zeros(len(extra_ts), bool)])
         p = parts.with_columns(pl.col("R") + r_base, pl.col("C") + r_base)
         R_ts = ts[p["R"].to_numpy()]
         e_ts = ts[p["e"].to_numpy()]
@@ -441,20 +451,33 @@ def _job_path(sess: Session, step: int | None) -> JobPath:
         .join(E, on=["src", "dst"], how="left")
         .sort("seq")
     )
-    segs = _segments(pe, ts, nrank, ev, names, lo, hi)
+    segs = _segments(pe, ts, nrank, ncpu, ev, lo, hi, {r: per[r][1][0] - offsets[r] for r in ranks})
     wi = _what_if(n, E, ts, lo, hi, segs, late_info, ev, per, ranks)
-    return JobPath(step, lo, hi, segs, wi, notes)
+    late = late_info.select(list(_LATE_SCHEMA)).cast(_LATE_SCHEMA) if late_info.height else None  # type: ignore[arg-type]
+    return JobPath(step, lo, hi, segs, wi, notes, *([late] if late is not None else []))
+
+
+def _binding(n: int, E: pl.DataFrame, ts: np.ndarray) -> np.ndarray:
+    """Per node, the index in ``E`` of the edge through which it arrived last (latest source
+    time; on ties a work edge, then the larger source node), −1 without a predecessor. An edge
+    whose source is later than its destination (a call-stack edge between overlapping events of
+    two folded threads) is taken only when the node has no other."""
+    work = E["type"].is_in([OPERATOR, LAUNCH_DELAY, KERNEL_KERNEL]).to_numpy()
+    src, dst = E["src"].to_numpy(), E["dst"].to_numpy()
+    forward = ts[src] <= ts[dst]
+    o = np.lexsort((src, work, ts[src], forward, dst))
+    last = np.r_[dst[o][1:] != dst[o][:-1], True] if o.size else np.zeros(0, bool)
+    pred = np.full(n, -1, np.int64)
+    pred[dst[o][last]] = o[last]
+    return pred
 
 
 def _walk(n: int, E: pl.DataFrame, ts: np.ndarray) -> np.ndarray:
     """The last-arrival walk: from the node that ends last, back through the predecessor that
-    arrived last (latest source time; on ties a work edge, then the larger node id)."""
-    work = E["type"].is_in([OPERATOR, LAUNCH_DELAY, KERNEL_KERNEL]).to_numpy()
+    arrived last (:func:`_binding`)."""
     src, dst = E["src"].to_numpy(), E["dst"].to_numpy()
-    o = np.lexsort((src, work, ts[src], dst))
-    last = np.r_[dst[o][1:] != dst[o][:-1], True]
-    pred = np.full(n, -1, np.int64)
-    pred[dst[o][last]] = src[o][last]
+    bind = _binding(n, E, ts)
+    pred = np.where(bind >= 0, src[np.maximum(bind, 0)], -1)
     has_edge = np.zeros(n, bool)
     has_edge[src] = True
     has_edge[dst] = True
@@ -515,7 +538,12 @@ def _collective_nodes(sess: Session, ranks: list[int], se: pl.DataFrame, ts: np.
     inst = pr.group_by("instance", maintain_order=True).agg(
         pl.col("start").max().alias("ready"),
         pl.col("rank").sort_by("start").last().alias("late_rank"),
-        (pl.col("start").max() - pl.col("start").sort().reverse().get(1)).alias("lateness_ns"),
+        # the stragglers analysis' lateness: start − the median start of the instance
+        # (on offsets from the earliest start: a median of epoch ns in float64 is not exact)
+        (
+            (pl.col("start").max() - pl.col("start").min())
+            - (pl.col("start") - pl.col("start").min()).median().round().cast(pl.Int64)
+        ).alias("lateness_ns"),
     )
     inst = inst.with_row_index("R").with_columns(pl.col("R").cast(pl.Int64))
     k = inst.height
@@ -527,8 +555,18 @@ def _collective_nodes(sess: Session, ranks: list[int], se: pl.DataFrame, ts: np.
 
 
 def _segments(
-    pe: pl.DataFrame, ts: np.ndarray, nrank: np.ndarray, ev: pl.DataFrame, names: dict, lo: int, hi: int
-) -> pl.DataFrame:  # noqa: E501
+    pe: pl.DataFrame,
+    ts: np.ndarray,
+    nrank: np.ndarray,
+    ncpu: np.ndarray,
+    ev: pl.DataFrame,
+    lo: int,
+    hi: int,
+    rank_start: dict[int, int],
+) -> pl.DataFrame:
+    """The path's edges as segments tiling ``[lo, hi]``; ``ncpu``: the node is an event on a CPU
+    thread; ``ev``: the attributed events (``rank, row, name, kind, pid, tid, stream, kernel_class``);
+    ``rank_start``: each rank's step start (aligned)."""
     src, dst = pe["src"].to_numpy(), pe["dst"].to_numpy()
     code = pe["type"].to_numpy()
     w = pe["weight_ns"].to_numpy()
@@ -539,7 +577,14 @@ def _segments(
     start, end = t[:-1], t[1:]
     rank = np.where(nrank[src] >= 0, nrank[src], nrank[dst])
     info = ev.select(
-        "rank", pl.col("row").cast(pl.Int64), "kind", "pid", "tid", "stream", pl.col("kernel_class").cast(pl.String)
+        "rank",
+        pl.col("row").cast(pl.Int64),
+        "name",
+        "kind",
+        "pid",
+        "tid",
+        "stream",
+        pl.col("kernel_class").cast(pl.String),
     )
     seg = pl.DataFrame(
         {
@@ -547,13 +592,12 @@ def _segments(
             "rank": rank.astype(np.int32),
             "row": np.where(attr >= 0, attr, -1),
             "code": code,
+            "cpu_gap": (code == DEPENDENCY) & ncpu[src] & ncpu[dst],
             "w": w,
             "start_ns": start,
             "end_ns": end,
         }
-    ).join(info, on=["rank", "row"], how="left")
-    name = [names.get((int(r), int(x))) if x >= 0 else None for r, x in zip(seg["rank"], seg["row"], strict=True)]
-    seg = seg.with_columns(pl.Series("name", name, dtype=pl.String))
+    ).join(info, on=["rank", "row"], how="left", maintain_order="left")
     dl = _is_data_load(seg["name"], DATA_LOAD_PATTERNS)
     on_gpu = pl.col("stream").fill_null(-1) != -1
     typ = (
@@ -565,6 +609,8 @@ def _segments(
         .then(pl.lit("sync"))
         .when(pl.col("code") == WAIT)
         .then(pl.lit("wait"))
+        .when(pl.col("cpu_gap"))
+        .then(pl.lit("cpu_gap"))
         .when(pl.col("code") == DEPENDENCY)
         .then(pl.lit("idle"))
         .when(on_gpu)
@@ -583,7 +629,7 @@ def _segments(
         )
         .when(pl.col("type") == "cpu_op")
         .then(pl.when(pl.col("__dl")).then(pl.lit("data_loading")).otherwise(pl.lit("host")))
-        .when(pl.col("type") == "launch_delay")
+        .when(pl.col("type").is_in(["launch_delay", "cpu_gap"]))
         .then(pl.lit("host"))
         .when(pl.col("type") == "wait")
         .then(pl.lit("waiting_on_rank"))
@@ -598,19 +644,25 @@ def _segments(
     # leading and trailing idle to the step window
     first, last = seg.row(0, named=True), seg.row(seg.height - 1, named=True)
     pad = []
-    if int(start[0]) > lo:
-        pad.append(
-            {
-                **first,
-                "start_ns": lo,
-                "end_ns": int(start[0]),
-                "row": None,
-                "name": "idle",
-                "type": "idle",
-                "category": "idle",
-                "seq": -1,
-            }
-        )
+    # before the first node: the time its rank had not begun the step, then idle
+    entered = min(max(rank_start.get(int(first["rank"]), lo), lo), int(start[0]))
+    for a, b, name, sq in (
+        (lo, entered, f"rank {first['rank']} not in the step yet", -2),
+        (entered, int(start[0]), "idle", -1),
+    ):
+        if b > a:
+            pad.append(
+                {
+                    **first,
+                    "start_ns": a,
+                    "end_ns": b,
+                    "row": None,
+                    "name": name,
+                    "type": "idle",
+                    "category": "idle",
+                    "seq": sq,
+                }
+            )
     if int(end[-1]) < hi:
         pad.append(
             {
@@ -656,12 +708,31 @@ def _what_if(
     per: dict,
     ranks: list[int],
 ) -> pl.DataFrame:
-    """Step time estimates by replaying the graph (:func:`_simulate`): every edge keeps its
-    measured time (work and gaps alike), waits for other ranks take none, and a scenario changes
-    some edges; estimate = step − (replayed end − the scenario's replayed end)."""
+    """Step time estimates by replaying the graph (:func:`_simulate`): the edge through which a
+    node arrived last keeps its measured time (work and gaps alike); every other edge takes its
+    event's time if it is an operator edge of a call that does not block, else none (a launch
+    delay or a kernel-kernel gap that did not decide a start may have been a wait for something
+    else, a blocking call's time is a wait), so the baseline replay
+    reproduces the measured times; a scenario changes some edges; estimate = step − (replayed end
+    − the scenario's replayed end)."""
     rows = []
     src, dst, code = E["src"].to_numpy(), E["dst"].to_numpy(), E["type"].to_numpy()
-    d0 = np.where(code == WAIT, 0, np.maximum(ts[dst] - ts[src], 0))
+    span = ts[dst] - ts[src]
+    bind = _binding(n, E, ts)
+    # a blocking call's duration is a wait (the lock edge of cudaMemcpyAsync carries it as work)
+    blocking = ev.filter(pl.col("name").is_in(list(BLOCKING_CALLS))).select(
+        "rank", pl.col("row").cast(pl.Int64).alias("attr_row"), pl.lit(True).alias("b")
+    )
+    is_blocking = (
+        E.select("rank", "attr_row")
+        .join(blocking, on=["rank", "attr_row"], how="left", maintain_order="left")["b"]
+        .fill_null(False)
+        .to_numpy()
+    )
+    intrinsic = (code == OPERATOR) & ~is_blocking
+    d0 = np.where(intrinsic, np.minimum(np.maximum(E["weight_ns"].to_numpy(), 0), span), 0)
+    b = bind[bind >= 0]
+    d0[b] = span[b]
     base = _simulate(n, E, d0, ts, lo)
     step_ns = hi - lo
 
@@ -697,7 +768,8 @@ def _what_if(
                 "rank not late",
                 f"rank {r}",
                 d,
-                f"rank {r} reaches each collective it was last to with the next-latest rank",
+                f"rank {r} starts the {lr.height} collective(s) it was last to at their median start "
+                f"({int(lr['lateness_ns'].sum()) / 1e3:,.1f} µs of lateness removed)",
             )
     ops = (
         segs.filter(pl.col("type").is_in(["cpu_op", "kernel"]) & pl.col("row").is_not_null())
@@ -731,20 +803,25 @@ def _what_if(
     )
 
 
-def _op_rows(g: CriticalGraph, names: dict[int, str], op: str) -> np.ndarray:
-    """Rows of events named ``op``, their descendants on the call stack, and the GPU activities
-    launched from any of them."""
+def _op_rows(g: CriticalGraph, attr: pl.DataFrame, op: str) -> np.ndarray:
+    """Rows of the CPU events named ``op``, their descendants on the call stack and the GPU
+    activities launched from any of them, and of the GPU activities named ``op``."""
+    gpu_hit = g.events.filter((pl.col("stream") != -1) & (pl.col("name") == op))["row"].cast(pl.Int64).to_numpy()
     t = g.tree
     if t.height == 0:
-        return np.array([], np.int64)
-    ev_names = dict(zip(g.events["row"].to_list(), g.events["name"].to_list(), strict=True))
+        return gpu_hit
+    named = pl.concat([g.events.select(pl.col("row").cast(pl.Int64), "name"), attr.select("row", "name")])
+    hit = (
+        t.select(pl.col("row").cast(pl.Int64))
+        .join(named.filter(pl.col("name") == op).unique("row"), on="row", how="semi")["row"]
+        .to_numpy()
+    )
     rows = t["row"].to_numpy()
     parent = t["parent_row"].to_numpy()
     size = int(max(rows.max(), parent.max(), 0)) + 1
     mark = np.zeros(size, bool)
-    hit = [r for r in rows.tolist() if ev_names.get(r, names.get(r)) == op]
-    if not hit:
-        return np.array([], np.int64)
+    if hit.size == 0:
+        return gpu_hit
     mark[hit] = True
     par = np.full(size, -1, np.int64)
     par[rows] = parent
@@ -757,7 +834,7 @@ def _op_rows(g: CriticalGraph, names: dict[int, str], op: str) -> np.ndarray:
         mark = nxt
     cpu_rows = np.flatnonzero(mark)
     gpu = g.events.filter(pl.col("rt_row").is_in(pl.Series(cpu_rows).implode()))["row"].to_numpy()
-    return np.concatenate([cpu_rows, gpu.astype(np.int64)])
+    return np.concatenate([cpu_rows, gpu.astype(np.int64), gpu_hit])
 
 
 def critical_path_segments(

@@ -216,6 +216,9 @@ def _fwd_bwd_tids(cpu: pl.DataFrame, trace: Trace, hta_compat: bool) -> tuple[in
         st = trace.steps
         fwd = st["tid"].cast(pl.Int64).unique() if st.height else pl.Series([], dtype=pl.Int64)
         bwd = ops.filter(pl.col("name").str.starts_with(_BWD_PREFIX))["tid"].unique()
+        # the engine also runs CPU-only functions (AccumulateGrad) on the calling thread
+        if fwd.len() == 1:
+            bwd = bwd.filter(bwd != fwd[0])
     if fwd.len() == 1 and bwd.len() == 1 and fwd[0] != bwd[0]:
         return int(bwd[0]), int(fwd[0])
     return None
@@ -628,11 +631,20 @@ _WAIT_CALLS = (
 )
 
 
+#: Calls that make a stream wait for an event recorded on another stream.
+_STREAM_WAIT_CALLS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
+#: Without sync records: a GPU activity that starts more than this after both its launch call
+#: returned and the previous activity on its stream ended was held by the GPU; an activity of
+#: another stream of the device that ended at most this long before its start released it.
+INFERRED_STREAM_WAIT_SLACK_NS = 20_000
+
+
 def _inferred_waits(ev, act, trace, start_node, end_node, n_ts, add) -> None:  # noqa: ANN001
     """Fixed model only. A launch call that returns after its own GPU activity ended (a
     synchronous copy) waited for it: an edge from the activity's end to the call's end. Without
     sync records in the trace, a ``*Synchronize`` call that returns while GPU work of its device
-    ended during the call waited for the last such activity: an edge from its end too."""
+    ended during the call waited for the last such activity: an edge from its end too; and a held
+    GPU activity waited for another stream (:func:`_inferred_stream_waits`)."""
     a = act.filter(pl.col("rt_row").is_not_null()).select("row", "rt_row", "__pos", "end_ns")
     rt = ev.select(pl.col("row").alias("rt_row"), pl.col("end_ns").alias("rt_end"))
     own = a.join(rt, on="rt_row").filter(pl.col("end_ns") <= pl.col("rt_end"))
@@ -643,6 +655,7 @@ def _inferred_waits(ev, act, trace, start_node, end_node, n_ts, add) -> None:  #
     add(key, 5, src[ok], dst[ok], SYNC, np.zeros(int(ok.sum()), np.int64), np.full(int(ok.sum()), -1))
     if (ev["kind"] == "sync").any():
         return
+    _inferred_stream_waits(ev, act, start_node, end_node, add)
     calls = ev.filter(pl.col("name").is_in(list(_WAIT_CALLS)))
     calls = calls.filter(pl.Series(end_node[calls["row"].to_numpy()] >= 0))
     if calls.height == 0 or act.height == 0:
@@ -659,6 +672,46 @@ def _inferred_waits(ev, act, trace, start_node, end_node, n_ts, add) -> None:  #
     ok = (src >= 0) & (dst >= 0)
     key = j["__pos"].to_numpy().astype(np.float64)[ok] + 0.75
     add(key, 6, src[ok], dst[ok], SYNC, np.zeros(int(ok.sum()), np.int64), np.full(int(ok.sum()), -1))
+
+
+def _inferred_stream_waits(ev, act, start_node, end_node, add) -> None:  # noqa: ANN001
+    """Without sync records, when the trace has ``cudaStreamWaitEvent`` calls (the evidence that
+    streams wait on each other; the calls carry no stream): a GPU activity held on the GPU (it
+    starts more than :data:`INFERRED_STREAM_WAIT_SLACK_NS` after its launch call returned — after
+    the call started for a copy whose call returned after the copy started (a synchronous copy) —
+    and after the previous activity on its stream ended) waited for the activity of another stream of the
+    same device that ended last before its start, if that one ended within the slack: a zero-weight
+    sync edge from that activity's end to the held activity's start."""
+    if act.height == 0 or not ev["name"].is_in(list(_STREAM_WAIT_CALLS)).any():
+        return
+    slack = INFERRED_STREAM_WAIT_SLACK_NS
+    ends = ev.select(pl.col("row").cast(pl.Int64), pl.col("end_ns").alias("__e"))
+    a = (
+        act.select("row", "kind", "pid", "stream", "ts_ns", "__pos", "rt_row", "rt_ts", pl.col("__prev").cast(pl.Int64))
+        .join(ends.rename({"row": "rt_row", "__e": "rt_end"}), on="rt_row", how="left")
+        .join(ends.rename({"row": "__prev", "__e": "prev_end"}), on="__prev", how="left")
+    )
+    # a copy's call may block until the copy is done: then only its start bounds the copy's start
+    blocking_copy = pl.col("kind").is_in(["memcpy", "memset"]) & (pl.col("rt_end") > pl.col("ts_ns"))
+    launched = pl.when(blocking_copy).then(pl.col("rt_ts")).otherwise(pl.col("rt_end"))
+    free = pl.max_horizontal(launched.fill_null(pl.col("ts_ns")), pl.col("prev_end").fill_null(0))
+    held = a.filter(pl.col("ts_ns") - free > slack).sort("ts_ns")
+    if held.height == 0:
+        return
+    done = act.select(
+        pl.col("row").alias("src_row"), "pid", pl.col("stream").alias("src_stream"), pl.col("end_ns").alias("src_end")
+    ).sort("src_end")
+    j = held.join_asof(done, left_on="ts_ns", right_on="src_end", by="pid", strategy="backward", check_sortedness=False)
+    j = j.filter(
+        pl.col("src_row").is_not_null()
+        & (pl.col("src_stream") != pl.col("stream"))
+        & (pl.col("ts_ns") - pl.col("src_end") <= slack)
+    )
+    src = end_node[j["src_row"].cast(pl.Int64).to_numpy()]
+    dst = start_node[j["row"].cast(pl.Int64).to_numpy()]
+    ok = (src >= 0) & (dst >= 0)
+    key = j["__pos"].to_numpy().astype(np.float64)[ok]
+    add(key, 1.5, src[ok], dst[ok], SYNC, np.zeros(int(ok.sum()), np.int64), np.full(int(ok.sum()), -1))
 
 
 def _queue(ev: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:

@@ -1,0 +1,267 @@
+"""The job-wide critical path on hand-built multi-rank traces whose path is known exactly.
+
+1. ``allreduce``: 2 ranks, one all-reduce. Rank 1 runs 180 µs of host work before launching it,
+   so rank 0's kernel waits; rank 0 synchronises on it (``cudaStreamSynchronize``, no CUDA sync
+   records: the wait is inferred) and launches the step's last kernel. Rank 1's clock reads
+   500 µs ahead (its own host).
+2. ``pipeline``: 3 stages, send/recv (``nccl:send 0->1`` annotations name the peers), stage 1's
+   GEMM takes 300 µs; every rank queues its work early and ends with ``cudaDeviceSynchronize``.
+   Stage 1's clock reads 300 µs ahead.
+
+Times in the comments are µs on the true clock. Alignment uses the collectives' end times: with
+two participants per instance the median end is their midpoint, so both ranks move by half the
+offset and aligned = true + offset/2 on every rank.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from tests.unit.dist_traces import _x, coll_args, write_rank
+
+import ranksight as rs
+from ranksight.analyses import Session
+from ranksight.analyses.critical_path import job_path
+
+STREAM = 7
+US = 1000
+
+
+class _Rank:
+    """Events of one rank, correlation ids from 1, every time moved by ``shift``."""
+
+    def __init__(self, shift: float = 0.0) -> None:
+        self.ev: list[dict[str, Any]] = []
+        self.corr = 0
+        self.shift = shift
+
+    def cpu(self, name: str, ts: float, end: float, cat: str = "cpu_op", **args: Any) -> None:
+        self.ev.append(_x(name, cat, ts + self.shift, end - ts, args=args))
+
+    def launch(self, ts: float, end: float, kernel: str, k_ts: float, k_end: float, stream: int = STREAM) -> None:
+        self.corr += 1
+        self.ev.append(
+            _x("cudaLaunchKernel", "cuda_runtime", ts + self.shift, end - ts, args={"correlation": self.corr})
+        )
+        args = {"correlation": self.corr, "stream": stream, "device": 0}
+        self.ev.append(_x(kernel, "kernel", k_ts + self.shift, k_end - k_ts, pid=0, tid=stream, args=args))
+
+    def runtime(self, name: str, ts: float, end: float) -> None:
+        self.corr += 1
+        self.ev.append(_x(name, "cuda_runtime", ts + self.shift, end - ts, args={"correlation": self.corr}))
+
+
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+SENDRECV = "ncclDevKernel_SendRecv"
+
+
+AR_ARGS = coll_args({"name": "allreduce", "group_size": 2, "ranks": "[0, 1]", "seq": 0})
+
+
+def _late_rank1(d: Path) -> None:
+    r1 = _Rank(shift=500)
+    r1.cpu("ProfilerStep#1", 0, 300, cat="user_annotation")
+    r1.cpu("slow_host_op", 10, 190)
+    r1.cpu("record_param_comms", 190, 210, **AR_ARGS)
+    r1.launch(195, 200, ALLREDUCE, 205, 230)
+    r1.runtime("cudaStreamSynchronize", 215, 235)
+    r1.cpu("aten::add", 240, 260)
+    r1.launch(245, 250, "add_kernel", 255, 265)
+    write_rank(d, 1, r1.ev, world=2, host="b")
+
+
+def _allreduce(d: Path) -> Path:
+    ar = AR_ARGS
+    r0 = _Rank()
+    r0.cpu("ProfilerStep#1", 0, 300, cat="user_annotation")
+    r0.cpu("aten::mul", 10, 30)
+    r0.launch(15, 20, "mul_kernel", 25, 45)
+    r0.cpu("record_param_comms", 40, 60, **ar)
+    r0.launch(45, 50, ALLREDUCE, 55, 230)
+    r0.runtime("cudaStreamSynchronize", 70, 235)
+    r0.cpu("aten::add", 240, 260)
+    r0.launch(245, 250, "add_kernel", 255, 280)
+    write_rank(d, 0, r0.ev, world=2, host="a")
+    _late_rank1(d)
+    return d
+
+
+def _held(d: Path) -> Path:
+    """As ``_allreduce``, but rank 0's all-reduce runs on a communication stream and a kernel of
+    the compute stream, queued early behind a ``cudaStreamWaitEvent``, is held until it ends (no
+    sync records: the wait is inferred); rank 0 synchronises on the compute stream."""
+    r0 = _Rank()
+    r0.cpu("ProfilerStep#1", 0, 300, cat="user_annotation")
+    r0.cpu("aten::mul", 10, 30)
+    r0.launch(15, 20, "mul_kernel", 25, 45)
+    r0.cpu("record_param_comms", 40, 60, **AR_ARGS)
+    r0.launch(45, 50, ALLREDUCE, 55, 230, stream=20)
+    r0.runtime("cudaStreamWaitEvent", 61, 62)
+    r0.cpu("aten::relu", 63, 75)
+    r0.launch(65, 70, "consumer_kernel", 232, 240)
+    r0.runtime("cudaStreamSynchronize", 80, 242)
+    r0.cpu("aten::add", 250, 260)
+    r0.launch(252, 255, "add_kernel", 258, 280)
+    write_rank(d, 0, r0.ev, world=2, host="a")
+    _late_rank1(d)
+    return d
+
+
+def _p2p(rank: _Rank, ann: str, ts: float, k_ts: float, k_end: float) -> None:
+    rank.cpu(ann, ts, ts + 15, cat="user_annotation", **{"Input Dims": [[1024]], "Input type": ["float"]})
+    rank.launch(ts + 5, ts + 10, SENDRECV, k_ts, k_end)
+
+
+def _pipeline(d: Path) -> Path:
+    r0 = _Rank()
+    r0.cpu("ProfilerStep#1", 0, 490, cat="user_annotation")
+    r0.cpu("aten::mm", 5, 25)
+    r0.launch(10, 15, "stage0_gemm", 20, 100)
+    _p2p(r0, "nccl:send 0->1", 30, 100, 120)
+    r0.runtime("cudaDeviceSynchronize", 50, 121)
+    r1 = _Rank(shift=300)
+    r1.cpu("ProfilerStep#1", 0, 490, cat="user_annotation")
+    _p2p(r1, "nccl:recv 1<-0", 5, 20, 120)
+    r1.cpu("aten::mm", 25, 45)
+    r1.launch(30, 35, "stage1_gemm", 120, 420)
+    _p2p(r1, "nccl:send 1->2", 50, 420, 430)
+    r1.runtime("cudaDeviceSynchronize", 70, 431)
+    r2 = _Rank()
+    r2.cpu("ProfilerStep#1", 0, 490, cat="user_annotation")
+    _p2p(r2, "nccl:recv 2<-1", 5, 20, 430)
+    r2.cpu("aten::mm", 25, 45)
+    r2.launch(30, 35, "stage2_gemm", 430, 480)
+    r2.runtime("cudaDeviceSynchronize", 50, 481)
+    for r, (rank, host) in enumerate(zip((r0, r1, r2), "abc", strict=True)):
+        write_rank(d, r, rank.ev, world=3, host=host)
+    return d
+
+
+def _segments(d: Path, base_us: float) -> tuple[Any, list[tuple[Any, ...]]]:
+    """The job path and its segments as (rank, type, category, name, start µs, end µs) on the
+    true clock (aligned − ``base_us``)."""
+    jp = job_path(Session.of(rs.load(d)))
+    lo = jp.lo_ns - base_us * US
+    rows = [
+        (r["rank"], r["type"], r["category"], r["name"], (r["start_ns"] - lo) / US, (r["end_ns"] - lo) / US)
+        for r in jp.segments.iter_rows(named=True)
+    ]
+    return jp, rows
+
+
+def _offsets_us(d: Path) -> dict[int, float]:
+    from ranksight.analyses.collectives import comm_data
+
+    off = comm_data(Session.of(rs.load(d))).offsets
+    return {int(r): o / US for r, o in off.select("rank", "offset_ns").iter_rows()}
+
+
+def _what_if(jp: Any) -> dict[tuple[str, str], float]:
+    return {(r["scenario"], r["target"]): round(r["saving_ms"] * 1000, 6) for r in jp.what_if.iter_rows(named=True)}
+
+
+def test_late_rank_delays_an_all_reduce(tmp_path: Path) -> None:
+    d = _allreduce(tmp_path)
+    # rank 1's clock reads 500 µs ahead: each rank moves by half of it
+    assert _offsets_us(d) == {0: -250.0, 1: 250.0}
+    jp, seg = _segments(d, 0)
+    assert seg == [
+        (1, "idle", "idle", "idle", 0, 10),
+        (1, "cpu_op", "host", "slow_host_op", 10, 190),
+        (1, "cpu_op", "host", "record_param_comms", 190, 195),
+        (1, "launch_delay", "host", "launch_delay", 195, 205),
+        # rank 0's all-reduce ends 25 µs after rank 1, the last participant, started it
+        (0, "kernel", "communication", ALLREDUCE, 205, 230),
+        (0, "sync", "idle", "sync", 230, 235),
+        # host time on rank 0's thread between the sync's return and the next op
+        (0, "cpu_gap", "host", "cpu_gap", 235, 240),
+        (0, "cpu_op", "host", "aten::add", 240, 245),
+        (0, "launch_delay", "host", "launch_delay", 245, 255),
+        (0, "kernel", "compute", "add_kernel", 255, 280),
+        (0, "idle", "idle", "idle", 280, 300),
+    ]
+    assert jp.hi_ns - jp.lo_ns == 300 * US
+    by_cat = jp.segments.group_by("category").agg((pl.col("end_ns") - pl.col("start_ns")).sum() / US)
+    assert dict(by_cat.iter_rows()) == {"host": 215, "communication": 25, "compute": 25, "idle": 35}
+    assert _what_if(jp) == {
+        ("no exposed communication", "all ranks"): 25,
+        # rank 1 starts at the median start (130): rank 0's add_kernel ends at 205, but rank 1's own
+        # host work keeps its add_kernel at 245
+        ("rank not late", "rank 1"): 35,
+        ("operator removed", "slow_host_op"): 150,
+        # the step then ends with aten::add on the CPU at 260
+        ("operator removed", "add_kernel"): 20,
+        ("operator removed", ALLREDUCE): 25,
+        ("operator removed", "aten::add"): 30,
+        ("operator removed", "record_param_comms"): 30,
+    }
+
+
+def test_a_held_kernel_waits_for_the_collective_on_another_stream(tmp_path: Path) -> None:
+    jp, seg = _segments(_held(tmp_path), 0)
+    assert seg == [
+        (1, "idle", "idle", "idle", 0, 10),
+        (1, "cpu_op", "host", "slow_host_op", 10, 190),
+        (1, "cpu_op", "host", "record_param_comms", 190, 195),
+        (1, "launch_delay", "host", "launch_delay", 195, 205),
+        (0, "kernel", "communication", ALLREDUCE, 205, 230),
+        # the compute stream's kernel, launched at 65, was held until the all-reduce ended
+        (0, "sync", "idle", "sync", 230, 232),
+        (0, "kernel", "compute", "consumer_kernel", 232, 240),
+        (0, "sync", "idle", "sync", 240, 242),
+        (0, "cpu_gap", "host", "cpu_gap", 242, 250),
+        (0, "cpu_op", "host", "aten::add", 250, 252),
+        (0, "launch_delay", "host", "launch_delay", 252, 258),
+        (0, "kernel", "compute", "add_kernel", 258, 280),
+        (0, "idle", "idle", "idle", 280, 300),
+    ]
+    # rank 1 at the median start (130): the consumer runs 232 → 157 and everything after it moves
+    # by 75, but rank 1's own add_kernel still ends at 245
+    assert _what_if(jp)[("rank not late", "rank 1")] == 35
+
+
+def test_pipeline_with_a_slow_stage(tmp_path: Path) -> None:
+    d = _pipeline(tmp_path)
+    assert _offsets_us(d) == {0: -150.0, 1: 150.0, 2: -150.0}
+    jp, seg = _segments(d, 0)
+    assert seg == [
+        (0, "idle", "idle", "idle", 0, 5),
+        (0, "cpu_op", "host", "aten::mm", 5, 10),
+        (0, "launch_delay", "host", "launch_delay", 10, 20),
+        (0, "kernel", "compute", "stage0_gemm", 20, 100),
+        # stage 1's recv ends 20 µs after stage 0's send started
+        (1, "kernel", "communication", SENDRECV, 100, 120),
+        (1, "kernel", "compute", "stage1_gemm", 120, 420),
+        (2, "kernel", "communication", SENDRECV, 420, 430),
+        (2, "kernel", "compute", "stage2_gemm", 430, 480),
+        (2, "sync", "idle", "sync", 480, 481),
+        (2, "idle", "idle", "idle", 481, 490),
+    ]
+    by_rank = jp.segments.group_by("rank").agg((pl.col("end_ns") - pl.col("start_ns")).sum() / US)
+    assert dict(by_rank.iter_rows()) == {0: 100, 1: 320, 2: 70}
+    assert _what_if(jp) == {
+        ("no exposed communication", "all ranks"): 30,
+        # stage 0 starts its send at the median of the pair (60): everything after moves by 40
+        ("rank not late", "rank 0"): 40,
+        # stage 1's send starts at the pair's median (220), yet its own GEMM still ends at 420
+        ("rank not late", "rank 1"): 61,
+        ("operator removed", "stage1_gemm"): 300,
+        # the send cannot start before its launch at 35
+        ("operator removed", "stage0_gemm"): 65,
+        ("operator removed", "stage2_gemm"): 50,
+        ("operator removed", SENDRECV): 30,
+        # every GEMM and the calls that launched them: the step ends at 51
+        ("operator removed", "aten::mm"): 430,
+    }
+
+
+@pytest.mark.parametrize("build", [_allreduce, _pipeline])
+def test_categories_sum_to_the_step(tmp_path: Path, build: Any) -> None:
+    sess = Session.of(rs.load(build(tmp_path)))
+    res = sess.result("critical-path")
+    jp = job_path(sess)
+    assert res["job_by_category"]["time_us"].sum() == pytest.approx((jp.hi_ns - jp.lo_ns) / US)
+    assert res["job_by_rank"]["time_us"].sum() == pytest.approx((jp.hi_ns - jp.lo_ns) / US)
