@@ -35,8 +35,8 @@ def test_graphs_on_vllm_piecewise(cli) -> None:  # noqa: ANN001
     assert layers["gpu_us"] == pytest.approx(143567, rel=1e-4)
     assert layers["launch_cost_from"] == "median of 62 eager launch calls in this trace"
     assert layers["saved_us_per_replay"] == pytest.approx(
-        layers["activities_per_replay"] * layers["eager_launch_us"] - layers["cpu_launch_us"]
-    )
+        layers["activities_per_replay"] * layers["eager_launch_us"] - layers["cpu_launch_us"], abs=0.01
+    )  # each column rounded to the ns
     caps = t["captures"]
     assert len(caps) == 25 and {c["replays"] for c in caps} == {1}
     assert {c["batch_size"] for c in caps} == {None}  # given with --capture: no execution_details.json

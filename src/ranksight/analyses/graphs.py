@@ -317,6 +317,7 @@ def rank_graphs(trace: Trace, capture: str | None = None) -> dict[str, Any]:
         .sort("gpu_us", "graph", descending=[True, False])
     )
     graphs_t = g.select(list(GRAPH_SCHEMA)).cast(GRAPH_SCHEMA)  # type: ignore[arg-type]
+    graphs_t = graphs_t.with_columns(pl.col(pl.Float64).round(3))  # µs to the ns
     k = att.kernels
     per_pos = k.group_by("graph", "pos").agg(
         pl.len().cast(pl.Int64).alias("replays"), (pl.col("dur_ns").sum() / 1e3).alias("gpu_us")
@@ -328,6 +329,7 @@ def rank_graphs(trace: Trace, capture: str | None = None) -> dict[str, Any]:
         .sort("graph", "pos")
         .select(list(KERNEL_SCHEMA))
         .cast(KERNEL_SCHEMA)  # type: ignore[arg-type]
+        .with_columns(pl.col("gpu_us").round(3), pl.col("confidence").round(4))
     )
     um = att.unmatched.with_columns(
         rank,

@@ -38,6 +38,11 @@ The others, and the analyses that read them:
   parallelism hints, dominant matrix precision (from ``kernel_taxonomy``), device, each with its
   evidence — run-context, info, summary, the report, diagnose rules.
 - ``tb_steps``: step windows as the TensorBoard plugin defines them — overview, gpu-metrics.
+- ``graph_replays``, ``graph_capture``, ``graph_attribution``: CUDA/HIP graph replays and captures, replayed
+  kernels matched to a capture trace's operators, and the trace the operator analyses read on a replay
+  (``operator_trace``) — graphs, ops, op-kernels (docs/graphs.md).
+- ``serving_steps``: engine steps of vLLM / SGLang servers from their step annotations — serving, graph
+  attribution (docs/serving.md).
 - ``time_units``: ranks whose span and event durations are ~1000× the others' (ns vs µs) — info,
   diagnose.
 - ``flops``, ``peaks``: FLOPs from op shapes, peak throughput per GPU and dtype — mfu.
