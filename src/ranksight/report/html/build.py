@@ -35,6 +35,7 @@ SECTION_MODULES = (
     "sections_kernels",
     "sections_memory",
     "sections_memory_snapshot",
+    "sections_roofline",
     "sections_run",
     "sections_serving",
     "sections_steps",

@@ -19,7 +19,7 @@ from ranksight.report.html.payload import script_json
 __all__ = ["render_html", "write_atomic", "ASSETS", "csp_for"]
 
 #: JavaScript assets in load order (readable sources in ``assets/``).
-ASSETS = ("charts.js", "table.js", "timeline.js", "report.js")
+ASSETS = ("charts.js", "roofline.js", "table.js", "timeline.js", "report.js")
 #: Style sheets in order.
 CSS_ASSETS = ("report.css", "timeline.css")
 
