@@ -1,5 +1,5 @@
-"""Helpers for the hostile-input battery (issue 24): generated inputs (never committed blobs), the
-CLI in a child process with its peak memory, and a record of each case's outcome.
+"""Helpers for the hostile-input battery (issue 24): generated inputs (never committed blobs) and the
+CLI in a child process with its peak memory.
 
 - :func:`gzip_one_string`: a gzip file holding one event whose string is ``n`` bytes long (2 GiB
   in ~2 MB, built in well under a second: the deflate block of 1 MiB of one byte, after a full
@@ -8,9 +8,9 @@ CLI in a child process with its peak memory, and a record of each case's outcome
 - :func:`bad_time_trace`: a small valid trace with one kernel or one cpu_op whose ``ts`` or
   ``dur`` is replaced by a hostile value (``VARIANTS``);
 - :func:`run_child`: ``ranksight ARGS`` in a child process: exit code, stdout, stderr, wall time
-  and the child's own peak RSS (``os.wait4``'s ``ru_maxrss``);
-- :func:`record`: the outcome of a case, for the table in docs/robustness.md
-  (``RANKSIGHT_HOSTILE_TABLE=FILE`` writes it at the end of the session, see conftest.py).
+  and the child's own peak RSS (``os.wait4``'s ``ru_maxrss``).
+
+The case tables of docs/robustness.md come from ``_fault_helpers.case`` / ``check_table``.
 """
 
 from __future__ import annotations
@@ -209,11 +209,3 @@ def run_child(*args: str | os.PathLike[str], env: dict[str, str] | None = None, 
         fe.seek(0)
         out, err = fo.read().decode(), fe.read().decode()
     return Child(p.returncode, out, err, seconds, usage.ru_maxrss / 1024)  # ru_maxrss: KiB on Linux
-
-
-OUTCOMES: list[tuple[str, str, str, str]] = []
-
-
-def record(family: str, case: str, outcome: str, detail: str = "") -> None:
-    """Note the outcome of a case (``error exit 2``, ``salvaged with a warning``, ...)."""
-    OUTCOMES.append((family, case, outcome, detail))

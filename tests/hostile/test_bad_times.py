@@ -19,12 +19,14 @@ import contextlib
 import io
 import json
 import re
+import sys
 import warnings
 from pathlib import Path
 
 import polars as pl
 import pytest
-from _hostile import EVENTS, VARIANTS, VICTIM, bad_time_trace, record, reference_trace, run_child
+from _fault_helpers import case, check_table
+from _hostile import EVENTS, VARIANTS, VICTIM, bad_time_trace, reference_trace, run_child
 
 import ranksight
 from ranksight.analyses import run_analysis
@@ -49,6 +51,14 @@ def references(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, 
     return {who: _analyse(reference_trace(d / f"{who}.json", who))[0] for who in VICTIM}
 
 
+@case(
+    "bad-times",
+    "one kernel or one cpu_op whose `ts` or `dur` is missing, NaN, ±Infinity, 1e308, -5e20, 23 digits or a string "
+    "(32 cases), through `ranksight.load` and `run_analysis`",
+    "salvage with warning",
+    "the event dropped with one RanksightWarning naming it, no other warning; `summary`, `diagnose`, `temporal`, "
+    "`idle-causes` equal those of the trace without the event; `health` `dropped_events` 1",
+)
 @pytest.mark.parametrize(("field", "who", "variant"), CASES, ids=[f"{f}-{w}-{v}" for f, w, v in CASES])
 def test_one_bad_time_is_dropped_and_the_rest_analysed_alike(tmp_path, references, field, who, variant):
     p = bad_time_trace(tmp_path / "t.json", field, who, variant)
@@ -76,8 +86,6 @@ def test_one_bad_time_is_dropped_and_the_rest_analysed_alike(tmp_path, reference
     checks = run_analysis("health", run).tables["checks"]
     row = checks.filter(pl.col("check") == "dropped_events").row(0, named=True)
     assert (row["status"], row["count"]) == ("warning", 1)
-    record("bad times", f"`{field}` {variant} on a {who}", "dropped with a warning; the rest analysed",
-           "API: summary, diagnose, temporal, idle-causes equal the trace without the event; health count 1")  # fmt: skip
 
 
 def _rank_files(d: Path, who: str, *, reference: bool = False) -> list[Path]:
@@ -98,6 +106,14 @@ def _cli_in_process(*args: str) -> tuple[int, str]:
     return rc, out.getvalue()
 
 
+@case(
+    "bad-times",
+    "the same 32 cases through the CLI: `summary` and `diagnose --format json` in child processes, 16 ranks per "
+    "event kind",
+    "salvage with warning",
+    "exit 0, one warning line per rank and nothing else on stderr; the JSON equals the same command's on copies "
+    "of the trace without the event",
+)
 @pytest.mark.parametrize("who", list(VICTIM))
 def test_the_cli_analyses_every_bad_time_like_its_reference(tmp_path, who):
     """One child process per command holds the 16 cases of one event kind as 16 ranks; its JSON
@@ -115,5 +131,7 @@ def test_the_cli_analyses_every_bad_time_like_its_reference(tmp_path, who):
         assert rc == 0
         got = json.loads(c.out.replace(str(tmp_path / "bad"), "DIR"))
         assert got == json.loads(ref_out.replace(str(tmp_path / "ref"), "DIR")), cmd
-        record("bad times", f"`ts` and `dur`, all 8 values, on a {who} (16 ranks): CLI `{cmd}`",
-               "exit 0, one warning per rank", f"JSON output equals the reference's; {c.seconds:.1f} s")  # fmt: skip
+
+
+def test_docs_table():
+    check_table(sys.modules[__name__], "bad-times")

@@ -12,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import sys
 import warnings
 
 import pytest
-from _hostile import EVENTS, record
+from _fault_helpers import case, check_table
+from _hostile import EVENTS
 
 from ranksight.analyses import _base
 from ranksight.analyses._base import REGISTRY, load_all
@@ -42,6 +44,13 @@ def _patch(monkeypatch: pytest.MonkeyPatch, name: str, wrap) -> None:  # noqa: A
     monkeypatch.setitem(_base.REGISTRY, name, dataclasses.replace(spec, func=wrap(spec.func)))
 
 
+@case(
+    "failures",
+    "an analysis raises (a bug) inside `summary`",
+    "clear error",
+    "what could be computed is printed, then exit 3 with one line: internal error: analysis `summary` failed: ...; "
+    "the output above is incomplete (was: exit 0 with a note)",
+)
 def test_an_analysis_that_fails_makes_the_command_fail(monkeypatch, trace):
     def wrap(func):  # noqa: ANN001, ANN202
         def boom(run, **kw):  # noqa: ANN001, ANN003, ANN202
@@ -59,10 +68,14 @@ def test_an_analysis_that_fails_makes_the_command_fail(monkeypatch, trace):
         "the output above is incomplete (a bug: please report it)"
     )
     assert not any("UserWarning" in ln for ln in lines)
-    record("failures", "an analysis raises inside `summary`", "exit 3, one internal-error line",
-           "was: exit 0 with a note")  # fmt: skip
 
 
+@case(
+    "failures",
+    "a numpy RuntimeWarning and a RanksightWarning inside an analysis",
+    "correct result",
+    "exit 0; only `ranksight: warning: ...` on stderr; with `-v` also `ranksight: debug: RuntimeWarning: ...`",
+)
 def test_a_library_warning_is_not_shown_unless_asked(monkeypatch, trace):
     def wrap(func):  # noqa: ANN001, ANN202
         def noisy(run, **kw):  # noqa: ANN001, ANN003, ANN202
@@ -82,4 +95,7 @@ def test_a_library_warning_is_not_shown_unless_asked(monkeypatch, trace):
         ln.startswith("ranksight: debug: RuntimeWarning: invalid value encountered in divide (")
         for ln in err.splitlines()
     ), err
-    record("failures", "a numpy RuntimeWarning inside an analysis", "not shown; `-v` shows it as debug", "")
+
+
+def test_docs_table():
+    check_table(sys.modules[__name__], "failures")

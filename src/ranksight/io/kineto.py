@@ -342,7 +342,12 @@ def _drop_out_of_range(
     flow = tables["flow"]
     if not events.select(bad_ev.any()).item() and not flow.select(out("ts_ns").any()).item():
         return events, tables, 0, []
-    cols = ["row", pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String), "ts_ns"]
+    cols: list[pl.Expr] = [
+        pl.col("row"),
+        pl.col("name").cast(pl.String),
+        pl.col("cat").cast(pl.String),
+        pl.col("ts_ns"),
+    ]
     gone = pl.concat(
         [
             events.filter(bad_ev).select(*cols, "dur_ns"),
