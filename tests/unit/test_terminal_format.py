@@ -40,6 +40,7 @@ from ranksight.report.terminal import _rich_table, print_tables
         (24.07, "bandwidth", 1e9, "24.1 GB/s"),
         (5.61, "flops", 1e12, "5.61 TFLOP/s"),
         (0.85, "flops", 1e12, "850 GFLOP/s"),
+        (1307.0, "flops", 1e12, "1,307 TFLOP/s"),
         (1.76, "mb", 1.0, "1.76 MB"),
     ],
 )

@@ -36,7 +36,8 @@ _DURATION = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3}
 _TIME_POINT = {"ts", "start", "end"}
 _DURATION_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 _SIZE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
-_RATE_UNITS = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+#: up to tera: a peak of 1,307 TFLOP/s reads as the tables of GPU peaks write it
+_RATE_UNITS = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
 
 def column_unit(name: str) -> tuple[str, float] | None:
@@ -90,7 +91,8 @@ def human(value: float, kind: str, scale: float = 1.0) -> str:
         base = "B/s" if kind == "bandwidth" else "FLOP/s"
         for size, prefix in _RATE_UNITS:
             if a >= size * 0.9995 or prefix == "":
-                return f"{_sig3(v / size)} {prefix}{base}"
+                x = v / size
+                return f"{x:,.0f} {prefix}{base}" if abs(x) >= 999.5 else f"{_sig3(x)} {prefix}{base}"
     if kind in ("mb", "gb"):
         return f"{_sig3(v)} {kind.upper()}"
     return f"{v:g}"

@@ -70,34 +70,31 @@ def safe_text(s: str) -> Text:
     return Text(s.translate(_CONTROL))
 
 
-#: A text column is never made narrower than this to fit the width (it is cut with "…").
+#: A text column is never made narrower than this (nor than its header) to fit the width; its text
+#: is cut with "…".
 MIN_TEXT_WIDTH = 12
 
 
-def _fit(widths: list[int], numeric: list[bool], room: int) -> tuple[list[int], int]:
-    """Column widths that fit ``room`` characters of content: numbers keep their full width; text
-    columns give up width (the widest first, down to :data:`MIN_TEXT_WIDTH`); when even that is
-    too wide, columns are left out from the right (never the first). Returns the widths of the
-    columns kept and how many are kept."""
+def _fit(widths: list[int], least: list[int], numeric: list[bool], room: int) -> tuple[list[int], int]:
+    """Column widths that fit ``room`` characters: numbers keep their full width; text columns give
+    up width (the widest first, down to ``least``: their header, at least :data:`MIN_TEXT_WIDTH`);
+    when even that is too wide, columns are left out from the right (never the first). Returns the
+    widths of the columns kept and how many are kept."""
     keep = len(widths)
 
-    def least(n: int) -> int:  # the narrowest the first n columns can be, with borders
-        return (
-            sum(w if num else min(w, MIN_TEXT_WIDTH) for w, num in zip(widths[:n], numeric[:n], strict=True))
-            + 3 * n
-            + 1
-        )
+    def narrowest(n: int) -> int:  # the narrowest the first n columns can be, with borders
+        return sum(w if num else lo for w, lo, num in zip(widths[:n], least[:n], numeric[:n], strict=True)) + 3 * n + 1
 
-    while keep > 1 and least(keep) > room:
+    while keep > 1 and narrowest(keep) > room:
         keep -= 1
     out = widths[:keep]
     excess = sum(out) + 3 * keep + 1 - room
     while excess > 0:
-        text = [i for i in range(keep) if not numeric[i] and out[i] > MIN_TEXT_WIDTH]
+        text = [i for i in range(keep) if not numeric[i] and out[i] > least[i]]
         if not text:
             break
         i = max(text, key=lambda j: out[j])
-        cut = min(excess, out[i] - MIN_TEXT_WIDTH)
+        cut = min(excess, out[i] - least[i])
         out[i] -= cut
         excess -= cut
     return out, keep
@@ -114,7 +111,8 @@ def _rich_table(title: str, df: pl.DataFrame, max_rows: int, width: int | None =
     names = list(df.columns)
     numeric = [dt.is_numeric() for dt in df.schema.values()]
     natural = [max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)]
-    widths, keep = _fit(natural, numeric, width)
+    least = [min(w, max(MIN_TEXT_WIDTH, len(n))) for w, n in zip(natural, names, strict=True)]
+    widths, keep = _fit(natural, least, numeric, width)
     t = Table(title=safe_text(title), title_justify="left", show_lines=False)
     for i in range(keep):
         if numeric[i]:
