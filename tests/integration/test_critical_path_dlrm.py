@@ -69,6 +69,15 @@ def test_dlrm_path_runs_through_rank_7_before_the_first_all_to_all(sess: Session
     assert starts["rank"][-1] == 7 and nxt["start_ns"] == starts["start_ns"][-1]
 
 
+def test_dlrm_path_follows_the_backward_pass_on_the_autograd_thread(sess: Session) -> None:
+    # rank 4's main thread (59815) waits in loss.backward() while the autograd engine's device
+    # thread (60015) runs the backward ops: folded into the main thread, the path follows them
+    seg = job_path(sess).segments.filter((pl.col("rank") == 4) & (pl.col("type") == "cpu_op"))
+    bwd = seg.filter(pl.col("tid") == 60015)
+    assert bwd.height > 100
+    assert bwd["name"].str.starts_with("autograd::engine::evaluate_function").any()
+
+
 def test_dlrm_rank_7_what_if_agrees_with_the_stragglers(sess: Session) -> None:
     jp = job_path(sess)
     st = sess.result("stragglers")["instances"].select("instance", "late_rank", "lateness_us")

@@ -265,3 +265,19 @@ def test_categories_sum_to_the_step(tmp_path: Path, build: Any) -> None:
     jp = job_path(sess)
     assert res["job_by_category"]["time_us"].sum() == pytest.approx((jp.hi_ns - jp.lo_ns) / US)
     assert res["job_by_rank"]["time_us"].sum() == pytest.approx((jp.hi_ns - jp.lo_ns) / US)
+
+
+def test_the_walk_never_goes_back_in_time() -> None:
+    """An edge whose source is later than its destination (a call-stack edge between overlapping
+    events of two folded threads) is not the last arrival when the node has another."""
+    import numpy as np
+
+    from ranksight.analyses.critical_path import _binding, _walk
+
+    ts = np.array([0, 10, 5, 20], np.int64)
+    e = pl.DataFrame(
+        {"src": [0, 1, 2], "dst": [2, 2, 3], "type": [1, 1, 1]},
+        schema={"src": pl.Int64, "dst": pl.Int64, "type": pl.Int8},
+    )
+    assert _binding(4, e, ts).tolist() == [-1, -1, 0, 2]
+    assert _walk(4, e, ts).tolist() == [0, 2, 3]

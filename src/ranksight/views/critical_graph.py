@@ -476,7 +476,14 @@ def _gpu_edges(
     if k.height == 0:
         return pl.DataFrame(schema=_EDGE_SCHEMA)
     if not (ev["kind"] == "sync").any():
-        notes.append("no CUDA sync events in the trace (enable them in the profiler): GPU→CPU waits are not modelled")
+        notes.append(
+            "no CUDA sync events in the trace (enable them in the profiler): "
+            + (
+                "GPU→CPU waits are not modelled"
+                if hta_compat
+                else "GPU→CPU and cross-stream waits are inferred from timing (docs/critical-path.md)"
+            )
+        )
     k = k.sort(["__sort", "row"]).with_row_index("__pos")
     q = _queue(ev, hta_compat)
     k = (
