@@ -6,7 +6,8 @@ recorded while they were captured, with their operators) has the operators but n
 view matches the two (``docs/graphs.md`` has every definition):
 
 1. **sources** (:func:`capture_sources`): ``--capture PATH`` (a trace, a folder with TraceLens's
-   ``execution_details.json``, or a folder of traces), else the ``capture_traces/`` folder beside the trace
+   ``execution_details.json``, a folder holding ``capture_traces/``, or a folder of traces; ``none``: no
+   source), else the ``capture_traces/`` folder beside the trace
    (its ``execution_details.json`` when present, else every trace in it), plus the trace itself when it
    records captures too (capture and replay in one process). A source whose file name names another
    rank (``rank_3``) is used only for that rank.
