@@ -38,6 +38,7 @@ from ranksight.analyses._base import AnalysisResult
 from ranksight.analyses._session import Missing, Session
 from ranksight.errors import MissingDataError, UsageError
 from ranksight.views.diff_match import kernel_key_table, match_keys
+from ranksight.views.diff_op_perf import op_perf_diff
 from ranksight.views.diff_profile import rank_profile, step_windows
 from ranksight.views.significance import METHOD, Welch, bh_adjust, welch
 
@@ -691,6 +692,8 @@ def diff(
     tables = {"summary": summary, "contributors": contributors, "ops": ops, "kernels": kernels}
     if coll.height:
         tables["collectives"] = coll
+    op_notes: list[str] = []
+    tables.update(_op_perf(base, test, ranks, labels, op_notes))
     per_step, per_pair = "steps (one sample per step, averaged over ranks)", "(rank, step) values (one step per side)"
     if b.by_step == t.by_step:
         unit = per_step if b.by_step else per_pair
@@ -715,6 +718,7 @@ def diff(
         "names normalised (addresses, step numbers, DataLoader iterator class, source lines, Triton ids; kernel "
         "template arguments and parameter lists): docs/diff.md"
     )
+    notes += op_notes
     if "memory_peak" not in summary["metric"].to_list():
         notes.append("memory peak: needs [memory] events on both sides (profile_memory=True)")
     verdict = _verdict(samples, summary, contributors, labels, alpha)
@@ -728,6 +732,21 @@ def diff(
         min_change=min_change,
         samples=samples,
     )
+
+
+def _op_perf(
+    base: Run, test: Run, ranks: Sequence[int] | None, labels: tuple[str, str], notes: list[str]
+) -> dict[str, pl.DataFrame]:
+    """The operators side by side (op-perf of each side, :mod:`ranksight.views.diff_op_perf`)."""
+    sides = []
+    for run, label in ((base, labels[0]), (test, labels[1])):
+        r = Session.of(run, ranks).try_result("op-perf")
+        if isinstance(r, Missing):
+            notes.append(f"operators side by side: {label}: op-perf {r.kind}: {r.reason}")
+            return {}
+        sides.append(r["ops"])
+    ops, cats = op_perf_diff(sides[0], sides[1], labels)
+    return {"op_perf": ops, "op_perf_categories": cats}
 
 
 # ---- gate -----------------------------------------------------------------------------------

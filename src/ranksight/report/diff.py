@@ -13,7 +13,8 @@ Markdown and HTML renderers all take its output. Shape (a list, in display order
     ]
 
 Sections: ``diff-summary`` (verdict + summary table), ``diff-contributors``, ``diff-ops``,
-``diff-kernels``, ``diff-collectives`` (only when a side has collectives), ``diff-method``
+``diff-kernels``, ``diff-collectives`` (only when a side has collectives), ``diff-op_perf_categories`` and
+``diff-op_perf`` (operators side by side, when op-perf runs on both sides), ``diff-method``
 (significance method and notes as text, no table).
 """
 
@@ -34,6 +35,22 @@ __all__ = ["diff_sections", "diff_markdown", "print_diff", "DISPLAY_COLUMNS"]
 
 #: Columns shown per table on screens (every column stays in CSV and JSON).
 DISPLAY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "op_perf": (
+        "op",
+        "category",
+        "shapes",
+        "base_calls",
+        "test_calls",
+        "base_us_per_call",
+        "test_us_per_call",
+        "ratio",
+        "delta_us",
+        "base_tflop_per_s",
+        "test_tflop_per_s",
+        "base_pct_of_roofline",
+        "test_pct_of_roofline",
+        "only",
+    ),
     "summary": (
         "metric",
         "unit",
@@ -102,6 +119,8 @@ DISPLAY_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 _TITLES = {
+    "op_perf": "Operators side by side (op-perf: per call and per rank, matched by op, shapes, dtypes)",
+    "op_perf_categories": "Operator categories that explain the difference (op-perf)",
     "summary": "Step time and breakdown (per step)",
     "contributors": "Top contributors to the step-time change",
     "ops": "Operators, annotations and runtime calls (per step)",
@@ -110,6 +129,9 @@ _TITLES = {
 }
 
 _TEXT = {
+    "op_perf": "Kernel time of each operator group over the whole trace per rank; ratio = test µs/call ÷ base "
+    "µs/call; cudnn_/miopen_ ops matched as one (docs/diff.md).",
+    "op_perf_categories": "share_of_delta_pct = the category's delta ÷ the total operator-time delta.",
     "contributors": "Kernels by GPU time; CPU ops and runtime calls by exposed time (self time while the GPU is idle). "
     "share_of_change_pct = delta / step-time delta.",
     "ops": "Inclusive time per step; names normalised; sorted by |delta|.",
@@ -126,7 +148,7 @@ def _display(name: str, df: pl.DataFrame) -> pl.DataFrame:
 def diff_sections(result: DiffResult, *, rows: int | None = 20) -> list[dict[str, Any]]:
     """The sections of a diff in display order (shape in the module doc)."""
     out: list[dict[str, Any]] = []
-    for name in ("summary", "contributors", "ops", "kernels", "collectives"):
+    for name in ("summary", "contributors", "ops", "kernels", "collectives", "op_perf_categories", "op_perf"):
         if name not in result.tables:
             continue
         df = result.tables[name]
