@@ -29,7 +29,9 @@ TRACE = str(DATA / "generated/h100/train-modules")
 DLRM = str(Path(__file__).resolve().parents[2] / "src/ranksight/data/examples/dlrm")
 NCCL_LOG = str(DATA / "nccl_logs/cluster-gpu-node-a.log")
 
-TRACES = (TRACE, DLRM)
+#: a vLLM decode step (serving annotations, graph replay)
+VLLM = str(DATA / "tracelens/inference/vllm_decode_full/graph_execution.json.gz")
+TRACES = (TRACE, DLRM, VLLM)
 
 #: What an analysis needs besides the traces (the only options given)
 EXTRA = {"nccl-log": ["--logs", NCCL_LOG], "sequences": ["--op", "aten::linear"]}
@@ -57,7 +59,8 @@ def test_csv_reads_in_pandas_for_every_analysis(capsys: pytest.CaptureFixture[st
     """Acceptance: pandas.read_csv reads `analyze X --format csv` for every registered analysis, as
     is; it is the main table of the JSON document, which follows the published schema. Each
     analysis runs on the first corpus trace that has its data (one rank with memory events and
-    module frames; the 8-rank DLRM for the cross-rank ones); on the other it has nothing to report
+    module frames; the 8-rank DLRM for the cross-rank ones; a vLLM step for serving); on the others
+    it has nothing to report
     (exit 0, one line on stderr), never an error."""
     seen = []
     for name in names():
