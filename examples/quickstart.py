@@ -10,6 +10,7 @@
 #     language: python
 #     name: python3
 # ---
+# ruff: noqa: B018, E402  (notebook cells: a cell's last expression is what Jupyter shows; imports where used)
 
 # %% [markdown]
 # # ranksight quickstart
@@ -50,7 +51,7 @@ temporal.main.select("rank", "idle_pct").sort("idle_pct", descending=True).head(
 # %%
 try:
     fig = temporal.plot(y=["compute_us", "non_compute_us", "idle_us"])
-    fig  # noqa: B018 (shown by Jupyter)
+    fig  # shown by Jupyter
 except ranksight.RanksightError as err:
     print(err)
 
@@ -70,10 +71,10 @@ findings.main.select("severity", "rule", "ranks", "summary")
 # it in a browser) and returns its path. Analyses already computed on a `Session` are reused.
 
 # %%
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
+import tempfile
+from pathlib import Path
 
-from ranksight.analyses import Session  # noqa: E402
+from ranksight.analyses import Session
 
 session = Session(run)  # every analysis computed once, shared by what follows
 ranksight.analyze(session, "temporal")
