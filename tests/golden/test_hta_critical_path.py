@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import polars as pl
@@ -93,3 +94,53 @@ def test_summary_equals_hta(name: str) -> None:
     o = pd.read_csv(ORACLES / f"critical_path_{name}" / "critical_path_summary.csv").fillna({"bound_by": ""})
     want = dict(zip(o["bound_by"], o["pct_of_critical_path"], strict=True))
     assert dict(zip(got["bound_by"].to_list(), got["pct"].to_list(), strict=True)) == pytest.approx(want, rel=1e-12)
+
+
+# ---- the HTA facade: TraceAnalysis.critical_path_analysis ------------------------------------
+
+
+def _facade(name: str, **kw: Any) -> Any:
+    from ranksight.hta import TraceAnalysis
+
+    ann, inst = CASES[name]
+    analyzer = TraceAnalysis(trace_dir=str(DATA / name), **kw)
+    rank = analyzer._session().ranks[0]
+    res = analyzer.critical_path_analysis(rank=rank, annotation=ann, instance_id=inst)
+    assert res is not None
+    return res
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_facade_equals_hta(name: str) -> None:
+    cp, ok = _facade(name, hta_compat=True)
+    assert ok
+    got = cp.get_critical_path_breakdown()
+    want = pd.read_csv(ORACLES / f"critical_path_{name}" / "critical_path_breakdown.csv")
+    cols = ["event_idx", "duration", "type", "s_name", "pid", "tid", "stream", "index", "bound_by"]
+    assert list(got.columns) == [*cols[:4], "cat", *cols[4:]]
+    key = ["event_idx", "type", "duration"]
+    g = got[cols].sort_values(key).reset_index(drop=True)
+    w = want[cols].sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(
+        g.fillna({"s_name": "", "bound_by": ""}).astype({"duration": float}),
+        w.fillna({"s_name": "", "bound_by": ""}).astype({"duration": float}),
+        check_dtype=False,
+    )
+    summary = cp.summary()
+    o = pd.read_csv(ORACLES / f"critical_path_{name}" / "critical_path_summary.csv").fillna({"bound_by": ""})
+    assert dict(summary) == pytest.approx(dict(zip(o["bound_by"], o["pct_of_critical_path"], strict=True)), rel=1e-12)
+
+
+def test_facade_without_the_annotation_returns_none() -> None:
+    from ranksight.errors import RanksightWarning
+    from ranksight.hta import TraceAnalysis
+
+    analyzer = TraceAnalysis(trace_dir=str(DATA / "simple_add"))
+    rank = analyzer._session().ranks[0]
+    with pytest.warns(RanksightWarning, match="could not find annotation"):
+        assert analyzer.critical_path_analysis(rank, "no such annotation", 0) is None
+    # the fixed model by default: a path, and ranksight's own table beside HTA's
+    res = analyzer.critical_path_analysis(rank, "", None)
+    assert res is not None
+    cp, ok = res
+    assert ok and cp.breakdown["weight_us"].sum() == pytest.approx(cp.get_critical_path_breakdown()["duration"].sum())

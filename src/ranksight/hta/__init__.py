@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from ranksight.hta._base import TraceAnalysisBase
 from ranksight.hta._breakdown import BreakdownMixin
+from ranksight.hta._critical import CriticalPath, CriticalPathMixin
 from ranksight.hta._diff import DeviceType, LabeledTrace, TraceDiff
 from ranksight.hta._launch import LaunchMixin, TimeSeriesTypes
 
-__all__ = ["TraceAnalysis", "TraceDiff", "TimeSeriesTypes", "LabeledTrace", "DeviceType"]
+__all__ = ["TraceAnalysis", "TraceDiff", "TimeSeriesTypes", "LabeledTrace", "DeviceType", "CriticalPath"]
 
 
-class TraceAnalysis(BreakdownMixin, LaunchMixin, TraceAnalysisBase):
+class TraceAnalysis(BreakdownMixin, LaunchMixin, CriticalPathMixin, TraceAnalysisBase):
     """HTA's ``TraceAnalysis`` on ranksight's loader and analyses."""
