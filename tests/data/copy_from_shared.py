@@ -32,7 +32,17 @@ def main(paths: list[str]) -> None:
     (ROOT / "LICENSES").mkdir(exist_ok=True)
     for lic in (SHARED / "LICENSES").iterdir():
         shutil.copyfile(lic, ROOT / "LICENSES" / lic.name)
-    shutil.copyfile(SHARED / "ATTRIBUTION.md", ROOT / "ATTRIBUTION.md")
+    # ATTRIBUTION.md here is ../shared's plus this repo's own paragraphs (generated/, derived/, the
+    # oracles copied): copied only when absent, never overwritten; lines of ../shared's that ours
+    # lacks are listed for a person to merge
+    ours_attr = ROOT / "ATTRIBUTION.md"
+    if not ours_attr.exists():
+        shutil.copyfile(SHARED / "ATTRIBUTION.md", ours_attr)
+    else:
+        have_lines = set(ours_attr.read_text().splitlines())
+        missing = [ln for ln in (SHARED / "ATTRIBUTION.md").read_text().splitlines() if ln and ln not in have_lines]
+        for ln in missing:
+            print(f"ATTRIBUTION.md lacks a line of ../shared's; merge it by hand: {ln}", file=sys.stderr)
 
 
 if __name__ == "__main__":
