@@ -281,3 +281,11 @@ def test_the_walk_never_goes_back_in_time() -> None:
     )
     assert _binding(4, e, ts).tolist() == [-1, -1, 0, 2]
     assert _walk(4, e, ts).tolist() == [0, 2, 3]
+
+
+def test_per_rank_notes_are_grouped() -> None:
+    from ranksight.analyses.critical_path import _grouped_notes
+
+    notes = [(0, "a 1 b"), (1, "a 1 b"), (2, "a 2 b"), (3, "c"), (5, "c")]
+    assert _grouped_notes(notes) == ["ranks 0–2: a 1 b (on rank 0; likewise on the others)", "ranks 3, 5: c"]
+    assert _grouped_notes([(4, "x")]) == ["rank 4: x"]

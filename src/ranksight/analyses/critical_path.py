@@ -850,6 +850,35 @@ def _rank_tables(trace: Trace, step, annotation, instance_id, hta_compat):  # no
     return rank_breakdown(trace, step=step, annotation=annotation, instance_id=instance_id, hta_compat=hta_compat)
 
 
+def _ranks_text(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"ranks 0–2, 5"``."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    parts = [f"{g[0]}–{g[-1]}" if len(g) > 2 else ", ".join(map(str, g)) for g in runs]
+    return ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(parts)
+
+
+def _grouped_notes(rank_notes: list[tuple[int, str]]) -> list[str]:
+    """One line per kind of per-rank note (its text with the numbers masked), in first-seen order:
+    the ranks, and the text (the first rank's, when the numbers differ between ranks)."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for r, text in rank_notes:
+        groups.setdefault(re.sub(r"\d[\d,.]*", "#", text), []).append((r, text))
+    out = []
+    for members in groups.values():
+        ranks = [r for r, _ in members]
+        texts = {t for _, t in members}
+        if len(texts) == 1 or len(members) == 1:
+            out.append(f"{_ranks_text(ranks)}: {members[0][1]}")
+        else:
+            out.append(f"{_ranks_text(ranks)}: {members[0][1]} (on rank {members[0][0]}; likewise on the others)")
+    return out
+
+
 def critical_path(
     run: Run,
     *,
@@ -863,12 +892,13 @@ def critical_path(
     """Per-rank critical paths (HTA's model) and the job-wide path of a step."""
     sess = Session.of(run, ranks)
     per = sess.map(_rank_tables, step=step, annotation=annotation, instance_id=instance_id, hta_compat=hta_compat)
-    notes: list[str] = []
     parts = []
+    rank_notes: list[tuple[int, str]] = []
     for r in sess.ranks:
         bd, n = per[r]
         parts.append(bd)
-        notes += n
+        rank_notes += [(r, t.removeprefix(f"rank {r}: ")) for t in n]
+    notes = _grouped_notes(rank_notes)
     bd = pl.concat(parts) if parts else pl.DataFrame(schema=_BD_SCHEMA)
     summary, by_type, by_op = _summaries(bd)
     tables = {"summary": summary, "by_type": by_type, "by_operator": by_op}
