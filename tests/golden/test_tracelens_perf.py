@@ -190,3 +190,20 @@ def test_cli_writes_the_sheets_and_refuses_to_overwrite(cli, data, tmp_path) -> 
         "analyze", "op-perf", str(data(CASES["bert-small-h100"])), "--no-cache", "--tracelens-csv", str(out), "--force"
     )
     assert forced.returncode == 0, forced.stderr
+
+
+def test_several_ranks_write_a_folder_each_and_rewrite_with_force(tmp_path) -> None:
+    from ranksight.data import example_path
+
+    run = ranksight.load(example_path("dlrm"), cache=False)
+    res = run_analysis("op-perf", run, tracelens_csv=str(tmp_path))
+    _, sheets = split_tables(res.tables)
+    assert sorted(sheets) == run.ranks
+    first = write_tracelens_csv(sheets, str(tmp_path / "tl"))
+    assert {Path(p).parent.name for p in first} == {f"rank{r}" for r in run.ranks}
+    with pytest.raises(ranksight.errors.RanksightError, match="exists; use --force"):
+        write_tracelens_csv(sheets, str(tmp_path / "tl"))
+    again = write_tracelens_csv(sheets, str(tmp_path / "tl"), force=True)  # rank folders exist: files replaced
+    assert sorted(again) == sorted(first)
+    for p in again:
+        assert Path(p).read_text(encoding="utf-8").startswith(("type,", "op category,", "name,", "Parent op category,"))

@@ -3,8 +3,8 @@
 One CSV per sheet (``DIR/<sheet>.csv``; with several ranks ``DIR/rank<N>/<sheet>.csv``), written
 as pandas' ``DataFrame.to_csv(index=False)`` writes TraceLens's: floats as Python's shortest
 round-trip ``repr``, NaN and None empty, booleans ``True``/``False``. Every path is checked first
-(never an input, never an existing file without ``force``) and the files are written into a staging
-folder moved into place together (:func:`ranksight.io.output.staged_dir`): a failure leaves nothing.
+(never an input, never an existing file without ``force``) and the files of each folder are written
+into a staging folder moved into place together (:func:`ranksight.io.output.staged_dir`).
 """
 
 from __future__ import annotations
@@ -79,11 +79,16 @@ def write_tracelens_csv(
     for rel, _ in files:
         check_output(os.path.join(out_dir, rel), inputs=inputs, force=force)
     written = []
-    with staged_dir(out_dir) as tmp:
-        for rel, df in files:
-            path = os.path.join(tmp, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(sheet_csv(df))
-            written.append(os.path.join(out_dir, rel))
+    # one staging folder per destination folder: an existing rank<N>/ gets its files replaced one by
+    # one (a folder cannot be renamed over a non-empty one)
+    by_dir: dict[str, list[tuple[str, pl.DataFrame]]] = {}
+    for rel, df in files:
+        by_dir.setdefault(os.path.dirname(rel), []).append((os.path.basename(rel), df))
+    for sub, items in by_dir.items():
+        dest = os.path.join(out_dir, sub) if sub else out_dir
+        with staged_dir(dest) as tmp:
+            for name, df in items:
+                with open(os.path.join(tmp, name), "w", encoding="utf-8", newline="") as f:
+                    f.write(sheet_csv(df))
+                written.append(os.path.join(dest, name))
     return written
