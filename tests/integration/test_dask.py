@@ -96,19 +96,19 @@ def eight_ranks(tmp_path: Path) -> Path:
 
 def test_map_on_dask_equals_local(cluster, eight_ranks, tmp_path):
     import ranksight
-    from ranksight.analyses.summary import gpu_busy
+    from ranksight.analyses.summary import gpu_counts
 
     client = distributed.Client(cluster)
     try:
         remote = ranksight.load(eight_ranks, client=client, cache=tmp_path / "cache")
         assert remote.engine.name == "dask"
-        got = remote.map(gpu_busy)
+        got = remote.map(gpu_counts)
         # the work really ran on the workers
         assert set(client.has_what()) and len(client.scheduler_info()["workers"]) == 2
     finally:
         client.close()
     local = ranksight.load(eight_ranks, cache=False)
-    assert got == local.map(gpu_busy)
+    assert got == local.map(gpu_counts)
     assert sorted(got) == list(range(8))
 
 

@@ -121,15 +121,15 @@ def test_process_pool_map_equals_local(cfg, tmp_path, data):
     files = [tmp_path / "rank0.json.gz", tmp_path / "rank1.json.gz"]
     local = ranksight.load(files, cache=cfg)
     pooled = ranksight.load(files, cache=cfg, jobs=2)
-    from ranksight.analyses.summary import gpu_busy
+    from ranksight.analyses.summary import gpu_counts
 
     assert pooled.engine.name == "process"
-    assert pooled.map(gpu_busy) == local.map(gpu_busy)
+    assert pooled.map(gpu_counts) == local.map(gpu_counts)
     pool = pooled.engine._executor
-    assert pooled.map(gpu_busy) == local.map(gpu_busy) and pooled.engine._executor is pool  # one pool per engine
+    assert pooled.map(gpu_counts) == local.map(gpu_counts) and pooled.engine._executor is pool  # one pool per engine
     pooled.engine.close()
-    assert pooled.engine._executor is None and pooled.map(gpu_busy) == local.map(gpu_busy)
-    assert pl.DataFrame(list(local.map(gpu_busy).values()))["kernels"].to_list() == [1154, 1104]
+    assert pooled.engine._executor is None and pooled.map(gpu_counts) == local.map(gpu_counts)
+    assert pl.DataFrame(list(local.map(gpu_counts).values()))["kernels"].to_list() == [1154, 1104]
 
 
 def test_spans_stay_on_disk_after_caching(cfg, trace_file):
