@@ -186,10 +186,33 @@ class Child:
         return [ln for ln in self.err.splitlines() if ln.strip()]
 
 
+#: Runs ``ranksight`` as ``python -m ranksight`` would and, at exit, writes the process's own peak
+#: RSS (``VmHWM`` of /proc/self/status, kB) to the file named by its first argument. ``ru_maxrss``
+#: alone is not the child's own: Linux carries the high-water mark of the forked copy of the parent
+#: across ``exec``, so late in a long test session every child "peaked" at the pytest process' size.
+_LAUNCHER = """
+import atexit, runpy, sys
+out = sys.argv[1]
+def _hwm():
+    try:
+        with open("/proc/self/status") as f:
+            kb = next(ln.split()[1] for ln in f if ln.startswith("VmHWM:"))
+        with open(out, "w") as f:
+            f.write(kb)
+    except (OSError, StopIteration):
+        pass
+atexit.register(_hwm)
+sys.argv = ["ranksight", *sys.argv[2:]]
+runpy.run_module("ranksight", run_name="__main__", alter_sys=True)
+"""
+
+
 def run_child(*args: str | os.PathLike[str], env: dict[str, str] | None = None, timeout: float = 120) -> Child:
-    """``ranksight ARGS`` in a child process (``python -m ranksight``), with its own peak RSS
-    (the child is reaped with ``os.wait4``, which returns its resource usage)."""
-    cmd = [sys.executable, "-m", "ranksight", *map(os.fspath, args)]
+    """``ranksight ARGS`` in a child process, with its own peak RSS: ``VmHWM`` written by the child at
+    exit (see :data:`_LAUNCHER`); ``os.wait4``'s ``ru_maxrss`` when the child could not write it."""
+    hwm = tempfile.NamedTemporaryFile(delete=False)
+    hwm.close()
+    cmd = [sys.executable, "-c", _LAUNCHER, hwm.name, *map(os.fspath, args)]
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env={**os.environ, **(env or {})})
@@ -208,4 +231,10 @@ def run_child(*args: str | os.PathLike[str], env: dict[str, str] | None = None, 
         fo.seek(0)
         fe.seek(0)
         out, err = fo.read().decode(), fe.read().decode()
-    return Child(p.returncode, out, err, seconds, usage.ru_maxrss / 1024)  # ru_maxrss: KiB on Linux
+    try:
+        with open(hwm.name) as f:
+            text = f.read().strip()
+    finally:
+        os.unlink(hwm.name)
+    kib = int(text) if text.isdigit() else usage.ru_maxrss  # both KiB on Linux
+    return Child(p.returncode, out, err, seconds, kib / 1024)
