@@ -60,7 +60,7 @@ def _side(ops: pl.DataFrame) -> pl.DataFrame:
     ranks = max(o["rank"].n_unique(), 1)
     ok = pl.col("model") == "yes"
     return o.group_by("key_name", "shapes", "dtypes").agg(
-        pl.col("category").first(),
+        pl.col("category").drop_nulls().sort().first(),
         pl.col("name").unique().sort().str.join(", ").alias("names"),
         pl.col("count").sum().alias("calls"),
         (pl.col("kernel_us_sum").sum() / ranks).alias("kernel_us"),
@@ -75,7 +75,7 @@ def _side(ops: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("kernel_us_sum").filter(ok).sum() > 0)
         .then((1 - pl.col("lost_us").filter(ok).sum() / pl.col("kernel_us_sum").filter(ok).sum()) * 100)
         .alias("pct_of_roofline"),
-        pl.col("gpu").first(),
+        pl.col("gpu").drop_nulls().sort().first(),
     )
 
 
@@ -100,7 +100,15 @@ def op_perf_diff(
         (pl.col("test_us_per_call") / pl.col("base_us_per_call")).alias("ratio"),
         (pl.col("test_kernel_us").fill_null(0) - pl.col("base_kernel_us").fill_null(0)).alias("delta_us"),
     )
-    ops = j.sort(pl.col("delta_us").abs(), "key_name", descending=[True, False]).select(
+    # a total order: equal deltas are common (one op, several shapes), and the row order is output
+    ops = j.sort(
+        pl.col("delta_us").abs(),
+        "key_name",
+        "shapes",
+        "dtypes",
+        descending=[True, False, False, False],
+        nulls_last=True,
+    ).select(
         pl.col("key_name").alias("op"),
         "category",
         "shapes",
