@@ -278,8 +278,16 @@ def step(ctx: Context, label: str, *, after: float | None = None) -> Iterator[No
         with lock:
             if state["done"]:
                 return
+            # stdout/stderr stay ours: a live display that redirects them outlives a step that
+            # raised and sends later output through its terminal console (escape codes in a pipe)
             bar = Progress(
-                SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), transient=True, console=Console(file=err)
+                SpinnerColumn(),
+                TextColumn(label),
+                TimeElapsedColumn(),
+                transient=True,
+                console=Console(file=err),
+                redirect_stdout=False,
+                redirect_stderr=False,
             )
             bar.add_task(label, total=None)
             bar.start()

@@ -57,7 +57,11 @@ def console(file: IO[str] | None = None) -> Console:
     if not is_tty:
         cols = os.environ.get("COLUMNS", "")
         width = int(cols) if cols.isdigit() and int(cols) > 0 else PIPE_WIDTH
-    return Console(file=f, width=width, soft_wrap=False, highlight=False)
+    if is_tty:
+        return Console(file=f, width=width, soft_wrap=False, highlight=False)
+    # not a terminal: never an escape code, whatever rich infers from the environment or from a
+    # live display started elsewhere in the process
+    return Console(file=f, width=width, soft_wrap=False, highlight=False, force_terminal=False, color_system=None)
 
 
 #: C0/C1 control characters (ESC included): trace text must not drive the terminal.
