@@ -238,13 +238,13 @@ def _summaries(bd: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFra
         bd.group_by("rank", "category")
         .agg(pl.col("span_us").sum().alias("time_us"), pl.col("weight_us").sum().alias("weight_us"))
         .with_columns((100 * pl.col("time_us") / pl.col("time_us").sum().over("rank")).alias("pct_of_path_span"))
-        .sort("rank", "time_us", descending=[False, True])
+        .sort("rank", "time_us", "category", descending=[False, True, False])
     )
     by_op = (
         bd.filter(pl.col("event_row").is_not_null())
         .group_by("rank", "name", "category")
         .agg(pl.col("span_us").sum().alias("time_us"), pl.col("event_row").n_unique().alias("events"))
-        .sort("rank", "time_us", descending=[False, True])
+        .sort("rank", "time_us", "name", "category", descending=[False, True, False, False])
     )
     return summary, by_type, by_op
 
@@ -911,19 +911,19 @@ def critical_path(
             seg.group_by("category")
             .agg(dur.sum().alias("time_us"))
             .with_columns((100 * pl.col("time_us") / total).alias("pct_of_step"))
-            .sort("time_us", descending=True)
+            .sort("time_us", "category", descending=[True, False])
         )
         tables["job_by_rank"] = (
             seg.group_by("rank")
             .agg(dur.sum().alias("time_us"))
             .with_columns((100 * pl.col("time_us") / total).alias("pct_of_step"))
-            .sort("time_us", descending=True)
+            .sort("time_us", "rank", descending=[True, False])
         )
         tables["job_by_operator"] = (
             seg.filter(pl.col("row").is_not_null())
             .group_by("name", "category")
             .agg(dur.sum().alias("time_us"), pl.col("rank").unique().sort().alias("ranks"))
-            .sort("time_us", descending=True)
+            .sort("time_us", "name", "category", descending=[True, False, False])
         )
         tables["what_if"] = jp.what_if
         tables["job_segments"] = seg.with_columns(
