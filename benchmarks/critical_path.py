@@ -142,7 +142,7 @@ def _cell(v: object) -> str:
 def table(res: dict) -> str:
     head = (
         "| set | JSON MB | events (rank 0) | ranksight load s | rank 0 critical path s (fixed / hta_compat) "
-        "| path edges | facade s (edges) | job-wide path s (ranks on it) | peak RSS MB | HTA load s "
+        "| path edges (fixed) | facade s (edges) | job-wide path s (ranks on it) | peak RSS MB | HTA load s "
         "| HTA critical_path_analysis s | HTA edges | HTA peak RSS MB |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]

@@ -414,8 +414,10 @@ def _stack_edges(
     ppos = np.where(parent_row >= 0, pos_of[np.maximum(parent_row, 0)], -1)
     # last open position in each subtree (the exit comes right after it, deeper exits first)
     s_end = np.arange(n, dtype=np.int64)
+    by_depth = np.argsort(depth, kind="stable")  # positions grouped by depth: one pass per level, O(n) in all
+    cuts = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2 if n else 1))
     for d in range(int(depth.max()) if n else 0, 0, -1):
-        i = np.flatnonzero(depth == d)
+        i = by_depth[cuts[d] : cuts[d + 1]]
         np.maximum.at(s_end, ppos[i], s_end[i])
     pid_a, tid_a = c["pid"].to_numpy(), c["tid"].to_numpy()
     thread = np.cumsum(np.r_[False, (pid_a[1:] != pid_a[:-1]) | (tid_a[1:] != tid_a[:-1])]).astype(np.int64)
