@@ -7,16 +7,21 @@
 - ``clear``: removes every entry and temporary directory (``--stale`` only the ones a load would
   not use: older formats, unreadable, temporary ones an hour old). Only directories named like a
   cache entry are touched: other files in the folder are left alone.
+
+``--format json`` writes the versioned document of ``docs/cache-schema.json`` for every action
+(``clear`` included: its table lists the directories it removed).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -32,7 +37,12 @@ from ranksight.model.cache import (
     remove_entry,
 )
 
-__all__ = ["COMMAND"]
+__all__ = ["CACHE_SCHEMA", "CACHE_SCHEMA_VERSION", "COMMAND", "cache_doc"]
+
+#: ``cache --format json`` follows ``docs/cache-schema.json``: bumped when a field is removed or
+#: changes meaning; adding fields keeps the version.
+CACHE_SCHEMA = "ranksight-cache"
+CACHE_SCHEMA_VERSION = 1
 
 
 def _add(p: argparse.ArgumentParser) -> None:
@@ -103,9 +113,33 @@ def _totals(entries: list[EntryInfo]) -> str:
     return ", ".join(parts)
 
 
-def _print(tables: dict[str, pl.DataFrame], fmt: str, notes: list[str]) -> None:
+def cache_doc(action: str, folder: Path, tables: dict[str, pl.DataFrame], notes: list[str]) -> dict[str, Any]:
+    """The versioned JSON document of ``ranksight cache ACTION --format json``
+    (``docs/cache-schema.json``): the action, the folder, the cache format, every table's column
+    types, the tables as lists of row objects and the notes."""
+    from ranksight import __version__
+    from ranksight.report.terminal import analysis_doc
+
+    body = analysis_doc(action, tables, notes)  # columns and rows written as every other document writes them
+    return {
+        "schema": CACHE_SCHEMA,
+        "schema_version": CACHE_SCHEMA_VERSION,
+        "ranksight_version": __version__,
+        "action": action,
+        "cache_dir": str(folder),
+        "format_version": FORMAT_VERSION,
+        "columns": body["columns"],
+        "tables": body["tables"],
+        "notes": body["notes"],
+    }
+
+
+def _print(action: str, folder: Path, tables: dict[str, pl.DataFrame], fmt: str, notes: list[str]) -> None:
     from ranksight.report.terminal import print_tables
 
+    if fmt == "json":
+        sys.stdout.write(json.dumps(cache_doc(action, folder, tables, notes), indent=1, default=str) + "\n")
+        return
     print_tables(tables, fmt, notes=notes)
 
 
@@ -120,7 +154,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             f"format {FORMAT_VERSION}; each table file carries an XXH3-128 checksum verified when read; traces are "
             "recognised by size, mtime and sampled blocks (--cache-verify full: a hash of the whole file)",
         ]
-        _print({"entries": _table(entries)}, args.format, notes)
+        _print("info", folder, {"entries": _table(entries)}, args.format, notes)
         return 0
     if args.action == "verify":
         status: dict[Path, str] = {}
@@ -150,7 +184,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         ]
         if bad and not args.remove_bad:
             notes.append("failed entries are rebuilt on the next load; --remove-bad removes them now")
-        _print({"entries": _table(entries, status)}, args.format, notes)
+        _print("verify", folder, {"entries": _table(entries, status)}, args.format, notes)
         return EXIT_FAILED_GATE if bad and not args.remove_bad else 0
     # clear
     now = time.time()
@@ -163,10 +197,11 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     ]
     for e in gone:
         remove_entry(e.path)
-    if not ctx.quiet:
-        sys.stdout.write(
-            f"removed {len(gone)} of {len(entries)} from {folder} ({_mb(sum(e.bytes for e in gone)):.2f} MB)\n"
-        )
+    said = f"removed {len(gone)} of {len(entries)} from {folder} ({_mb(sum(e.bytes for e in gone)):.2f} MB)"
+    if args.format == "json":
+        _print("clear", folder, {"removed": _table(gone)}, "json", [said])
+    elif not ctx.quiet:
+        sys.stdout.write(said + "\n")
     return 0
 
 

@@ -30,7 +30,22 @@ from ranksight.cli._common import Command, Context, add_format_arg, add_trace_ar
 from ranksight.errors import EXIT_FAILED_GATE, RanksightError
 from ranksight.io.output import atomic_path, check_output
 
-__all__ = ["COMMAND", "GateCheck", "diff_json", "gate_checks", "junit_xml", "parse_percent", "side_label"]
+__all__ = [
+    "COMMAND",
+    "DIFF_SCHEMA",
+    "DIFF_SCHEMA_VERSION",
+    "GateCheck",
+    "diff_json",
+    "gate_checks",
+    "junit_xml",
+    "parse_percent",
+    "side_label",
+]
+
+#: ``diff --format json`` follows ``docs/diff-schema.json``: bumped when a field is removed or
+#: changes meaning; adding fields (or tables and columns) keeps the version.
+DIFF_SCHEMA = "ranksight-diff"
+DIFF_SCHEMA_VERSION = 1
 
 
 def parse_percent(text: str) -> float:
@@ -210,13 +225,21 @@ def gate_checks(res: Any, threshold: float, metrics: list[str]) -> list[GateChec
 
 
 def diff_json(res: Any, verdicts: list[Any], threshold: float | None) -> str:
-    """The JSON document of ``diff --format json`` (also what ``ranksight mcp``'s diff tool
-    returns): every table, the notes, labels, verdict, method and, with a gate, ``"gate"`` (the
-    first failed check's keys, else the first check's, ``failed`` for any, every check under
-    ``checks``)."""
+    """The versioned JSON document of ``diff --format json`` (``docs/diff-schema.json``; also what
+    ``ranksight mcp``'s diff tool returns): labels, verdict, method, every table's column types,
+    every table, the notes and, with a gate, ``"gate"`` (the first failed check's keys, else the
+    first check's, ``failed`` for any, every check under ``checks``)."""
+    from ranksight import __version__
     from ranksight.report.terminal import tables_to_json
 
-    extra: dict[str, Any] = {"labels": list(res.labels), "verdict": res.verdict, "method": res.method}
+    extra: dict[str, Any] = {
+        "schema": DIFF_SCHEMA,
+        "schema_version": DIFF_SCHEMA_VERSION,
+        "ranksight_version": __version__,
+        "labels": list(res.labels),
+        "verdict": res.verdict,
+        "method": res.method,
+    }
     if verdicts:
         every = [
             {
@@ -231,6 +254,7 @@ def diff_json(res: Any, verdicts: list[Any], threshold: float | None) -> str:
         ]
         first = next((c for c in every if c["failed"]), every[0])
         extra["gate"] = {**first, "failed": any(v.failed for v in verdicts), "checks": every}
+    extra["columns"] = {n: {c: str(dt) for c, dt in df.schema.items()} for n, df in res.tables.items()}
     return tables_to_json(res.tables, res.notes, extra=extra)
 
 

@@ -2,17 +2,21 @@
 
 Prints the checks that are not ``ok`` (``--all`` for every check) from
 :mod:`ranksight.analyses.health`. Exit code 0, or 1 with ``--fail-on-warning`` when a check
-warns (for CI gates); 2 on bad input as everywhere.
+warns (for CI gates); 2 on bad input as everywhere. ``--format json`` writes the ``health``
+analysis' versioned document (``docs/analysis-schema.json``) holding the table shown
+(``problems``, or ``checks`` with ``--all``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 from ranksight.analyses.health import health
 from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run
 from ranksight.errors import EXIT_FAILED_GATE
-from ranksight.report.terminal import print_tables
+from ranksight.report.terminal import analysis_doc, print_tables, select_table
 
 __all__ = ["COMMAND"]
 
@@ -34,8 +38,16 @@ def _add(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     run = load_run(args, ctx)
     res = health(run, ranks=args.ranks, noise_us=args.noise_us)
-    table = res["checks"] if args.all else res["problems"]
-    print_tables({"checks" if args.all else "problems": table}, args.format, notes=res.notes, table=args.table)
+    name = "checks" if args.all else "problems"
+    if args.format == "json":
+        tables = {name: res[name]}
+        if args.table is not None:
+            tables = {args.table: tables[select_table(tables, args.table)]}
+        ranks = list(args.ranks) if args.ranks else run.ranks
+        doc = analysis_doc("health", tables, res.notes, ranks=ranks, options={"noise_us": args.noise_us})
+        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+    else:
+        print_tables({name: res[name]}, args.format, notes=res.notes, table=args.table)
     if args.fail_on_warning and (res["checks"]["status"] == "warning").any():
         return EXIT_FAILED_GATE
     return 0

@@ -1,15 +1,20 @@
-"""``ranksight info TRACES``: what the traces hold (the ``info`` analysis, shown as text)."""
+"""``ranksight info TRACES``: what the traces hold (the ``info`` analysis, shown as text).
+
+``--format json`` writes the ``info`` analysis' versioned document (``docs/analysis-schema.json``),
+the same as ``ranksight analyze info TRACES --format json``: every table with raw numbers
+(``steps``, ``first_step``, ``last_step`` as integers, not the text the terminal shows)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import polars as pl
 
 from ranksight.analyses import AnalysisResult, run_analysis
 from ranksight.cli._common import Command, Context, add_format_arg, add_trace_args, load_run
-from ranksight.report.terminal import print_tables
+from ranksight.report.terminal import analysis_doc, print_tables, select_table
 
 __all__ = ["COMMAND", "info_tables"]
 
@@ -50,6 +55,14 @@ def _add(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     run = load_run(args, ctx)
+    if args.format == "json":
+        res: AnalysisResult = run_analysis("info", run)
+        every = res.tables
+        if args.table is not None:
+            every = {args.table: every[select_table(every, args.table)]}
+        doc = analysis_doc("info", every, res.notes, ranks=run.ranks, options={})
+        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+        return 0
     tables, notes = info_tables(run)
     if args.format == "table":  # the run context heads the text output ("context: training, bf16, …")
         context = [n for n in notes if n.startswith("context: ")]

@@ -204,7 +204,8 @@ class SummaryDoc:
 
         return {
             "schema": SCHEMA_NAME,
-            "version": SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION,
+            "version": SCHEMA_VERSION,  # the name of schema_version before every document had one; kept
             "generator": f"ranksight {__version__}",
             "ranks": self.ranks,
             "columns": self.columns,
