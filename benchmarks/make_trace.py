@@ -36,7 +36,13 @@ def _parse_size(s: str) -> int:
     return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)])
 
 
-def build(src: str, out: str, size: int, rank: int | None = None, world_size: int | None = None) -> int:
+def build(
+    src: str, out: str, size: int, rank: int | None = None, world_size: int | None = None, exact: bool = False
+) -> int:
+    """Write copies of SOURCE's events until OUT holds SIZE bytes. With ``exact`` the last copy is
+    cut where SIZE is reached (in the source's event order), so a set of small ranks can be smaller
+    than one copy of its source; the cut leaves some flows and nestings open, as a profiler window
+    does."""
     doc = _load(src)
     events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
     timed = [e for e in events if isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M"]
@@ -97,6 +103,8 @@ def build(src: str, out: str, size: int, rank: int | None = None, world_size: in
                             a[k] = a[k] + idshift
                     c["args"] = a
                 parts.append(json.dumps(c))
+                if exact and written + sum(len(x) + 2 for x in parts) >= size:
+                    break
             chunk = ("" if first else ",\n") + ",\n".join(parts)
             first = False
             f.write(chunk)

@@ -72,8 +72,13 @@ SETS = {
     "8x100m": (8, 100 << 20),
     "64x20m": (64, 20 << 20),
     "512x2m": (512, 2 << 20),
+    "256x1m": (256, 1 << 20),
+    "1024x1m": (1024, 1 << 20),
+    "4096x256k": (4096, 256 << 10),
     "20m": (1, 20 << 20),
 }
+
+EXACT_SETS = {"256x1m", "1024x1m", "4096x256k"}
 
 
 def make_set(name: str) -> Path:
@@ -92,7 +97,8 @@ def make_set(name: str) -> Path:
         protos = []
         for i, s in enumerate(sources):
             p = Path(str(first).format(i))
-            build(str(s), str(p), size, rank=i, world_size=nranks)
+            # the small-rank sets of issue 19 are cut to their size; the older ones keep whole copies
+            build(str(s), str(p), size, rank=i, world_size=nranks, exact=name in EXACT_SETS)
             protos.append(p)
         for r in range(nranks):
             src = protos[r % len(protos)]

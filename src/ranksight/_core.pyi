@@ -68,6 +68,8 @@ class Decoded:
 
     def table_names(self) -> list[str]: ...
     def column_names(self, name: str) -> list[str]: ...
+    def table(self, name: str) -> ArrowTable:
+        """Table ``name``, every column handed over at once as one struct array."""
     def column(self, name: str, index: int) -> ArrowTable:
         """Column ``index`` of table ``name``, handed over (a column can be taken once)."""
     def meta(self) -> list[tuple[str, str]]:
@@ -94,6 +96,18 @@ def decode_file(
     """Decode a Kineto trace (``.json`` or gzip, detected from the content). Strings longer than
     ``max_string_bytes`` are cut (0: no cap); an event longer than ``max_event_bytes`` once its
     strings are cut is a ``TooLargeError`` (0: no cap)."""
+
+def decode_files(
+    paths: list[str],
+    *,
+    max_bytes: int = 0,
+    strict: bool = False,
+    chunk_bytes: int = 33554432,
+    max_string_bytes: int = 1048576,
+    max_event_bytes: int = 67108864,
+) -> list[Decoded | DecodeError]:
+    """:func:`decode_file` on many files in one call, the files decoded in parallel without the
+    GIL: one result per path, in order, the ``DecodeError`` of a file returned (not raised)."""
 
 def read_header(
     path: str, *, max_bytes: int = 0, max_string_bytes: int = 1048576, max_event_bytes: int = 67108864

@@ -142,9 +142,9 @@ def test_selection_by_agreeing_names_decodes_one_file(tmp_path, monkeypatch):
     loaded: list[str] = []
     real = engine_mod.TraceSource.load
 
-    def counting(self):  # noqa: ANN001, ANN202
+    def counting(self, *args):  # noqa: ANN001, ANN002, ANN202
         loaded.append(Path(self.path).name)
-        return real(self)
+        return real(self, *args)
 
     monkeypatch.setattr(engine_mod.TraceSource, "load", counting)
     run = ranksight.load(d, ranks=[1], cache=False)

@@ -171,7 +171,7 @@ def test_lazy_run_decodes_a_single_rank_once(tmp_path, trace_file, monkeypatch):
     calls = []
     orig = engine_mod.TraceSource.load
 
-    def counting(self):  # noqa: ANN001, ANN202
+    def counting(self, *args):  # noqa: ANN001, ANN002, ANN202
         calls.append(self.rank)
         return orig(self)
 

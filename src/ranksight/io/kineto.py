@@ -11,7 +11,6 @@ from typing import Any, NoReturn
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from ranksight import _core
 from ranksight.errors import (
@@ -26,6 +25,7 @@ from ranksight.errors import (
 __all__ = [
     "DecodedTrace",
     "decode",
+    "decode_many",
     "read_header",
     "scan_spans",
     "DEFAULT_MAX_BYTES",
@@ -147,13 +147,25 @@ class DecodedTrace:
 
 
 def _column(decoded: Any, name: str, i: int, col: str) -> pl.Series:
-    return pl.from_arrow(pa.array(decoded.column(name, i))).alias(col)  # type: ignore[union-attr]
+    # polars imports the core's Arrow array itself (Arrow PyCapsule interface): no copy, no pyarrow
+    return pl.Series(decoded.column(name, i)).alias(col)
 
 
-def _table(decoded: Any, name: str) -> pl.DataFrame:
-    """One decoded table, imported column by column without copying (except dictionary columns,
-    which polars turns into categoricals): each column's Rust buffers live only as long as it.
-    The columns are those of :data:`SCHEMA`, in its order (the decoder builds them so)."""
+#: A trace with fewer events than this imports each table in one call (a struct array); a larger
+#: one column by column, so that each column's Rust buffers are freed as soon as it is imported.
+WHOLE_TABLE_EVENTS = 1 << 20
+
+
+def _table(decoded: Any, name: str, whole: bool = False) -> pl.DataFrame:
+    """One decoded table, imported without copying (except dictionary columns, which polars turns
+    into categoricals): column by column (each column's Rust buffers live only as long as it), or
+    ``whole``, in one call. The columns are those of :data:`SCHEMA`, in its order (the decoder
+    builds them so)."""
+    if whole:
+        df = pl.DataFrame(decoded.table(name))
+        if df.columns == list(SCHEMA[name]):
+            return df
+        raise AssertionError(f"table {name}: columns {df.columns}, declared {list(SCHEMA[name])}")
     return pl.DataFrame([_column(decoded, name, i, col) for i, col in enumerate(SCHEMA[name])])
 
 
@@ -243,6 +255,38 @@ def decode(
         )
     except _core.DecodeError as err:
         _raise(p, err)
+    return _finish(p, d, max_string, max_event)
+
+
+def decode_many(
+    paths: list[str],
+    *,
+    strict: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_string_bytes: int | None = None,
+    max_event_bytes: int | None = None,
+) -> list[DecodedTrace]:
+    """:func:`decode` of many files in one native call (issue 19): the core decodes the files in
+    parallel, without the GIL and without Python work between files; the columns are then
+    imported per file. The same tables, warnings and errors as :func:`decode` file by file; the
+    first file (in the order given) that cannot be decoded raises its error."""
+    ps = [str(p) for p in paths]
+    for p in ps:
+        if not Path(p).exists():
+            raise TraceNotFoundError("no such file", path=p)
+    max_string, max_event = limits(max_string_bytes, max_event_bytes)
+    results = _core.decode_files(
+        ps, max_bytes=max_bytes, strict=strict, max_string_bytes=max_string, max_event_bytes=max_event
+    )
+    for p, d in zip(ps, results, strict=True):
+        if isinstance(d, _core.DecodeError):
+            _raise(p, d)
+    return [_finish(p, d, max_string, max_event) for p, d in zip(ps, results, strict=True)]
+
+
+def _finish(p: str, d: Any, max_string: int, max_event: int) -> DecodedTrace:
+    """The :class:`DecodedTrace` of a file the core decoded: tables imported, metadata parsed,
+    the checks and warnings of :func:`decode`."""
     stats = dict(d.stats())
     stats["max_string_bytes"], stats["max_event_bytes"] = max_string, max_event
     meta = {k: _parse_meta_value(v) for k, v in d.meta()}
@@ -263,10 +307,11 @@ def decode(
             + ")",
             path=p,
         )
-    events = _table(d, "events").with_columns(pl.col("ph").cast(PHASE_DTYPE))
-    tables = {name: _table(d, name) for name in TABLES}
+    whole = stats["events"] < WHOLE_TABLE_EVENTS
+    events = _table(d, "events", whole).with_columns(pl.col("ph").cast(PHASE_DTYPE))
+    tables = {name: _table(d, name, whole) for name in TABLES}
     tables["flow"] = tables["flow"].with_columns(pl.col("ph").cast(PHASE_DTYPE))
-    spans = _table(d, "spans")
+    spans = _table(d, "spans", whole)
     warnings: list[str] = []
     if not stats["document_complete"] and stats["events"] == 0:
         raise TraceFormatError(

@@ -186,9 +186,9 @@ def _link_launches(ev: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.Data
     return ev
 
 
-def _step_rows(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+def _step_rows(ev: pl.DataFrame | pl.LazyFrame, extra: list[str] | None = None) -> pl.DataFrame:
     """The CPU rows named ``ProfilerStep#N``, with ``__step`` = N (the names are mapped once per
-    distinct value, then only the matching rows are read)."""
+    distinct value, then only the matching rows are read); ``extra`` columns are kept too."""
     lf = ev.lazy()
     names = lf.select(pl.col("name").unique().drop_nulls()).collect().to_series().cast(pl.String)
     nums = {}
@@ -196,7 +196,7 @@ def _step_rows(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         m = STEP_RE.match(nm)
         if m:
             nums[nm] = int(m.group(1))
-    cols = ["row", "name", "tid", "ts_ns", "dur_ns", "end_ns"]
+    cols = [*(extra or []), "row", "name", "tid", "ts_ns", "dur_ns", "end_ns"]
     if not nums:
         return lf.select(cols).limit(0).collect().with_columns(pl.lit(None, dtype=pl.Int64).alias("__step"))
     cand = (
@@ -252,3 +252,184 @@ def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:
             step[_positions(ev, g["row"].to_numpy())] = step[_positions(ev, g["launch_row"].to_numpy())]
     s = pl.Series("step", step)
     return ev.with_columns(pl.when(s >= 0).then(s).otherwise(None).alias("step"))
+
+
+# ---- many traces at once (issue 19) ----------------------------------------------------------
+
+
+def derive_many(events: list[pl.DataFrame], tables: list[dict[str, pl.DataFrame]]) -> list[pl.DataFrame]:
+    """:func:`derive` of several traces at once (many small rank files): the polars work runs once
+    over the traces' events stacked, the per-trace work (launch links by correlation, steps) is
+    numpy on each trace's slice, and the derived tables come back as slices of the stacked one.
+    Equal, column for column, to :func:`derive` of each trace (a test checks it on every
+    multi-rank trace of the corpus). ``events`` is emptied (the caller keeps no reference)."""
+    evs = [events.pop(0) for _ in range(len(events))]
+    evs = [
+        e if "row" in e.columns else e.with_columns(pl.int_range(0, e.height, dtype=pl.UInt32).alias("row"))
+        for e in evs
+    ]
+    sizes = np.array([e.height for e in evs], dtype=np.int64)
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(offs[-1])
+    k = len(evs)
+    if k == 0:
+        return []
+    ev = pl.concat(evs, how="vertical") if k > 1 else evs[0]
+    del evs
+    fid = np.repeat(np.arange(k, dtype=np.int64), sizes)
+    # --- kind, stream, device, end_ns: row by row, as in derive ---
+    if n:
+        base = _map_categorical(ev["cat"], lambda c: kind_of_category(c or "", "X", ""), KIND_DTYPE)
+        ph = pl.col("ph")
+
+        def lit(x: str) -> pl.Expr:
+            return pl.lit(x, dtype=KIND_DTYPE)
+
+        kind = ev.select(
+            pl.when(ph == "M")
+            .then(lit("metadata"))
+            .when(ph == "C")
+            .then(lit("counter"))
+            .when((ph == "s") | (ph == "t") | (ph == "f"))
+            .then(lit("flow"))
+            .when(pl.col("name") == "[memory]")
+            .then(lit("memory"))
+            .otherwise(base)
+        ).to_series()
+    else:
+        kind = pl.Series("kind", [], dtype=KIND_DTYPE)
+    ev = ev.with_columns(kind.alias("kind"))
+    is_gpu_side = pl.col("kind").is_in(list(GPU_KINDS) + ["sync", "gpu_user_annotation"])
+    fill_device = is_gpu_side & pl.col("device").is_null() & (pl.col("pid") >= 0) & (pl.col("pid") < 1 << 20)
+    ev = ev.with_columns(
+        pl.when(is_gpu_side).then(pl.coalesce("stream", "tid")).otherwise(pl.col("stream")).alias("stream"),
+        pl.when(fill_device).then(pl.col("pid").cast(pl.Int32)).otherwise(pl.col("device")).alias("device"),
+    )
+    ev = ev.with_columns(pl.coalesce(pl.col("ts_ns") + pl.col("dur_ns"), pl.col("ts_ns")).alias("end_ns"))
+    # --- kernel class: per distinct (kind, name) among GPU rows; collective args per trace ---
+    kind_s = ev["kind"]
+    gpu = kind_s.is_in(list(GPU_KINDS)).to_numpy()
+    row_np = ev["row"].to_numpy()
+    arr = np.full(n, -1, dtype=np.int8)
+    if gpu.any():
+        g = ev.select("name", "kind").filter(pl.Series(gpu))
+        by_name = _map_categorical(g["name"], lambda nm: kernel_class_of_name("kernel", nm or ""), KERNEL_CLASS_DTYPE)
+        cls = g.select(
+            pl.when(pl.col("kind") == "kernel").then(by_name).otherwise(pl.lit("MEMORY", dtype=KERNEL_CLASS_DTYPE))
+        ).to_series()
+        arr[np.flatnonzero(gpu)] = cls.to_physical().fill_null(-1).cast(pl.Int8).to_numpy()
+        is_kernel = (kind_s == "kernel").to_numpy()
+        for i in range(k):
+            coll = tables[i].get("collective")
+            a, b = offs[i], offs[i + 1]
+            if coll is None or not coll.height or not gpu[a:b].any():
+                continue
+            pos = _positions_in(row_np[a:b], coll["row"].to_numpy())
+            pos = pos[pos >= 0] + a
+            arr[pos[is_kernel[pos]]] = KERNEL_CLASSES.index("COMMUNICATION")
+    kc = pl.Series("kernel_class", arr).replace_strict(
+        dict(enumerate(KERNEL_CLASSES)), default=None, return_dtype=KERNEL_CLASS_DTYPE
+    )
+    ev = ev.with_columns(kc)
+    # --- launches: by correlation within each trace ---
+    launch = kind_s.is_in(list(LAUNCH_KINDS)).to_numpy()
+    corr_s = ev["correlation"]
+    unlinked = (gpu | launch) & corr_s.is_null().to_numpy()
+    need_flow = [
+        i
+        for i in range(k)
+        if (fl := tables[i].get("flow")) is not None and fl.height and unlinked[offs[i] : offs[i + 1]].any()
+    ]
+    if need_flow:  # the ac2g fallback (traces without correlation args): each such trace alone
+        parts = []
+        for i in range(k):
+            part = ev.slice(int(offs[i]), int(sizes[i]))
+            if i in need_flow:
+                part = part.with_columns(_link_launches(part.select(list(part.columns)), tables[i])["correlation"])
+            parts.append(part)
+        ev = pl.concat(parts, how="vertical")
+        corr_s = ev["correlation"]
+    has_corr = corr_s.is_not_null().to_numpy()
+    corr = corr_s.fill_null(0).to_numpy()
+    lr = np.full(n, np.iinfo(np.uint32).max, dtype=np.uint32)
+    gc = np.zeros(n, dtype=np.int32)
+    lmask_all = launch & has_corr
+    gmask_all = gpu & has_corr
+    for i in range(k):
+        a, b = int(offs[i]), int(offs[i + 1])
+        lm, gm = lmask_all[a:b], gmask_all[a:b]
+        if not gm.any():
+            continue
+        rows = row_np[a:b]
+        c = corr[a:b]
+        l_corr, l_row = c[lm], rows[lm]
+        order = np.argsort(l_corr, kind="stable")
+        l_corr, l_row = l_corr[order], l_row[order]
+        first = np.ones(l_corr.size, dtype=bool)
+        first[1:] = l_corr[1:] != l_corr[:-1]
+        l_corr, l_row = l_corr[first], l_row[first]
+        g_corr, g_row = c[gm], rows[gm]
+        pos = np.minimum(np.searchsorted(l_corr, g_corr), max(l_corr.size - 1, 0))
+        hit = l_corr[pos] == g_corr if l_corr.size else np.zeros(g_corr.size, dtype=bool)
+        linked_row, linked_launch = g_row[hit], l_row[pos[hit]]
+        lr[_positions_in(rows, linked_row) + a] = linked_launch
+        if linked_launch.size:
+            np.add.at(gc, _positions_in(rows, linked_launch) + a, 1)
+    lr_s = pl.Series("launch_row", lr)
+    ev = ev.with_columns(
+        pl.when(lr_s != np.iinfo(np.uint32).max).then(lr_s).otherwise(None).alias("launch_row"),
+        pl.Series("gpu_count", gc).cast(pl.Int32),
+    )
+    del lr_s
+    # --- steps: each trace's ProfilerSteps, found once over the stacked events ---
+    step = np.full(n, -1, dtype=np.int32)
+    st_all = _step_rows(
+        ev.select("name", "kind", "ts_ns", "dur_ns", "end_ns", "row", "tid", pl.Series("__f", fid)), ["__f"]
+    )
+    if st_all.height:
+        st_all = (
+            st_all.filter(pl.col("__step").is_not_null() & pl.col("dur_ns").is_not_null())
+            .sort("__f", "ts_ns", maintain_order=True)
+            .unique(["__f", "__step"], keep="first", maintain_order=True)
+            .sort("__f", "ts_ns", maintain_order=True)
+        )
+        f_col = st_all["__f"].to_numpy()
+        starts_all = st_all["ts_ns"].to_numpy()
+        ends_all = st_all["end_ns"].to_numpy()
+        nums_all = st_all["__step"].to_numpy().astype(np.int32)
+        cpu = kind_s.is_in(list(CPU_KINDS)).to_numpy()
+        tsc = ev["ts_ns"]
+        ts_all = tsc.fill_null(0).to_numpy()
+        cpu &= ~tsc.is_null().to_numpy()
+        launch_row = ev["launch_row"]
+        lr_valid = launch_row.is_not_null().to_numpy()
+        lr_np = launch_row.fill_null(0).to_numpy()
+        bounds = np.searchsorted(f_col, np.arange(k + 1))
+        for i in range(k):
+            s0, s1 = bounds[i], bounds[i + 1]
+            if s0 == s1:
+                continue
+            a, b = int(offs[i]), int(offs[i + 1])
+            starts, ends, nums = starts_all[s0:s1], ends_all[s0:s1], nums_all[s0:s1]
+            ts = ts_all[a:b]
+            kk = np.searchsorted(starts, ts, side="right") - 1
+            inside = cpu[a:b] & (kk >= 0)
+            inside[inside] = ts[inside] < ends[kk[inside]]
+            sl = step[a:b]
+            sl[inside] = nums[kk[inside]]
+            v = lr_valid[a:b]
+            if v.any():
+                rows = row_np[a:b]
+                sl[_positions_in(rows, rows[v])] = sl[_positions_in(rows, lr_np[a:b][v])]
+    s = pl.Series("step", step)
+    ev = ev.with_columns(pl.when(s >= 0).then(s).otherwise(None).alias("step"))
+    return [ev.slice(int(offs[i]), int(sizes[i])) for i in range(k)]
+
+
+def _positions_in(all_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """:func:`_positions` on a trace's ``row`` values given as an array."""
+    if all_rows.size == 0 or all_rows[-1] == all_rows.size - 1:
+        return rows.astype(np.int64)
+    pos = np.searchsorted(all_rows, rows)
+    pos[pos >= all_rows.size] = 0
+    return np.where(all_rows[pos] == rows, pos, -1)

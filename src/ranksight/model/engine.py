@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ranksight.io.kineto import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
+    from ranksight.io.kineto import DecodedTrace
     from ranksight.model.cache import CacheConfig
     from ranksight.model.trace import Trace
 
@@ -41,13 +42,16 @@ class TraceSource:
     #: (per-string cap, per-event cap) for the Kineto decoder (None: ``kineto.limits()``)
     caps: tuple[int, int] | None = None
 
-    def load(self) -> Trace:
+    def load(self, decoded: DecodedTrace | Trace | None = None) -> Trace:
         """Load from the cache entry if valid, else decode (and write the cache entry). A large
         trace (more than ``EVENTS_RESIDENT_MAX`` events) then reads its events and side tables
         back from the entry per query instead of holding them; if the entry vanishes meanwhile,
-        the file is decoded again (once)."""
+        the file is decoded again (once). ``decoded``: this file already decoded (many files
+        are decoded in one native call, :func:`~ranksight.io.kineto.decode_many`, and derived
+        together, :meth:`Trace.many`), used instead of the first decode."""
+        decode: Callable[[], Trace] = self._decode if decoded is None else _Handed(self, decoded)
         if self.cache is None or self.key is None:
-            return self._decode()
+            return decode()
         from ranksight.model import cache as _cache
 
         return _cache.load_or_build(
@@ -56,10 +60,15 @@ class TraceSource:
             path=self.path,
             rank=self.rank,
             rank_source=self.rank_source,
-            decode=self._decode,
+            decode=decode,
             accept=lambda t: _honours_guards(t, self.strict, self.max_bytes),
             spill=self.nsys is None,
         )
+
+    def decodes_natively(self) -> bool:
+        """Whether this source is a Kineto file that :func:`~ranksight.io.kineto.decode_many`
+        decodes (not an Nsight Systems export)."""
+        return self.nsys is None and not _is_sqlite(self.path)
 
     def _decode(self) -> Trace:
         """The trace decoded from its file (no cache)."""
@@ -90,6 +99,23 @@ class TraceSource:
             and self.key is not None
             and _cache.is_valid(_cache.entry_dir(self.cache, self.path, self.key), self.key)
         )
+
+
+class _Handed:
+    """A source's decode that uses a file decoded beforehand the first time, and decodes the
+    file again on later calls (a cache entry rebuilt after the events were spilled)."""
+
+    def __init__(self, src: TraceSource, decoded: DecodedTrace | Trace) -> None:
+        self.src = src
+        self.decoded: DecodedTrace | Trace | None = decoded
+
+    def __call__(self) -> Trace:
+        if self.decoded is None:
+            return self.src._decode()
+        from ranksight.model.trace import Trace
+
+        d, self.decoded = self.decoded, None
+        return d if isinstance(d, Trace) else Trace(d, rank=self.src.rank, rank_source=self.src.rank_source)
 
 
 def _is_sqlite(path: str) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from ranksight.io.kineto import TABLES, DecodedTrace, extract_events, scan_spans
-from ranksight.model.derive import build_steps, derive
+from ranksight.model.derive import build_steps, derive, derive_many
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.meta import TraceMeta, build_meta
 
@@ -98,6 +98,41 @@ class Trace:
             stats=decoded.stats,
             warnings=decoded.warnings,
         )
+
+    @classmethod
+    def many(cls, decoded: list[DecodedTrace], ranks: list[int], rank_sources: list[str]) -> list[Trace]:
+        """The traces of several decoded files, derived together (:func:`~ranksight.model.derive.
+        derive_many`: one pass of the column work over all of them); equal to ``Trace(d, ...)``
+        of each. ``decoded`` is emptied (the traces hold the only references to the columns)."""
+        ds = [decoded.pop(0) for _ in range(len(decoded))]
+        for d in ds:
+            if (
+                isinstance(d.spans, pl.DataFrame)
+                and "offset" in d.spans.columns
+                and d.spans.height > SPANS_RESIDENT_MAX
+            ):
+                return [cls(d, rank=r, rank_source=s) for d, r, s in zip(ds, ranks, rank_sources, strict=True)]
+        box = [d.events for d in ds]
+        for d in ds:
+            d.events = None  # type: ignore[assignment]
+        derived = derive_many(box, [d.tables for d in ds])
+        out = []
+        for d, ev, r, s in zip(ds, derived, ranks, rank_sources, strict=True):
+            t = cls.__new__(cls)
+            t._init(
+                path=d.path,
+                rank=r,
+                rank_source=s,
+                events=ev,
+                tables=LazyTables(d.tables),
+                spans=d.spans,
+                raw_meta=d.meta,
+                id_names=d.id_names,
+                stats=d.stats,
+                warnings=d.warnings,
+            )
+            out.append(t)
+        return out
 
     @classmethod
     def from_parts(
