@@ -550,6 +550,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(enclosing, m)?)?;
     m.add_function(wrap_pyfunction!(call_stack, m)?)?;
     m.add_function(wrap_pyfunction!(critical::longest_path_nodes, m)?)?;
+    m.add_function(wrap_pyfunction!(critical::longest_path_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(critical::dedup_graph_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(critical::call_stack_edges, m)?)?;
     m.add_function(wrap_pyfunction!(set_mmap_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(table_schema, m)?)?;
     m.add_function(wrap_pyfunction!(phases, m)?)?;

@@ -134,6 +134,28 @@ def call_stack(thread: bytes, ts: bytes, end: bytes, row: bytes) -> tuple[bytes,
 def longest_path_nodes(n: int, src: bytes, dst: bytes, weight: bytes) -> bytes:
     """Longest path of a critical-path graph (networkx's tie-breaking): int64 node indices."""
 
+def longest_path_edges(n: int, src: bytes, dst: bytes, weight: bytes) -> bytes:
+    """The same longest path as int64 indices of its edges, first to last."""
+
+def dedup_graph_edges(
+    n: int, src: bytes, dst: bytes, typ: bytes, weight: bytes, attr: bytes
+) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """One edge per (src, dst) at its first position, type and weight of the last, the last attr >= 0."""
+
+def call_stack_edges(
+    thread: bytes,
+    depth: bytes,
+    ppos: bytes,
+    row: bytes,
+    parent_row: bytes,
+    start_node: bytes,
+    end_node: bytes,
+    lock: bytes,
+    blocking: bytes,
+    n_ts: bytes,
+) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """The critical-path graph's call-stack edges (src, dst, type, weight, attr) in marker order."""
+
 def enclosing(key: bytes, start: bytes, end: bytes, is_point: bytes) -> bytes:
     """Innermost enclosing span of each item: int64 item indices (-1 = none)."""
 

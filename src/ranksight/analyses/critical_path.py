@@ -118,6 +118,7 @@ def _attributed(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
     want = pl.Series("row", np.unique(rows[rows >= 0]), dtype=pl.Int64)
     return (
         trace.scan()
+        .filter(pl.col("row").cast(pl.Int64).is_in(want.implode()))  # rows first, then the columns
         .select(
             pl.col("row").cast(pl.Int64),
             pl.col("name").cast(pl.String),
@@ -127,7 +128,6 @@ def _attributed(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
             "kind",
             pl.col("kernel_class").cast(pl.String),
         )
-        .filter(pl.col("row").is_in(want.implode()))
         .collect()
     )
 

@@ -296,18 +296,9 @@ def critical_graph(
     edges = pl.concat([p for p in parts if p.height] or [pl.DataFrame(schema=_EDGE_SCHEMA)])
     # one edge per (src, dst): the first position, the last weight and type (networkx's add_edge)
     if edges.height:
-        edges = (
-            edges.with_row_index("__i")
-            .group_by("src", "dst", maintain_order=True)
-            .agg(
-                pl.col("__i").first(),
-                pl.col("type").last(),
-                pl.col("weight_ns").last(),
-                pl.col("attr_row").filter(pl.col("attr_row") >= 0).last().fill_null(-1),
-            )
-            .sort("__i")
-            .drop("__i")
-        )
+        b = lambda c: np.ascontiguousarray(edges[c].to_numpy(), np.int64).tobytes()  # noqa: E731
+        cols = _core.dedup_graph_edges(2 * n_ev, b("src"), b("dst"), b("type"), b("weight_ns"), b("attr_row"))
+        edges = _edges(*(np.frombuffer(x, np.int64) for x in cols))
         neg = edges.filter(pl.col("weight_ns") < 0)
         if neg.height:
             notes.append(
@@ -400,63 +391,45 @@ def _stack_edges(
         cpu = cpu.with_columns(pl.col("tid").replace(fold[0], fold[1]))
         notes.append(f"backward thread {fold[0]} folded into forward thread {fold[1]}")
     tree = nest(cpu.select("row", "pid", "tid", "ts_ns", "end_ns"))
-    c = cpu.select("row", "pid", "tid", "ts_ns", "end_ns").join(tree, on="row", how="left")
     # open order: thread, time, longer first, row (HTA's compare_events); pre-order = open order
-    c = c.with_columns((pl.col("end_ns") - pl.col("ts_ns")).alias("__dur")).sort(
+    c = cpu.select("row", "pid", "tid", "ts_ns", (pl.col("end_ns") - pl.col("ts_ns")).alias("__dur")).sort(
         ["pid", "tid", "ts_ns", "__dur", "row"], descending=[False, False, False, True, False]
     )
     n = c.height
     row = c["row"].cast(pl.Int64).to_numpy()
-    depth = c["depth"].to_numpy().astype(np.int64)
-    parent_row = c["parent_row"].fill_null(-1).to_numpy()
-    pos_of = np.full(int(row.max()) + 1, -1, np.int64)
+    # the tree's depth and parent per row, scattered by row (rows are unique)
+    size = int(row.max()) + 1
+    t_row = tree["row"].cast(pl.Int64).to_numpy()
+    by_row = np.zeros(size, np.int64)
+    by_row[t_row] = tree["depth"].to_numpy()
+    depth = by_row[row]
+    by_row[t_row] = tree["parent_row"].fill_null(-1).to_numpy()
+    parent_row = by_row[row]
+    pos_of = np.full(size, -1, np.int64)
     pos_of[row] = np.arange(n)
     ppos = np.where(parent_row >= 0, pos_of[np.maximum(parent_row, 0)], -1)
-    # last open position in each subtree (the exit comes right after it, deeper exits first)
-    s_end = np.arange(n, dtype=np.int64)
-    by_depth = np.argsort(depth, kind="stable")  # positions grouped by depth: one pass per level, O(n) in all
-    cuts = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2 if n else 1))
-    for d in range(int(depth.max()) if n else 0, 0, -1):
-        i = by_depth[cuts[d] : cuts[d + 1]]
-        np.maximum.at(s_end, ppos[i], s_end[i])
     pid_a, tid_a = c["pid"].to_numpy(), c["tid"].to_numpy()
     thread = np.cumsum(np.r_[False, (pid_a[1:] != pid_a[:-1]) | (tid_a[1:] != tid_a[:-1])]).astype(np.int64)
     tree_out = pl.DataFrame({"row": row, "parent_row": parent_row.astype(np.int64)})
-    keep = start_node[row] >= 0  # events with nodes
-    k = np.flatnonzero(keep)
-    if k.size == 0:
+    if not (start_node[row] >= 0).any():  # no event with nodes
         return pl.DataFrame(schema=_EDGE_SCHEMA), tree_out
-    # markers: enter (pos, 0, 0), exit (s_end, 1, -depth)
-    m_thread = np.concatenate([thread[k], thread[k]])
-    m_k1 = np.concatenate([k, s_end[k]])
-    m_k2 = np.concatenate([np.zeros(k.size, np.int64), np.ones(k.size, np.int64)])
-    m_k3 = np.concatenate([np.zeros(k.size, np.int64), -depth[k]])
-    m_ev = np.concatenate([k, k])
-    o = np.lexsort((m_k3, m_k2, m_k1, m_thread))
-    m_thread, m_enter, m_ev = m_thread[o], m_k2[o] == 0, m_ev[o]
-    m_row = row[m_ev]
-    m_node = np.where(m_enter, start_node[m_row], end_node[m_row])
-    # op depth before each marker (kept events open), per thread
-    step = np.where(m_enter, 1, -1)
-    csum = np.cumsum(step)
-    first = np.r_[True, m_thread[1:] != m_thread[:-1]]
-    grp = np.cumsum(first) - 1
-    depth_before = csum - step - (csum - step)[np.flatnonzero(first)][grp]
-    prev = np.arange(m_ev.size) - 1
-    ok = ~first
-    lock_pair = is_lock[m_row[np.maximum(prev, 0)]] & is_lock[m_row] & (m_enter[np.maximum(prev, 0)] | ~m_enter)
-    ok &= ~lock_pair
-    i = np.flatnonzero(ok)
-    p = i - 1
-    src = m_node[p]
-    dst = m_node[i]
-    enter = m_enter[i]
-    typ = np.where(enter & (depth_before[i] == 0), DEPENDENCY, OPERATOR)
-    zero = (~enter & is_blocking[m_row[i]]) | (typ == DEPENDENCY)
-    w = np.where(zero, 0, n_ts[dst] - n_ts[src])
-    src_parent = parent_row[m_ev[p]]
-    attr = np.where(m_enter[p], m_row[p], np.where(~enter, m_row[i], src_parent))
-    attr = np.where(typ == OPERATOR, attr, -1)
+    # the markers and their edges in one pass (Rust core): per thread, each kept event's enter at
+    # its open position and its exit right after the last open position of its subtree (deeper
+    # exits first); each marker linked to the one before it on its thread
+    b = lambda a: np.ascontiguousarray(a, np.int64).tobytes()  # noqa: E731
+    cols = _core.call_stack_edges(
+        b(thread),
+        b(depth),
+        b(ppos),
+        b(row),
+        b(parent_row),
+        b(start_node[row]),
+        b(end_node[row]),
+        np.ascontiguousarray(is_lock[row], np.uint8).tobytes(),
+        np.ascontiguousarray(is_blocking[row], np.uint8).tobytes(),
+        b(n_ts),
+    )
+    src, dst, typ, w, attr = (np.frombuffer(x, np.int64) for x in cols)
     return _edges(src, dst, typ, w, attr), tree_out
 
 
@@ -837,17 +810,18 @@ def longest_path(g: CriticalGraph) -> pl.DataFrame:
     }
     if e.height == 0:
         return pl.DataFrame(schema=schema)
-    b = lambda c: np.ascontiguousarray(e[c].to_numpy().astype(np.int64)).tobytes()  # noqa: E731
-    nodes = np.frombuffer(_core.longest_path_nodes(g.nodes.height, b("src"), b("dst"), b("weight_ns")), np.int64)
-    if nodes.size < 2:
+    b = lambda c: np.ascontiguousarray(e[c].to_numpy(), np.int64).tobytes()  # noqa: E731
+    idx = np.frombuffer(_core.longest_path_edges(g.nodes.height, b("src"), b("dst"), b("weight_ns")), np.int64)
+    if idx.size == 0:
         return pl.DataFrame(schema=schema)
-    pairs = pl.DataFrame({"step": np.arange(nodes.size - 1), "src": nodes[:-1], "dst": nodes[1:]})
+    p = e[idx]
+    src, dst = p["src"].to_numpy(), p["dst"].to_numpy()
     n_ts = g.nodes["ts_ns"].to_numpy()
     n_row = g.nodes["row"].to_numpy()
-    p = pairs.join(e, on=["src", "dst"], how="left").sort("step")
     return p.with_columns(
-        pl.Series("src_ts_ns", n_ts[nodes[:-1]]),
-        pl.Series("dst_ts_ns", n_ts[nodes[1:]]),
-        pl.Series("src_row", n_row[nodes[:-1]]),
-        pl.Series("dst_row", n_row[nodes[1:]]),
+        pl.Series("step", np.arange(idx.size, dtype=np.int64)),
+        pl.Series("src_ts_ns", n_ts[src]),
+        pl.Series("dst_ts_ns", n_ts[dst]),
+        pl.Series("src_row", n_row[src]),
+        pl.Series("dst_row", n_row[dst]),
     ).select(list(schema))
