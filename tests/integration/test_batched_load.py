@@ -4,7 +4,7 @@ file decoded and derived alone), on the repository's multi-rank traces, on every
 trace of ../shared/traces, and on hand-built ranks whose ids collide across ranks.
 
 The per-rank path is what ``load`` does for one file (and for files read from the cache); the
-test forces it for every file by making ``_decode_natively`` decode nothing.
+test forces it for every file by making ``predecode`` decode nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _same_trace(a: Trace, b: Trace, where: str) -> None:
 
 def _both_paths(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, int]:
     calls = {"native": 0}
-    real = run_mod._decode_natively
+    real = run_mod.predecode
 
     def counted(*args: Any, **kw: Any) -> Any:
         out = real(*args, **kw)
@@ -47,10 +47,10 @@ def _both_paths(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, 
         return out
 
     with monkeypatch.context() as m:
-        m.setattr(run_mod, "_decode_natively", counted)
+        m.setattr(run_mod, "predecode", counted)
         batched = ranksight.load(path, cache=False)
     with monkeypatch.context() as m:
-        m.setattr(run_mod, "_decode_natively", lambda *a, **k: {})
+        m.setattr(run_mod, "predecode", lambda *a, **k: {})
         single = ranksight.load(path, cache=False)
     return batched, single, calls["native"]
 
@@ -96,7 +96,7 @@ def test_every_multi_rank_corpus_trace_batched_equals_per_rank(shared_traces, mo
             _compare_runs(d, monkeypatch)
         except ranksight.RanksightError as e:  # a folder the loader refuses: refused alike both ways
             with monkeypatch.context() as m, pytest.raises(type(e)):
-                m.setattr(run_mod, "_decode_natively", lambda *a, **k: {})
+                m.setattr(run_mod, "predecode", lambda *a, **k: {})
                 ranksight.load(d, cache=False)
             continue
         checked += 1

@@ -119,3 +119,48 @@ def test_cli_through_scheduler_equals_local(cluster, eight_ranks, tmp_path):
     assert remote.returncode == 0, remote.stderr
     assert local.returncode == 0, local.stderr
     assert json.loads(remote.stdout)["tables"] == json.loads(local.stdout)["tables"]
+
+
+@pytest.fixture(scope="module")
+def many_ranks(tmp_path_factory) -> Path:
+    """256 rank files: the 8 DLRM ranks, each copied 32 times with its rank rewritten."""
+    import gzip
+
+    from ranksight.data import example_path
+
+    d = tmp_path_factory.mktemp("ranks256")
+    protos = sorted(example_path("dlrm").glob("*.json.gz"))
+    texts = [gzip.decompress(p.read_bytes()).decode() for p in protos]
+    for r in range(256):
+        k = r % 8
+        text = texts[k].replace(f'"rank": {k},', f'"rank": {r},', 1).replace('"world_size": 8', '"world_size": 256', 1)
+        assert f'"rank": {r},' in text
+        (d / f"rank{r}.json.gz").write_bytes(gzip.compress(text.encode(), compresslevel=1))
+    return d
+
+
+def test_256_ranks_on_dask_run_in_batches_and_equal_local(cluster, many_ranks):
+    """Issue 19: a Dask task holds a batch of ranks (never one small file), and every result equals
+    the local run's."""
+    import ranksight
+    from ranksight.analyses.summary import gpu_counts
+
+    client = distributed.Client(cluster)
+    try:
+        remote = ranksight.load(many_ranks, client=client, cache=False)
+        assert remote.engine.name == "dask" and len(remote) == 256
+        with distributed.get_task_stream(client) as ts:
+            got = remote.map(gpu_counts)
+            temporal = ranksight.analyze(remote, "temporal")
+        tasks = [t for t in ts.data if "apply_batch" in t["key"]]
+        # 2 workers: about four batches per worker and analysis, never a task per rank
+        assert 2 <= len(tasks) <= 2 * 16, len(tasks)
+    finally:
+        client.close()
+    local = ranksight.load(many_ranks, cache=False)
+    assert got == local.map(gpu_counts)
+    assert sorted(got) == list(range(256))
+    mine = ranksight.analyze(local, "temporal")
+    assert list(temporal.tables) == list(mine.tables)
+    for name in mine.tables:
+        assert temporal[name].equals(mine[name]), name

@@ -23,7 +23,18 @@ if TYPE_CHECKING:
     from ranksight.model.cache import CacheConfig
     from ranksight.model.trace import Trace
 
-__all__ = ["TraceSource", "Engine", "LocalEngine", "ProcessEngine", "DaskEngine", "build_source"]
+__all__ = [
+    "TraceSource",
+    "Engine",
+    "LocalEngine",
+    "ProcessEngine",
+    "DaskEngine",
+    "build_source",
+    "build_batch",
+    "batches",
+    "load_many",
+    "predecode",
+]
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,80 @@ def _apply(src: TraceSource, fn: Callable[..., Any], kwargs: dict[str, Any]) -> 
     return fn(src.load(), **kwargs)
 
 
+def predecode(sources: Sequence[TraceSource]) -> dict[int, Trace]:
+    """The sources (by index) that are Kineto files not read from the cache, decoded in one native
+    call (:func:`~ranksight.io.kineto.decode_many`: in parallel across files, no Python work per
+    file until their columns are imported) and derived together (:meth:`Trace.many`). Fewer than
+    two such files: nothing (one file decodes as fast alone, in parallel within the file). The
+    sources of one load share their guards and caps (those of the first are used)."""
+    todo = [i for i, s in enumerate(sources) if s.decodes_natively() and not s.is_cached()]
+    if len(todo) < 2:
+        return {}
+    from ranksight.io.kineto import decode_many
+    from ranksight.model.trace import Trace
+
+    first = sources[todo[0]]
+    ms, me = first.caps if first.caps is not None else (None, None)
+    decoded = decode_many(
+        [sources[i].path for i in todo],
+        strict=first.strict,
+        max_bytes=first.max_bytes,
+        max_string_bytes=ms,
+        max_event_bytes=me,
+    )
+    traces = Trace.many(decoded, [sources[i].rank for i in todo], [sources[i].rank_source for i in todo])
+    return dict(zip(todo, traces, strict=True))
+
+
+def load_many(sources: Sequence[TraceSource]) -> list[Trace]:
+    """Each source's trace, as :meth:`TraceSource.load` gives it: from the cache entry when valid
+    (and written there when not), the files to decode decoded together (:func:`predecode`)."""
+    pre = predecode(sources)
+    return [s.load(pre.pop(i, None)) for i, s in enumerate(sources)]
+
+
+def _apply_batch(sources: list[TraceSource], fn: Callable[..., Any], kwargs: dict[str, Any]) -> list[Any]:
+    """Worker task: ``fn`` on each trace of a batch of ranks (loaded together)."""
+    return [fn(t, **kwargs) for t in load_many(sources)]
+
+
+def build_batch(sources: list[TraceSource]) -> list[tuple[list[str], Any]]:
+    """Worker task: :func:`build_source` of a batch of ranks (decoded together)."""
+    return [(list(t.warnings), t.meta.raw.get("distributedInfo")) for t in load_many(sources)]
+
+
+#: A task of the process pool or of Dask holds ranks of at most this many bytes (file size)
+#: together, and at most this many ranks.
+BATCH_BYTES = 256 << 20
+BATCH_RANKS = 256
+
+
+def batches(sources: Sequence[TraceSource], workers: int) -> list[list[TraceSource]]:
+    """``sources`` in order, cut into contiguous batches (issue 19: a task holds many ranks, never
+    one small file): about four batches per worker for balance, each of at most
+    :data:`BATCH_BYTES` (a larger file alone) and :data:`BATCH_RANKS` ranks."""
+    if not sources:
+        return []
+    sizes = [_size(s.path) for s in sources]
+    target = min(BATCH_BYTES, max(1, sum(sizes) // max(1, 4 * workers)))
+    out: list[list[TraceSource]] = [[]]
+    acc = 0
+    for s, b in zip(sources, sizes, strict=True):
+        if out[-1] and (acc + b > target or len(out[-1]) >= BATCH_RANKS):
+            out.append([])
+            acc = 0
+        out[-1].append(s)
+        acc += b
+    return out
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 class Engine:
     """Runs ``fn(trace, **kwargs)`` for each source."""
 
@@ -154,7 +239,7 @@ class Engine:
 
     def build(self, sources: Sequence[TraceSource]) -> list[tuple[list[str], Any]]:
         """Decode sources into the cache; returns each one's warnings and ``distributedInfo``."""
-        return [build_source(s) for s in sources]
+        return build_batch(list(sources))
 
 
 class LocalEngine(Engine):
@@ -193,12 +278,14 @@ class ProcessEngine(Engine):
     def map(self, fn: Callable[..., Any], sources: Sequence[TraceSource], kwargs: dict[str, Any]) -> list[Any]:
         if not sources:
             return []
-        return list(self._pool().map(_apply, sources, [fn] * len(sources), [kwargs] * len(sources)))
+        bs = batches(sources, self.jobs)
+        return [r for part in self._pool().map(_apply_batch, bs, [fn] * len(bs), [kwargs] * len(bs)) for r in part]
 
     def build(self, sources: Sequence[TraceSource]) -> list[tuple[list[str], Any]]:
         if len(sources) <= 1:
             return super().build(sources)
-        return list(self._pool().map(build_source, sources))
+        bs = batches(sources, self.jobs)
+        return [r for part in self._pool().map(build_batch, bs) for r in part]
 
 
 class DaskEngine(Engine):
@@ -209,10 +296,18 @@ class DaskEngine(Engine):
     def __init__(self, client: Any) -> None:
         self.client = client
 
+    def _workers(self) -> int:
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception:  # noqa: BLE001 - an old or odd client: batches sized for one worker
+            return 1
+
     def map(self, fn: Callable[..., Any], sources: Sequence[TraceSource], kwargs: dict[str, Any]) -> list[Any]:
-        futures = [self.client.submit(_apply, s, fn, kwargs, pure=False) for s in sources]
-        return self.client.gather(futures)
+        bs = batches(sources, self._workers())
+        futures = [self.client.submit(_apply_batch, b, fn, kwargs, pure=False) for b in bs]
+        return [r for part in self.client.gather(futures) for r in part]
 
     def build(self, sources: Sequence[TraceSource]) -> list[tuple[list[str], Any]]:
-        futures = [self.client.submit(build_source, s, pure=False) for s in sources]
-        return self.client.gather(futures)
+        bs = batches(sources, self._workers())
+        futures = [self.client.submit(build_batch, b, pure=False) for b in bs]
+        return [r for part in self.client.gather(futures) for r in part]

@@ -16,15 +16,18 @@ import polars as pl
 
 from ranksight.errors import RanksightWarning, UsageError
 from ranksight.io.discovery import PROVISIONAL_SOURCES, TraceFile, declared_rank, discover
-from ranksight.io.kineto import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_EVENT_BYTES,
-    DEFAULT_MAX_STRING_BYTES,
-    decode_many,
-)
+from ranksight.io.kineto import DEFAULT_MAX_BYTES, DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from ranksight.io.kineto import limits as kineto_limits
 from ranksight.model.cache import CACHE_WARNING, VERIFY_MODES, CacheConfig, fingerprint, sweep_tmp
-from ranksight.model.engine import DaskEngine, Engine, LocalEngine, ProcessEngine, TraceSource
+from ranksight.model.engine import (
+    DaskEngine,
+    Engine,
+    LocalEngine,
+    ProcessEngine,
+    TraceSource,
+    batches,
+    predecode,
+)
 from ranksight.model.trace import Trace
 
 __all__ = ["Run", "load"]
@@ -292,8 +295,8 @@ def load(
         # filters are restored here once every thread is done (else "ignore" can stay behind)
         with _warnings.catch_warnings(), ThreadPoolExecutor(max_workers=n_threads) as pool:
             for group in _decode_groups(sources, local):
-                pre = _decode_natively(sources, group, strict, max_bytes, caps)
-                jobs_ = [(sources[i], pre.pop(i, None)) for i in group]
+                pre = predecode([sources[i] for i in group])
+                jobs_ = [(sources[i], pre.pop(k, None)) for k, i in enumerate(group)]
                 for i, t in zip(group, pool.map(lambda job: job[0].load(job[1]), jobs_), strict=True):
                     loaded(i, t, keep=True)
                     done += 1
@@ -340,44 +343,13 @@ def load(
     return run
 
 
-#: Files decoded in one native call hold at most this many bytes (file size) together.
-NATIVE_GROUP_BYTES = 256 << 20
-
-
 def _decode_groups(sources: Sequence[TraceSource], local: list[int]) -> Iterator[list[int]]:
-    """``local`` in order, cut into groups of at most :data:`NATIVE_GROUP_BYTES` (a larger file
-    is a group of its own)."""
-    group: list[int] = []
-    size = 0
-    for i in local:
-        b = os.path.getsize(sources[i].path)
-        if group and size + b > NATIVE_GROUP_BYTES:
-            yield group
-            group, size = [], 0
-        group.append(i)
-        size += b
-    if group:
-        yield group
-
-
-def _decode_natively(
-    sources: Sequence[TraceSource], group: list[int], strict: bool, max_bytes: int, caps: tuple[int, int]
-) -> dict[int, Trace]:
-    """The Kineto files of ``group`` that are not read from the cache, decoded in one native call
-    (in parallel across files, no Python work per file until their columns are imported) and
-    derived together (:meth:`Trace.many`)."""
-    todo = [i for i in group if sources[i].decodes_natively() and not sources[i].is_cached()]
-    if len(todo) < 2:  # one file: its own decode is as fast, and parallel within the file
-        return {}
-    decoded = decode_many(
-        [sources[i].path for i in todo],
-        strict=strict,
-        max_bytes=max_bytes,
-        max_string_bytes=caps[0],
-        max_event_bytes=caps[1],
-    )
-    traces = Trace.many(decoded, [sources[i].rank for i in todo], [sources[i].rank_source for i in todo])
-    return dict(zip(todo, traces, strict=True))
+    """``local`` in order, cut as :func:`~ranksight.model.engine.batches` cuts a task's ranks (each
+    group is decoded in one native call and derived together)."""
+    k = 0
+    for b in batches([sources[i] for i in local], 0):
+        yield local[k : k + len(b)]
+        k += len(b)
 
 
 def _declares(info: Any) -> bool:

@@ -44,6 +44,7 @@ another tile size matches. Off by default because the shape is often the point.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -136,6 +137,7 @@ def strip_brackets(name: str, *, templates: bool = True, params: bool = True) ->
     return text.strip() or name
 
 
+@functools.lru_cache(maxsize=1 << 16)  # names repeat across ranks and calls (issue 19)
 def normalize_op(name: str, *, templates: bool = False, shapes: bool = False) -> str:
     """Normalised name of a CPU operator, annotation or runtime call (rules 1–5; templates
     and shape suffixes on request: ``torch::autograd::CppNode<X>`` names differ by ``X``)."""
@@ -147,6 +149,7 @@ def normalize_op(name: str, *, templates: bool = False, shapes: bool = False) ->
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)  # names repeat across ranks and calls (issue 19)
 def normalize_kernel(name: str, *, templates: bool = True, shapes: bool = False) -> str:
     """Normalised name of a GPU kernel, memcpy or memset (rules 1–5, template arguments and
     the parameter list; shape suffixes on request)."""

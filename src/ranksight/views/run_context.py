@@ -25,6 +25,7 @@ once per distinct name (no Python per event); the result is memoised per trace.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -236,9 +237,14 @@ def _name_table(trace: Trace) -> pl.DataFrame:
     )
 
 
+@functools.lru_cache(maxsize=1 << 18)  # names repeat across ranks (issue 19)
+def _hit(pattern: re.Pattern[str], name: str | None) -> bool:
+    return bool(pattern.search(name)) if name is not None else False
+
+
 def _matching(tab: pl.DataFrame, pattern: re.Pattern[str], kinds: tuple[str, ...]) -> pl.DataFrame:
     sub = tab.filter(pl.col("kind").is_in(list(kinds)))
-    hit = [bool(pattern.search(n)) if n is not None else False for n in sub["name"].to_list()]
+    hit = [_hit(pattern, n) for n in sub["name"].to_list()]
     # most frequent first, then by name: the examples quoted in the evidence are deterministic
     return sub.filter(pl.Series(hit, dtype=pl.Boolean)).sort(["n", "name"], descending=[True, False])
 
