@@ -18,9 +18,18 @@ from ranksight.hta._breakdown import BreakdownMixin
 from ranksight.hta._critical import CriticalPath, CriticalPathMixin
 from ranksight.hta._diff import DeviceType, LabeledTrace, TraceDiff
 from ranksight.hta._launch import LaunchMixin, TimeSeriesTypes
+from ranksight.hta._trace import FacadeTrace, TraceMixin
 
-__all__ = ["TraceAnalysis", "TraceDiff", "TimeSeriesTypes", "LabeledTrace", "DeviceType", "CriticalPath"]
+__all__ = [
+    "TraceAnalysis",
+    "TraceDiff",
+    "TimeSeriesTypes",
+    "LabeledTrace",
+    "DeviceType",
+    "CriticalPath",
+    "FacadeTrace",
+]
 
 
-class TraceAnalysis(BreakdownMixin, LaunchMixin, CriticalPathMixin, TraceAnalysisBase):
+class TraceAnalysis(BreakdownMixin, LaunchMixin, CriticalPathMixin, TraceMixin, TraceAnalysisBase):
     """HTA's ``TraceAnalysis`` on ranksight's loader and analyses."""
