@@ -67,6 +67,15 @@ def test_dlrm_path_runs_through_rank_7_before_the_first_all_to_all(sess: Session
     inst = pr.filter((pl.col("rank") == nxt["rank"]) & (pl.col("row") == nxt["row"]))["instance"][0]
     starts = pr.filter(pl.col("instance") == inst).sort("start_ns")
     assert starts["rank"][-1] == 7 and nxt["start_ns"] == starts["start_ns"][-1]
+    # ... and that segment records the rank it waited for, as does the crossing (the only one)
+    assert nxt["waiting_on_rank"] == 7
+    assert seg["waiting_on_rank"].drop_nulls().to_list() == [7]
+    cr = jp.crossings.row(0, named=True)
+    assert jp.crossings.height == 1 and (cr["instance"], cr["waited_for"], cr["rank"]) == (inst, 7, nxt["rank"])
+    assert cr["wait_ns"] == starts["start_ns"][-1] - starts.filter(pl.col("rank") == nxt["rank"])["start_ns"][0]
+    late7 = sess.result("stragglers")["instances"].filter(pl.col("instance") == inst)
+    assert late7["late_rank"][0] == 7 and cr["lateness_ns"] / 1e3 == late7["lateness_us"][0]
+    assert sess.result("critical-path")["job_crossings"]["waited_for"].to_list() == [7]
 
 
 def test_dlrm_path_follows_the_backward_pass_on_the_autograd_thread(sess: Session) -> None:

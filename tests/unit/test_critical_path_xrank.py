@@ -7,6 +7,9 @@
 2. ``pipeline``: 3 stages, send/recv (``nccl:send 0->1`` annotations name the peers), stage 1's
    GEMM takes 300 µs; every rank queues its work early and ends with ``cudaDeviceSynchronize``.
    Stage 1's clock reads 300 µs ahead.
+3. ``gloo``: the all-reduce of 1. over gloo on the CPU: each rank's main thread enqueues it
+   (``c10d::allreduce_``), a gloo thread runs it (``gloo:all_reduce``), the main thread waits
+   (unrecorded) and resumes after it ends. Rank 1's clock reads 500 µs ahead.
 
 Times in the comments are µs on the true clock. Alignment uses the collectives' end times: with
 two participants per instance the median end is their midpoint, so both ranks move by half the
@@ -15,12 +18,13 @@ offset and aligned = true + offset/2 on every rank.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-from tests.unit.dist_traces import _x, coll_args, write_rank
+from tests.unit.dist_traces import CPU_TID, _x, coll_args, write_rank
 
 import ranksight as rs
 from ranksight.analyses import Session
@@ -140,6 +144,53 @@ def _pipeline(d: Path) -> Path:
     return d
 
 
+GLOO_TID = 9000
+
+
+def _gloo(d: Path, groups: int = 1) -> Path:
+    """Two ranks, one gloo all-reduce (CPU only); rank 1 runs 180 µs of host work before it
+    enqueues it. ``groups``: process groups listed in each trace's ``distributedInfo``."""
+    dims = {"Input Dims": [[1024]], "Input type": ["float"]}
+    c10d = {"Input Dims": [[[1024]], [], [], [], [], []], "Input type": ["TensorList", "", "", "", "Scalar", "Scalar"]}
+    plan = {
+        0: [("aten::mm", 10, 40), ("c10d::allreduce_", 40, 50), ("gloo:all_reduce", 52, 230), ("aten::add", 235, 260)],
+        1: [
+            ("slow_host_op", 10, 190),
+            ("c10d::allreduce_", 190, 200),
+            ("gloo:all_reduce", 202, 230),
+            ("aten::add", 233, 250),
+        ],
+    }
+    pgs = [
+        {
+            "pg_name": str(k),
+            "pg_desc": "default_pg" if k == 0 else "undefined",
+            "backend_config": "cpu:gloo",
+            "pg_size": 2,
+            "ranks": [0, 1],
+        }
+        for k in range(groups)
+    ]
+    for r, ops in plan.items():
+        rk = _Rank(shift=500 * r)
+        rk.cpu("ProfilerStep#1", 0, 300, cat="user_annotation")
+        ev = rk.ev
+        for name, a, b in ops:
+            if name.startswith("gloo:"):
+                ev.append(_x(name, "user_annotation", a + rk.shift, b - a, tid=GLOO_TID, args=dims))
+            else:
+                rk.cpu(name, a, b, **(c10d if name.startswith("c10d::") else {}))
+        doc = {
+            "schemaVersion": 1,
+            "distributedInfo": {"backend": "gloo", "rank": r, "world_size": 2, "pg_count": groups, "pg_config": pgs},
+            "host_name": "ab"[r],
+            "traceEvents": ev,
+        }
+        (d / f"rank{r}.json").write_text(json.dumps(doc))
+    assert CPU_TID != GLOO_TID
+    return d
+
+
 def _segments(d: Path, base_us: float) -> tuple[Any, list[tuple[Any, ...]]]:
     """The job path and its segments as (rank, type, category, name, start µs, end µs) on the
     true clock (aligned − ``base_us``)."""
@@ -161,6 +212,23 @@ def _offsets_us(d: Path) -> dict[int, float]:
 
 def _what_if(jp: Any) -> dict[tuple[str, str], float]:
     return {(r["scenario"], r["target"]): round(r["saving_ms"] * 1000, 6) for r in jp.what_if.iter_rows(named=True)}
+
+
+def _waiting_on(jp: Any) -> list[tuple[Any, ...]]:
+    """(rank, name, start µs on the true clock, waiting_on_rank) of the segments that carry one."""
+    lo = jp.lo_ns
+    return [
+        (r["rank"], r["name"], (r["start_ns"] - lo) / US, r["waiting_on_rank"])
+        for r in jp.segments.filter(pl.col("waiting_on_rank").is_not_null()).iter_rows(named=True)
+    ]
+
+
+def _crossings(jp: Any) -> list[tuple[Any, ...]]:
+    """(instance, waited_for, rank, wait µs, lateness µs) per crossing."""
+    return [
+        (r["instance"], r["waited_for"], r["rank"], r["wait_ns"] / US, r["lateness_ns"] / US)
+        for r in jp.crossings.iter_rows(named=True)
+    ]
 
 
 def test_late_rank_delays_an_all_reduce(tmp_path: Path) -> None:
@@ -186,6 +254,10 @@ def test_late_rank_delays_an_all_reduce(tmp_path: Path) -> None:
     assert jp.hi_ns - jp.lo_ns == 300 * US
     by_cat = jp.segments.group_by("category").agg((pl.col("end_ns") - pl.col("start_ns")).sum() / US)
     assert dict(by_cat.iter_rows()) == {"host": 215, "communication": 25, "compute": 25, "idle": 35}
+    # the path crosses from rank 1 to rank 0 at the all-reduce: rank 0's transfer records the rank
+    # it waited for, and the crossing its wait (205 − 55) and rank 1's lateness (205 − median 130)
+    assert _waiting_on(jp) == [(0, ALLREDUCE, 205, 1)]
+    assert _crossings(jp) == [(0, 1, 0, 150, 75)]
     assert _what_if(jp) == {
         ("no exposed communication", "all ranks"): 25,
         # rank 1 starts at the median start (130): rank 0's add_kernel ends at 205, but rank 1's own
@@ -242,6 +314,9 @@ def test_pipeline_with_a_slow_stage(tmp_path: Path) -> None:
     ]
     by_rank = jp.segments.group_by("rank").agg((pl.col("end_ns") - pl.col("start_ns")).sum() / US)
     assert dict(by_rank.iter_rows()) == {0: 100, 1: 320, 2: 70}
+    # each crossing is a receive that waited for its sender
+    assert _waiting_on(jp) == [(1, SENDRECV, 100, 0), (2, SENDRECV, 420, 1)]
+    assert [(c[1], c[2]) for c in _crossings(jp)] == [(0, 1), (1, 2)]
     assert _what_if(jp) == {
         ("no exposed communication", "all ranks"): 30,
         # stage 0 starts its send at the median of the pair (60): everything after moves by 40
@@ -258,7 +333,45 @@ def test_pipeline_with_a_slow_stage(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.parametrize("build", [_allreduce, _pipeline])
+def test_gloo_all_reduce_joined_across_ranks(tmp_path: Path) -> None:
+    d = _gloo(tmp_path)
+    assert _offsets_us(d) == {0: -250.0, 1: 250.0}
+    jp, seg = _segments(d, 0)
+    assert seg == [
+        (1, "idle", "idle", "idle", 0, 10),
+        (1, "cpu_op", "host", "slow_host_op", 10, 190),
+        # the enqueue: from the c10d op's start to the gloo thread's start of the collective
+        (1, "cpu_gap", "host", "cpu_gap", 190, 202),
+        # rank 0's gloo thread exchanges from the last arrival (rank 1's, at 202) to its end
+        (0, "cpu_op", "communication", "gloo:all_reduce", 202, 230),
+        # rank 0's main thread waited (unrecorded) for the collective, then resumed
+        (0, "sync", "idle", "sync", 230, 235),
+        (0, "cpu_op", "host", "aten::add", 235, 260),
+        (0, "idle", "idle", "idle", 260, 300),
+    ]
+    assert _waiting_on(jp) == [(0, "gloo:all_reduce", 202, 1)]
+    # rank 0 arrived at 52: it waited 150 µs; rank 1's lateness 202 − median 127
+    assert _crossings(jp) == [(0, 1, 0, 150, 75)]
+    assert any(n.startswith("gloo collectives joined across ranks") for n in jp.notes)
+    wi = _what_if(jp)
+    assert wi[("no exposed communication", "all ranks")] == 28
+    assert wi[("rank not late", "rank 1")] > 0
+
+
+def test_gloo_not_joined_without_evidence_to_pair_instances(tmp_path: Path) -> None:
+    # two process groups: gloo's events name neither their group nor a sequence number
+    jp = job_path(Session.of(rs.load(_gloo(tmp_path, groups=2))))
+    assert jp.crossings.height == 0
+    assert jp.segments["rank"].unique().to_list() == [0]
+    assert jp.segments["waiting_on_rank"].null_count() == jp.segments.height
+    note = [n for n in jp.notes if n.startswith("gloo collectives not joined")]
+    assert note and "2 process group(s)" in note[0] and "cannot be paired" in note[0]
+    # rank 0's own collective stays on its path, as its gloo thread's work (host), not a transfer
+    ar = jp.segments.filter(pl.col("name") == "gloo:all_reduce")
+    assert ar["category"].to_list() == ["host"]
+
+
+@pytest.mark.parametrize("build", [_allreduce, _pipeline, _gloo])
 def test_categories_sum_to_the_step(tmp_path: Path, build: Any) -> None:
     sess = Session.of(rs.load(build(tmp_path)))
     res = sess.result("critical-path")

@@ -266,7 +266,7 @@ def _rank_graph(trace: Trace, step: int | None) -> tuple[CriticalGraph, tuple[in
         lo, hi = int(r["start_ns"]), int(r["end_ns"])
         gs, ge = r.get("gpu_start_ns"), r.get("gpu_end_ns")
         span = (min(lo, gs) if gs is not None else lo, max(hi, ge) if ge is not None else hi)
-    g = critical_graph(trace, lo, hi, hta_compat=False, data_load=DATA_LOAD_PATTERNS)
+    g = critical_graph(trace, lo, hi, hta_compat=False, data_load=DATA_LOAD_PATTERNS, gloo=True)
     return g, span, _attributed(trace, g.edges["attr_row"].to_numpy())
 
 
@@ -278,6 +278,15 @@ def _empty_graph(rank: int) -> CriticalGraph:
 
 
 _LATE_SCHEMA = {"instance": pl.Int64, "rank": pl.Int32, "lateness_ns": pl.Int64}
+_CROSSING_SCHEMA = {
+    "instance": pl.Int64,
+    "name": pl.String,
+    "ready_ns": pl.Int64,
+    "waited_for": pl.Int32,
+    "rank": pl.Int32,
+    "wait_ns": pl.Int64,
+    "lateness_ns": pl.Int64,
+}
 
 
 @dataclass
@@ -293,6 +302,10 @@ class JobPath:
     #: per matched instance, its last participant and that rank's lateness (start − median start,
     #: the stragglers analysis' definition): ``instance, rank, lateness_ns``
     late: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_LATE_SCHEMA))
+    #: every collective instance at which the path goes from one rank to another, in path order:
+    #: the path reaches the instance's ready point on ``waited_for`` (its last participant, whose
+    #: start released the others) and leaves on ``rank``, whose instance had waited ``wait_ns``
+    crossings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_CROSSING_SCHEMA))
 
 
 def _choose_step(sess: Session) -> int | None:
@@ -395,9 +408,14 @@ def _job_path(sess: Session, step: int | None) -> JobPath:
         pl.col("node").filter(pl.col("is_start")).first().alias("s"),
         pl.col("node").filter(~pl.col("is_start")).first().alias("e"),
     )
+    # gloo: the enqueue and the wait within each rank
+    gl = _gloo_links(sess, ranks, per, se, offsets)
+    if gl is not None:
+        E = pl.concat([E, gl.select(E.columns).cast(E.schema)], how="vertical_relaxed")
     # collectives matched across ranks
-    coll = _collective_nodes(sess, ranks, se, ts)
+    coll = _collective_nodes(sess, ranks, se, ts, E, notes)
     late_info = pl.DataFrame()
+    p = None
     if coll is not None:
         parts, extra_ts, extra_rank, late_info = coll
         drop = parts.select(pl.col("s").alias("src"), pl.col("e").alias("dst"))
@@ -446,15 +464,66 @@ def _job_path(sess: Session, step: int | None) -> JobPath:
     path_nodes = _walk(n, E, ts)
     if path_nodes.size < 2:
         raise MissingDataError("no critical path across ranks (no event in the step)")
+    c_nodes = p["C"] if p is not None else pl.Series("C", [], dtype=pl.Int64)
     pe = (
         pl.DataFrame({"seq": np.arange(path_nodes.size - 1), "src": path_nodes[:-1], "dst": path_nodes[1:]})
         .join(E, on=["src", "dst"], how="left")
         .sort("seq")
+        .with_columns(pl.col("src").is_in(c_nodes.implode()).alias("transfer"))  # a collective's transfer
     )
-    segs = _segments(pe, ts, nrank, ncpu, ev, lo, hi, {r: per[r][1][0] - offsets[r] for r in ranks})
-    wi = _what_if(n, E, ts, lo, hi, segs, late_info, ev, per, ranks)
-    late = late_info.select(list(_LATE_SCHEMA)).cast(_LATE_SCHEMA) if late_info.height else None  # type: ignore[arg-type]
-    return JobPath(step, lo, hi, segs, wi, notes, *([late] if late is not None else []))
+    cross = _crossings(path_nodes, p, late_info, ts, nrank, ev)
+    segs = _segments(pe, ts, nrank, ncpu, ev, lo, hi, {r: per[r][1][0] - offsets[r] for r in ranks}, cross)
+    wi = _what_if(n, E, ts, lo, hi, segs, late_info, ev, per, ranks, c_nodes.to_numpy())
+    late = (
+        late_info.select(list(_LATE_SCHEMA)).cast(_LATE_SCHEMA)  # type: ignore[arg-type]
+        if late_info.height
+        else pl.DataFrame(schema=_LATE_SCHEMA)
+    )
+    return JobPath(step, lo, hi, segs, wi, notes, late, cross.drop("seq").cast(_CROSSING_SCHEMA))  # type: ignore[arg-type]
+
+
+def _crossings(
+    path: np.ndarray,
+    parts: pl.DataFrame | None,
+    late_info: pl.DataFrame,
+    ts: np.ndarray,
+    nrank: np.ndarray,
+    ev: pl.DataFrame,
+) -> pl.DataFrame:
+    """The collective instances at which the walk changes rank: ``… s_L → R → C_W → e_W`` with
+    ``L ≠ W`` (``R`` the instance's ready node, ``s_L`` the start of its last participant's
+    collective, ``C_W → e_W`` the transfer of rank W's). ``seq``: the path edge ``C_W → e_W``."""
+    empty = pl.DataFrame(schema={"seq": pl.Int64, **_CROSSING_SCHEMA})
+    if parts is None or parts.height == 0 or path.size < 3:
+        return empty
+    c_of = parts.select("C", "instance", "rank", "row", "s")
+    prev, mid, nxt = path[:-2], path[1:-1], path[2:]
+    # path edge k runs from path[k] to path[k + 1]: C_W → e_W is the edge after R → C_W
+    j = pl.DataFrame({"seq": np.arange(2, path.size), "a": prev, "R": mid, "C": nxt})
+    j = j.join(c_of, on="C", how="inner").filter(pl.col("R").is_in(parts["R"].unique().implode()))
+    if j.height == 0:
+        return empty
+    j = j.with_columns(
+        pl.Series("waited_for", nrank[j["a"].to_numpy()]).cast(pl.Int32),
+        pl.Series("ready_ns", ts[j["R"].to_numpy()]),
+        pl.Series("w_start", ts[j["s"].to_numpy()]),
+    ).filter(pl.col("waited_for") != pl.col("rank"))
+    names = ev.select(pl.col("rank").cast(pl.Int32), pl.col("row").cast(pl.Int64), "name").unique(["rank", "row"])
+    lat = late_info.select("instance", pl.col("lateness_ns")) if late_info.height else None
+    j = j.with_columns(pl.col("rank").cast(pl.Int32), pl.col("row").cast(pl.Int64)).join(
+        names, on=["rank", "row"], how="left"
+    )
+    j = j.join(lat, on="instance", how="left") if lat is not None else j.with_columns(pl.lit(None).alias("lateness_ns"))
+    return j.select(
+        "seq",
+        "instance",
+        "name",
+        "ready_ns",
+        "waited_for",
+        "rank",
+        (pl.col("ready_ns") - pl.col("w_start")).alias("wait_ns"),
+        "lateness_ns",
+    ).sort("seq")
 
 
 def _binding(n: int, E: pl.DataFrame, ts: np.ndarray) -> np.ndarray:
@@ -516,9 +585,16 @@ def _simulate(n: int, E: pl.DataFrame, d: np.ndarray, ts: np.ndarray, lo: int) -
     return int(k["w"].sum())
 
 
-def _collective_nodes(sess: Session, ranks: list[int], se: pl.DataFrame, ts: np.ndarray):  # noqa: ANN202
+def _collective_nodes(  # noqa: ANN202
+    sess: Session, ranks: list[int], se: pl.DataFrame, ts: np.ndarray, E: pl.DataFrame, notes: list[str]
+):
     """Per matched instance with two or more participants in the graphs: the ready node R (at the
-    last participant's start) and a per-participant node C (the end of its wait)."""
+    last participant's arrival) and a per-participant node C (the end of its wait). A GPU
+    collective's arrival is its kernel's start and its transfer ends at the kernel's end; a gloo
+    collective's (:func:`_gloo_exchange`) are the ends of the longest gap on its gloo thread
+    inside its annotation. Gloo instances are joined only when every rank that ran them lists one
+    process group (their events carry neither the group nor a sequence number: the k-th
+    collective of a type and size of the one group is paired with the k-th on the other ranks)."""
     if len(ranks) < 2:
         return None
     from ranksight.analyses.collectives import comm_data
@@ -528,9 +604,27 @@ def _collective_nodes(sess: Session, ranks: list[int], se: pl.DataFrame, ts: np.
     except RanksightError:
         return None
     pr = cd.per_rank.filter(pl.col("instance").is_not_null() & pl.col("rank").is_in(ranks)).select(
-        "instance", "rank", pl.col("row").cast(pl.Int64), "name"
+        "instance", "rank", pl.col("row").cast(pl.Int64), "name", "source"
     )
+    cpu = pr.filter(pl.col("source") == "cpu")
+    if cpu.height:
+        groups = {r: len(sess.trace(r).meta.process_groups) for r in sorted(set(cpu["rank"].to_list()))}
+        bad = {r: k for r, k in groups.items() if k != 1}
+        if bad:
+            notes.append(
+                f"gloo collectives not joined across ranks: {_ranks_text(sorted(bad))} list "
+                f"{', '.join(sorted({str(k) for k in bad.values()}))} process group(s) and gloo's events carry "
+                "neither a process group nor a sequence number, so their instances cannot be paired"
+            )
+            pr = pr.filter(pl.col("source") != "cpu")
+        else:
+            notes.append(
+                "gloo collectives joined across ranks by their order in the one process group (k-th of a type "
+                "and size on each rank; their events carry no sequence number); a participant arrives when its "
+                "gloo thread enters the exchange (the longest gap inside its gloo:* annotation)"
+            )
     pr = pr.join(se, on=["rank", "row"], how="inner").filter(pl.col("s").is_not_null() & pl.col("e").is_not_null())
+    pr = _gloo_exchange(pr, E, ts)
     pr = pr.filter(pl.len().over("instance") >= 2)
     if pr.height == 0:
         return None
@@ -554,6 +648,122 @@ def _collective_nodes(sess: Session, ranks: list[int], se: pl.DataFrame, ts: np.
     return pr.select("instance", "rank", "row", "s", "e", "R", "C"), extra_ts, extra_rank, late
 
 
+def _gloo_exchange(pr: pl.DataFrame, E: pl.DataFrame, ts: np.ndarray) -> pl.DataFrame:
+    """For the gloo participants of ``pr`` (``source == "cpu"``; ``s``/``e`` the nodes of their
+    ``gloo:*`` annotation): ``s``/``e`` replaced by the ends of the exchange, the longest edge of the
+    annotation's thread chain attributed to it (the time its gloo thread ran no profiled event:
+    gloo's algorithm is not instrumented; the calls around it copy the tensors in and out); the
+    whole annotation when it has no nested event. GPU participants are returned as they are."""
+    cpu = pr.filter(pl.col("source") == "cpu")
+    if cpu.height == 0:
+        return pr
+    cand = (
+        E.with_row_index("__i")
+        .filter(pl.col("type") == OPERATOR)
+        .join(cpu.select("rank", pl.col("row").alias("attr_row")), on=["rank", "attr_row"], how="semi")
+    )
+    cand = cand.with_columns(pl.Series("__span", ts[cand["dst"].to_numpy()] - ts[cand["src"].to_numpy()]))
+    gap = (
+        cand.sort(["rank", "attr_row", "__span", "__i"], descending=[False, False, True, False])
+        .unique(["rank", "attr_row"], keep="first")
+        .select("rank", pl.col("attr_row").alias("row"), pl.col("src").alias("__u"), pl.col("dst").alias("__v"))
+    )
+    return pr.join(gap, on=["rank", "row"], how="left", maintain_order="left").select(
+        pl.exclude("s", "e", "__u", "__v"),
+        pl.when(pl.col("source") == "cpu").then(pl.coalesce("__u", "s")).otherwise(pl.col("s")).alias("s"),
+        pl.when(pl.col("source") == "cpu").then(pl.coalesce("__v", "e")).otherwise(pl.col("e")).alias("e"),
+    )
+
+
+def _gloo_links(
+    sess: Session, ranks: list[int], per: dict, se: pl.DataFrame, offsets: dict[int, int]
+) -> pl.DataFrame | None:
+    """Edges within a rank around its gloo collectives (the job path's graphs only), in the
+    global node space: **enqueue**, from the start of the ``c10d::*`` op that enqueued the
+    collective (``collectives``' pairing: the k-th such op of the type on the rank) to the start
+    of its ``gloo:*`` annotation; **wait**, from the annotation's end to the next event of the
+    enqueueing thread when that thread ran no event at that end (it waited in ``Work.wait()``,
+    which the trace does not record), from the collective that ended last before that event."""
+    from ranksight.analyses.collectives import comm_data
+
+    try:
+        cd = comm_data(sess)
+    except RanksightError:
+        return None
+    rows = cd.per_rank.filter((pl.col("source") == "cpu") & pl.col("rank").is_in(ranks))
+    if rows.height == 0:
+        return None
+    out = []
+    for r in sorted(set(rows["rank"].to_list())):
+        g = per[r][0]
+        mine = (
+            rows.filter(pl.col("rank") == r)
+            .select(
+                pl.col("row").cast(pl.Int64),
+                (pl.col("launch_ns") + offsets[r]).alias("launch_ns"),  # own clock, as the graph's events
+                "launch_tid",
+            )
+            .join(se.filter(pl.col("rank") == r).select("row", "s", "e"), on="row", how="inner")
+        )
+        ops = g.events.filter((pl.col("kind") == "cpu_op") & (pl.col("stream") == -1)).select(
+            pl.col("row").cast(pl.Int64).alias("op_row"),
+            pl.col("tid").alias("launch_tid"),
+            pl.col("ts_ns").alias("launch_ns"),
+        )
+        enq = (
+            mine.join(ops, on=["launch_tid", "launch_ns"], how="inner")
+            .filter(pl.col("op_row") != pl.col("row"))
+            .unique("row", keep="first", maintain_order=True)
+            .join(
+                se.filter(pl.col("rank") == r).select(pl.col("row").alias("op_row"), pl.col("s").alias("op_s")),
+                on="op_row",
+                how="inner",
+            )
+        )
+        if enq.height == 0:
+            continue
+        out.append(
+            enq.select(
+                pl.col("op_s").alias("src"),
+                pl.col("s").alias("dst"),
+                pl.lit(DEPENDENCY).alias("type"),
+                pl.lit(r).alias("rank"),
+            )
+        )
+        # the enqueueing thread: idle at the collective's end, its next event waited
+        thread_ev = g.events.filter(
+            (pl.col("stream") == -1) & pl.col("tid").is_in(enq["launch_tid"].unique().implode())
+        )
+        ends = enq.select("launch_tid", "e", pl.col("row")).join(
+            g.events.select(pl.col("row").cast(pl.Int64), pl.col("end_ns").alias("t_e")), on="row", how="inner"
+        )
+        for tid in sorted(set(ends["launch_tid"].to_list())):
+            te = thread_ev.filter(pl.col("tid") == tid).sort("ts_ns", "row")
+            if te.height == 0:
+                continue
+            t_ts = te["ts_ns"].to_numpy()
+            busy_until = np.maximum.accumulate(te["end_ns"].to_numpy())
+            mine_t = ends.filter(pl.col("launch_tid") == tid)
+            t_e = mine_t["t_e"].to_numpy()
+            nxt = np.searchsorted(t_ts, t_e, side="left")
+            idle = (nxt < t_ts.size) & ((nxt == 0) | (busy_until[np.maximum(nxt - 1, 0)] <= t_e))
+            if not idle.any():
+                continue
+            nxt_rows = te["row"].cast(pl.Int64).to_numpy()[nxt[idle]]
+            w = (
+                pl.DataFrame({"e": mine_t["e"].to_numpy()[idle], "t_e": t_e[idle], "row": nxt_rows})
+                .sort("t_e", "e")
+                .unique("row", keep="last", maintain_order=True)
+                .join(se.filter(pl.col("rank") == r).select("row", pl.col("s").alias("dst")), on="row", how="inner")
+            )
+            out.append(w.select(pl.col("e").alias("src"), "dst", pl.lit(SYNC).alias("type"), pl.lit(r).alias("rank")))
+    if not out:
+        return None
+    return pl.concat(out, how="vertical_relaxed").with_columns(
+        pl.lit(0).alias("weight_ns"), pl.lit(-1).alias("attr_row")
+    )
+
+
 def _segments(
     pe: pl.DataFrame,
     ts: np.ndarray,
@@ -563,10 +773,12 @@ def _segments(
     lo: int,
     hi: int,
     rank_start: dict[int, int],
+    cross: pl.DataFrame,
 ) -> pl.DataFrame:
     """The path's edges as segments tiling ``[lo, hi]``; ``ncpu``: the node is an event on a CPU
     thread; ``ev``: the attributed events (``rank, row, name, kind, pid, tid, stream, kernel_class``);
-    ``rank_start``: each rank's step start (aligned)."""
+    ``rank_start``: each rank's step start (aligned); ``cross``: :func:`_crossings` (the transfer
+    edge after each crossing gets ``waiting_on_rank``, the rank it waited for)."""
     src, dst = pe["src"].to_numpy(), pe["dst"].to_numpy()
     code = pe["type"].to_numpy()
     w = pe["weight_ns"].to_numpy()
@@ -593,11 +805,15 @@ def _segments(
             "row": np.where(attr >= 0, attr, -1),
             "code": code,
             "cpu_gap": (code == DEPENDENCY) & ncpu[src] & ncpu[dst],
+            "transfer": pe["transfer"].fill_null(False).to_numpy(),
             "w": w,
             "start_ns": start,
             "end_ns": end,
         }
     ).join(info, on=["rank", "row"], how="left", maintain_order="left")
+    seg = seg.join(
+        cross.select("seq", pl.col("waited_for").alias("waiting_on_rank")), on="seq", how="left", maintain_order="left"
+    )
     dl = _is_data_load(seg["name"], DATA_LOAD_PATTERNS)
     on_gpu = pl.col("stream").fill_null(-1) != -1
     typ = (
@@ -621,7 +837,9 @@ def _segments(
     )
     seg = seg.with_columns(typ.alias("type"), dl.alias("__dl"))
     cat = (
-        pl.when(pl.col("type") == "kernel")
+        pl.when(pl.col("transfer") & pl.col("type").is_in(["kernel", "cpu_op"]))
+        .then(pl.lit("communication"))
+        .when(pl.col("type") == "kernel")
         .then(
             pl.when(pl.col("kernel_class") == "COMMUNICATION")
             .then(pl.lit("communication"))
@@ -661,6 +879,7 @@ def _segments(
                     "type": "idle",
                     "category": "idle",
                     "seq": sq,
+                    "waiting_on_rank": None,
                 }
             )
     if int(end[-1]) < hi:
@@ -674,6 +893,7 @@ def _segments(
                 "type": "idle",
                 "category": "idle",
                 "seq": seg.height,
+                "waiting_on_rank": None,
             }
         )
     if pad:
@@ -692,6 +912,7 @@ def _segments(
         pl.col("end_ns").last(),
         pl.col("type").first(),
         pl.col("category").first(),
+        pl.col("waiting_on_rank").drop_nulls().first(),
     )
     return out.drop("__g").with_columns(pl.col("stream").fill_null(-1), pl.col("tid").cast(pl.Int64))
 
@@ -707,6 +928,7 @@ def _what_if(
     ev: pl.DataFrame,
     per: dict,
     ranks: list[int],
+    c_nodes: np.ndarray,
 ) -> pl.DataFrame:
     """Step time estimates by replaying the graph (:func:`_simulate`): the edge through which a
     node arrived last keeps its measured time (work and gaps alike); every other edge takes its
@@ -753,9 +975,10 @@ def _what_if(
         "rank", pl.col("row").cast(pl.Int64).alias("attr_row"), pl.lit(True).alias("c")
     )
     is_comm = E.select("rank", "attr_row").join(comm_rows, on=["rank", "attr_row"], how="left", maintain_order="left")
-    comm = is_comm["c"].fill_null(False).to_numpy() & (code == OPERATOR)
+    # communication kernels, and the transfers of matched collectives (gloo's included)
+    comm = (is_comm["c"].fill_null(False).to_numpy() | np.isin(src, c_nodes)) & (code == OPERATOR)
     if comm.any():
-        est("no exposed communication", "all ranks", np.where(comm, 0, d0), "communication kernels take no time")
+        est("no exposed communication", "all ranks", np.where(comm, 0, d0), "collective transfers take no time")
     if late.height:
         for r in sorted(set(late["rank"].to_list())):
             lr = late.filter(pl.col("rank") == r).select(
@@ -926,6 +1149,15 @@ def critical_path(
             .sort("time_us", "name", "category", descending=[True, False, False])
         )
         tables["what_if"] = jp.what_if
+        tables["job_crossings"] = jp.crossings.select(
+            "instance",
+            "name",
+            ((pl.col("ready_ns") - jp.lo_ns) / 1e3).alias("t_us"),
+            "waited_for",
+            "rank",
+            (pl.col("wait_ns") / 1e3).alias("wait_us"),
+            (pl.col("lateness_ns") / 1e3).alias("lateness_us"),
+        )
         tables["job_segments"] = seg.with_columns(
             ((pl.col("start_ns") - jp.lo_ns) / 1e3).alias("t_us"), dur.alias("dur_us")
         )

@@ -231,11 +231,14 @@ def critical_graph(
     *,
     hta_compat: bool = False,
     data_load: Sequence[str] | None = None,
+    gloo: bool = False,
 ) -> CriticalGraph:
     """The critical-path graph of ``trace`` over the window ``[lo_ns, hi_ns]`` (the rank's own clock).
 
     ``data_load``: regular expressions (``re.search``) of event names that are data loading (HTA's
-    ``data_load_events``): they get nodes wherever they are on a CPU thread."""
+    ``data_load_events``): they get nodes wherever they are on a CPU thread. ``gloo``: the
+    ``gloo:*`` annotations (a gloo collective as its gloo thread runs it) get nodes too, so the
+    job-wide path can join them across ranks."""
     notes: list[str] = []
     ev = _events(trace, hta_compat)
     part = _partners(ev)
@@ -263,7 +266,8 @@ def critical_graph(
         & pl.col("rt_row").is_not_null()
         & in_win
     )
-    node_cpu = cpu.filter(pl.col("kind").is_in(_NODE_CPU) | pl.col("name").is_in(dl_names))
+    gloo_ann = (pl.col("kind") == "user_annotation") & pl.col("name").str.starts_with("gloo:") & pl.lit(gloo)
+    node_cpu = cpu.filter(pl.col("kind").is_in(_NODE_CPU) | pl.col("name").is_in(dl_names) | gloo_ann)
     node_ev = pl.concat([node_cpu, gpu]).sort("row")
     n_ev = node_ev.height
     rows = node_ev["row"].cast(pl.Int64).to_numpy()
