@@ -169,8 +169,8 @@ def rank_breakdown(
     on_gpu = (bd["stream"].fill_null(-1) != -1).to_numpy()
     names = bd["name"]
     if hta_compat:
-        comm = names.map_elements(lambda n: bool(HTA_COMM_KERNEL_RE.match(n)), return_dtype=pl.Boolean)
-        comm = comm.fill_null(False).to_numpy()
+        hits = [n for n in names.drop_nulls().unique().to_list() if HTA_COMM_KERNEL_RE.match(n)]  # once per name
+        comm = names.is_in(hits).fill_null(False).to_numpy()
     else:
         comm = (bd["kernel_class"] == "COMMUNICATION").fill_null(False).to_numpy()
     dl = _is_data_load(names, data_load).to_numpy()
@@ -211,7 +211,7 @@ def rank_breakdown(
     out = bd.select(
         pl.lit(trace.rank, pl.Int32).alias("rank"),
         pl.col("step").alias("seq"),
-        pl.col("type").map_elements(lambda c: EDGE_TYPES[c], return_dtype=pl.String).alias("type"),
+        pl.Series("type", np.asarray(EDGE_TYPES, dtype=object)[code], dtype=pl.String),
         pl.Series("category", cat),
         pl.Series("bound_by", bound),
         pl.when(pl.col("attr_row") >= 0).then(pl.col("attr_row")).alias("event_row"),
