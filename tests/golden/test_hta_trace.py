@@ -198,3 +198,91 @@ def test_expand_and_shorten_names() -> None:
     assert (full["s_name"] == full["name"]).all()
     assert (short["s_name"].str.len() < short["name"].str.len()).any()
     assert "s_name" not in bare.columns and list(bare["user_annotation"]) == list(short["user_annotation"])
+
+
+# ---- overlay_critical_path_analysis -------------------------------------------------------------
+
+#: HTA's critical-path cases (annotation, instance) as in tests/golden/test_hta_critical_path.py
+OVERLAY_CASES = {
+    "alexnet": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
+    "simple_add": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
+    "cuda_event_sync": ("ProfilerStep", 0),
+    "cuda_event_sync_multi_stream": ("", None),
+}
+
+
+def _overlaid(path: str) -> list[dict]:
+    import gzip
+
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+@pytest.mark.parametrize("name", list(OVERLAY_CASES))
+@pytest.mark.parametrize("only", [True, False])
+def test_overlay_critical_path_equals_hta(name: str, only: bool, tmp_path: Path) -> None:
+    """The overlaid trace HTA v0.6 writes (``overlay_manifest.json``, made with traceinsight
+    0.6.1): the same file name, events, critical events (by position), flow arrows and their edge
+    types; the input is not touched."""
+    from collections import Counter
+
+    m = json.loads((GOLDEN / f"critical_path_{name}" / "overlay_manifest.json").read_text())
+    ann, inst = OVERLAY_CASES[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = TraceAnalysis(trace_dir=str(DATA / "hta/critical_path" / name), hta_compat=True)
+    rank = a.t.get_ranks()[0]
+    before = Path(a.t.trace_files[rank]).read_bytes()
+    res = a.critical_path_analysis(rank=rank, annotation=ann, instance_id=inst)
+    assert res is not None and res[1]
+    out = a.overlay_critical_path_analysis(rank, res[0], str(tmp_path / "out"), only_show_critical_events=only)
+    ev = _overlaid(out)
+    crit = [i for i, e in enumerate(ev) if e.get("args", {}).get("critical") == 1 and e.get("cat") != "critical_path"]
+    flows = [e for e in ev if e.get("cat") == "critical_path"]
+    got = {
+        "file": Path(out).name,
+        "events": len(ev),
+        "critical": len(crit),
+        "flow_pairs": len(flows) // 2,
+        "flow_types": dict(Counter(e["args"]["type"] for e in flows if e["ph"] == "s")),
+        "x_events": sum(1 for e in ev if e.get("ph") == "X"),
+    }
+    assert got == m[f"only_show_critical_events={only}"]
+    if not only:
+        assert crit == m["critical_rows"]
+    starts = {e["id"]: e for e in flows if e["ph"] == "s"}
+    assert all(e["ph"] == "f" and e["bp"] == "e" and e["ts"] >= starts[e["id"]]["ts"] for e in flows if e["ph"] != "s")
+    assert Path(a.t.trace_files[rank]).read_bytes() == before
+
+
+# ---- the whole API --------------------------------------------------------------------------
+
+#: Where a default differs from HTA's, and why (docs/hta.md)
+DEFAULT_DEPARTURES = {
+    # HTA's default folder is /tmp/trace; the facade asks for trace_dir or trace_files
+    ("__init__", "trace_dir"),
+    # HTA's default is its own function over its DataFrame and symbol table; None is HTA's method
+    ("get_potential_stragglers", "straggler_identification_impl"),
+}
+
+
+def test_every_hta_method_with_its_parameters() -> None:
+    """Every public method of HTA v0.6's TraceAnalysis exists in the facade with HTA's parameter
+    names in HTA's order and HTA's defaults (``trace_analysis_api.json``, read from HTA by
+    ``inspect.signature``); the facade may add keyword-only parameters (``hta_compat``)."""
+    import inspect
+
+    api = json.loads((GOLDEN / "trace_analysis_api.json").read_text())
+    missing = [m for m in api["methods"] if not hasattr(TraceAnalysis, m)]
+    assert missing == []
+    for name in api["attributes"]:
+        assert isinstance(inspect.getattr_static(TraceAnalysis, name), property), name
+    for m, params in api["methods"].items():
+        sig = inspect.signature(getattr(TraceAnalysis, m))
+        mine = [p for p in sig.parameters.values() if p.name != "self" and p.kind != p.KEYWORD_ONLY]
+        assert [p.name for p in mine] == [n for n, _ in params], m
+        for p, (n, default) in zip(mine, params, strict=True):
+            if (m, n) in DEFAULT_DEPARTURES:
+                continue
+            got = None if p.default is inspect.Parameter.empty else repr(p.default)
+            assert got == default, (m, n, got, default)
