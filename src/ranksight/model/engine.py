@@ -29,6 +29,7 @@ __all__ = [
     "LocalEngine",
     "ProcessEngine",
     "DaskEngine",
+    "apply",
     "build_source",
     "build_batch",
     "batches",
@@ -152,7 +153,25 @@ def build_source(src: TraceSource) -> tuple[list[str], Any]:
 
 
 def _apply(src: TraceSource, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    return fn(src.load(), **kwargs)
+    return apply(fn, src.load(), kwargs)
+
+
+#: A trace with fewer events than this, held in memory, runs its per-rank work on polars'
+#: in-memory engine: the streaming engine (polars' default) costs about 0.1 ms more per query,
+#: which is most of the time of a small rank (issue 19: info on 1,024 small ranks, 21 s -> 14 s).
+#: The answers are the same on either engine.
+IN_MEMORY_EVENTS = 1 << 20
+
+
+def apply(fn: Callable[..., Any], trace: Trace, kwargs: dict[str, Any]) -> Any:
+    """``fn(trace, **kwargs)``, on polars' in-memory engine when the trace is small
+    (:data:`IN_MEMORY_EVENTS`)."""
+    if trace.events_resident and trace.n_events < IN_MEMORY_EVENTS:
+        import polars as pl
+
+        with pl.Config(engine_affinity="in-memory"):
+            return fn(trace, **kwargs)
+    return fn(trace, **kwargs)
 
 
 def predecode(sources: Sequence[TraceSource]) -> dict[int, Trace]:
@@ -189,7 +208,7 @@ def load_many(sources: Sequence[TraceSource]) -> list[Trace]:
 
 def _apply_batch(sources: list[TraceSource], fn: Callable[..., Any], kwargs: dict[str, Any]) -> list[Any]:
     """Worker task: ``fn`` on each trace of a batch of ranks (loaded together)."""
-    return [fn(t, **kwargs) for t in load_many(sources)]
+    return [apply(fn, t, kwargs) for t in load_many(sources)]
 
 
 def build_batch(sources: list[TraceSource]) -> list[tuple[list[str], Any]]:

@@ -24,7 +24,9 @@ from ranksight.model.engine import (
     Engine,
     LocalEngine,
     ProcessEngine,
+    IN_MEMORY_EVENTS,
     TraceSource,
+    apply,
     batches,
     predecode,
 )
@@ -112,6 +114,15 @@ class Run:
         return [f"rank {t.rank}: {w}" for t in self for w in t.warnings]
 
     @property
+    def small_ranks(self) -> bool:
+        """Every rank is held in memory with fewer than :data:`~ranksight.model.engine.
+        IN_MEMORY_EVENTS` events: its analyses run on polars' in-memory engine (issue 19)."""
+        return bool(self._resident) and all(
+            r in self._resident and self._resident[r].events_resident and self._resident[r].n_events < IN_MEMORY_EVENTS
+            for r in self.ranks
+        )
+
+    @property
     def world_size(self) -> int | None:
         sizes = {t.meta.world_size for t in self if t.meta.world_size}
         return max(sizes) if sizes else None
@@ -136,7 +147,7 @@ class Run:
         if isinstance(self.engine, ProcessEngine) and not all(self._sources[r].key for r in rs):
             local = True  # uncached (small) traces would be decoded again in every worker
         if local:
-            return {r: fn(self[r], **kwargs) for r in rs}
+            return {r: apply(fn, self[r], kwargs) for r in rs}
         results = self.engine.map(fn, [self._sources[r] for r in rs], kwargs)
         return dict(zip(rs, results, strict=True))
 
