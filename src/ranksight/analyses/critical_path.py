@@ -11,7 +11,10 @@ Across ranks: every rank's graph of the step (fixed model), on the aligned clock
 is split into a wait (from its start until the last participant has started; weight 0) and a
 transfer (from then to its end), and every participant's start points to the instance's ready
 point, so a collective ends on each rank only after its last participant arrives (send/recv pairs
-alike). The longest path of the joined graph is the job's critical path; its edges become
+alike; gloo's CPU collectives too, from their ``gloo:*`` annotations, when each rank lists one
+process group: :func:`_collective_nodes`, :func:`_gloo_links`). Each crossing of the path from one
+rank to another at a collective is recorded (``waiting_on_rank`` on the segment, ``crossings``).
+The longest path of the joined graph is the job's critical path; its edges become
 segments that tile the step window (``rank, stream, tid, row, name, start_ns, end_ns, type,
 category``), with the time per category (compute, communication, host, data loading, waiting on
 another rank, idle) summing to the step time, and what-if estimates (see the docs for each
