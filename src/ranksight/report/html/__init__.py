@@ -32,9 +32,12 @@ def write_report(
 
 
 def read_payload(html: str) -> dict[str, Any]:
-    """The JSON payload embedded in a report's HTML text."""
+    """The JSON payload embedded in a report's HTML text (decompressed when the page holds it
+    compressed: a report of many ranks)."""
     import json
+
+    from ranksight.report.html.ranks import unpack_json
 
     start = html.index(_DATA_OPEN) + len(_DATA_OPEN)
     end = html.index("</script>", start)
-    return json.loads(html[start:end])
+    return unpack_json(json.loads(html[start:end]))

@@ -11,7 +11,7 @@ from typing import Any
 
 from ranksight.analyses import Session
 from ranksight.report.html.payload import SCHEMA_NAME, SCHEMA_VERSION
-from ranksight.report.html.sections import GROUPS, SECTIONS, Ctx, Section, Skip
+from ranksight.report.html.sections import GROUPS, SECTIONS, Ctx, Omit, Section, Skip
 
 __all__ = ["build_payload", "load_sections", "covered_analyses", "GENERIC_EXCLUDED", "SECTION_MODULES"]
 
@@ -35,6 +35,7 @@ SECTION_MODULES = (
     "sections_kernels",
     "sections_memory",
     "sections_memory_snapshot",
+    "sections_ranks",
     "sections_roofline",
     "sections_run",
     "sections_serving",
@@ -104,6 +105,9 @@ def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         blocks = sec.build(ctx)
+    except Omit:
+        out["omitted"] = True
+        return out
     except Skip as why:
         out["reason"] = str(why)
     except Exception as err:  # a builder that does not fit an analysis' tables must not lose the report
@@ -146,7 +150,16 @@ def build_payload(
         built[sec.slug] = _run_section(sec, ctx)
         if built[sec.slug]["shown"]:
             ctx.shown.add(sec.slug)
-    sections = [built[s.slug] for s in todo]
+    try:
+        ctx.finish_tables()  # a many-rank report's per-rank tables, once the size budget is known
+    except Exception as err:  # a bug there must not lose the report: those tables stay empty
+        msg = f"per-rank tables could not be encoded: {type(err).__name__}: {err}"
+        ctx.failures.append(msg)
+        warnings.warn(msg, stacklevel=2)
+        for d in ctx.deferred:
+            d.block.update({"columns": [], "data": [], "rows": 0, "page_size": 25})
+        ctx.deferred.clear()
+    sections = [built[s.slug] for s in todo if not built[s.slug].get("omitted")]
     files = [os.path.basename(t.path) for t in run]
     doc: dict[str, Any] = {
         "schema": SCHEMA_NAME,

@@ -14,12 +14,13 @@ from importlib.resources import files
 from typing import Any
 
 from ranksight.io.output import atomic_path
+from ranksight.report.html import ranks as rkmod
 from ranksight.report.html.payload import script_json
 
 __all__ = ["render_html", "write_atomic", "ASSETS", "csp_for"]
 
 #: JavaScript assets in load order (readable sources in ``assets/``).
-ASSETS = ("charts.js", "roofline.js", "table.js", "timeline.js", "report.js")
+ASSETS = ("charts.js", "roofline.js", "table.js", "timeline.js", "ranks.js", "report.js")
 #: Style sheets in order.
 CSS_ASSETS = ("report.css", "timeline.css")
 
@@ -79,8 +80,29 @@ def _view(doc: dict[str, Any]) -> dict[str, Any]:
         "schema": doc["schema"],
         "version": doc["version"],
         "created": doc["created_utc"],
-        "inputs": [S[i] for i in doc["inputs"]],
+        "inputs": _inputs_line(doc),
     }
+
+
+#: Input files named in the footer at most (a many-rank run has thousands).
+FOOTER_INPUTS = 8
+
+
+def _inputs_line(doc: dict[str, Any]) -> list[str]:
+    S = doc["strings"]
+    names = [S[i] for i in doc["inputs"]]
+    if len(doc["ranks"]) <= rkmod.MANY_RANKS or len(names) <= FOOTER_INPUTS:
+        return names
+    return [*names[:FOOTER_INPUTS], f"… {len(names) - FOOTER_INPUTS} more ({len(names)} files)"]
+
+
+def data_text(doc: dict[str, Any]) -> str:
+    """The payload as it goes into the page: JSON, compressed (gzip, base64) when the run has more
+    than ``MANY_RANKS`` ranks and the JSON is larger than ``PACK_MIN_BYTES``."""
+    text = script_json(doc)
+    if len(doc.get("ranks", ())) > rkmod.MANY_RANKS and len(text) > rkmod.PACK_MIN_BYTES:
+        return script_json(rkmod.pack_json(text))
+    return text
 
 
 def render_html(doc: dict[str, Any]) -> str:
@@ -92,7 +114,7 @@ def render_html(doc: dict[str, Any]) -> str:
         css="\n".join(_asset(c) for c in CSS_ASSETS),
         script=script,
         csp=csp_for(script),
-        data_json=script_json(doc),
+        data_json=data_text(doc),
         **_view(doc),
     )
 

@@ -20,9 +20,10 @@ import numpy as np
 import polars as pl
 
 from ranksight.analyses import AnalysisResult, Missing, Session
+from ranksight.report.html import ranks as rkmod
 from ranksight.report.html.payload import StringTable, encode_table, series
 
-__all__ = ["Section", "SECTIONS", "GROUPS", "section", "Skip", "Ctx", "downsample", "histogram"]
+__all__ = ["Section", "SECTIONS", "GROUPS", "section", "Skip", "Omit", "Ctx", "downsample", "histogram"]
 
 #: Rows embedded per table at most (the CLI's ``--format csv`` has every row).
 MAX_TABLE_ROWS = 20_000
@@ -46,6 +47,21 @@ GROUPS = (
 
 class Skip(Exception):
     """Raised by a builder when the data does not support the section; the message says why."""
+
+
+class Omit(Skip):
+    """Raised by a builder whose section does not apply to this kind of run at all (the section is
+    left out of the report, not listed under "Not shown"): e.g. "Across ranks" for 32 ranks or fewer."""
+
+
+@dataclass
+class _Deferred:
+    """A per-rank table of a many-rank report, encoded once the size budget is shared out."""
+
+    block: dict[str, Any]
+    df: pl.DataFrame
+    max_rows: int
+    kw: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -101,9 +117,19 @@ class Ctx:
     #: a PyTorch memory snapshot file (``ranksight report --snapshot``), if any
     snapshot: str | None = None
 
+    #: per-rank tables of a many-rank report waiting for :meth:`finish_tables`
+    deferred: list[_Deferred] = field(default_factory=list)
+    _focus: rkmod.Focus | None = None
+    _headlines: pl.DataFrame | None = None
+
     def __post_init__(self) -> None:
         if not isinstance(self.session, Session):  # a Run
             self.session = Session.of(self.session)
+
+    @property
+    def many(self) -> bool:
+        """More than :data:`~ranksight.report.html.ranks.MANY_RANKS` ranks: the many-rank report."""
+        return len(self.session.ranks) > rkmod.MANY_RANKS
 
     @property
     def run(self) -> Any:
@@ -156,7 +182,13 @@ class Ctx:
         self, df: pl.DataFrame, *, id: str, title: str, max_rows: int = MAX_TABLE_ROWS, **kw: Any
     ) -> dict[str, Any]:
         """A paged table block. Beyond ``max_rows`` rows only the first ones are embedded (after
-        sorting by ``sort`` when given) and the block says how many there were."""
+        sorting by ``sort`` when given) and the block says how many there were. In a many-rank
+        report a table with a ``rank`` column is encoded by :meth:`finish_tables`: every rank's
+        rows while the size budget lasts, else the focus ranks' rows (the block says which)."""
+        if self.many and "rank" in df.columns and df.schema["rank"].is_integer():
+            block: dict[str, Any] = {"type": "table", "id": id, "title": title}
+            self.deferred.append(_Deferred(block, df, max_rows, kw))
+            return block
         total = df.height
         if total > max_rows:
             sort = kw.get("sort")
@@ -167,6 +199,134 @@ class Ctx:
         if total > max_rows:
             out["total_rows"] = total
         return out
+
+    # ---- many ranks ---------------------------------------------------------------------------
+
+    def headlines(self) -> pl.DataFrame:
+        """``ranksight summary``'s per-rank headline table (one definition per metric, read from
+        the analyses by :func:`ranksight.report.headline.build_summary`), computed once."""
+        if self._headlines is None:
+            from ranksight.report.headline import build_summary
+
+            got = self.session.try_memo(("report", "summary"), lambda: build_summary(self.session), "summary")
+            self._headlines = (
+                pl.DataFrame({"rank": list(self.session.ranks)}, schema={"rank": pl.Int64})
+                if isinstance(got, Missing)
+                else got.tables["per_rank"]
+            )
+        return self._headlines
+
+    def focus(self) -> rkmod.Focus:
+        """The ranks a many-rank report shows in full (worst, outliers, minimum and maximum ranks)."""
+        if self._focus is None:
+            self._focus = rkmod.focus_of(self.headlines(), self.session.ranks)
+        return self._focus
+
+    def rank_bar(
+        self,
+        ranks: Sequence[Any],
+        bars: Mapping[str, Sequence[Any]],
+        *,
+        id: str,
+        title: str,
+        labels: Sequence[str] | None = None,
+        stacked: bool = True,
+        unit: str = "",
+        y_label: str = "",
+    ) -> list[dict[str, Any]]:
+        """Bars per rank (``labels`` name the rows when a rank has several, e.g. GPUs). Up to
+        ``MANY_RANKS`` ranks: one bar per rank (:meth:`bar`). Beyond: every rank as a column of
+        a canvas strip (``rankbars``; click picks the rank) and the distribution of each series
+        across ranks (percentiles, minimum and maximum rank, outliers)."""
+        names = list(labels) if labels is not None else rank_labels(ranks)
+        if not self.many:
+            return [self.bar(names, bars, id=id, title=title, stacked=stacked, unit=unit, y_label=y_label)]
+        chart = {
+            "type": "chart",
+            "chart": "rankbars",
+            "id": id,
+            "title": title,
+            "ranks": [int(r) for r in ranks],
+            "labels": self.strings.many(names) if labels is not None else None,
+            "series": [{"name": self.strings(k), "values": series(v)} for k, v in bars.items()],
+            "stacked": stacked,
+            "unit": unit,
+            "y_label": y_label,
+        }
+        keys = [str(x) for x in (labels if labels is not None else [int(r) for r in ranks])]
+        rows = [(k, unit, rkmod.spread(keys, list(v))) for k, v in bars.items()]
+        dist = self.table(
+            rkmod.spread_frame(rows),
+            id=f"{id}-spread",
+            title=f"{title}: distribution across ranks",
+            help=SPREAD_HELP,
+        )
+        return [chart, dist]
+
+    def rank_series_bar(
+        self,
+        categories: Sequence[Any],
+        per_rank: Mapping[Any, Sequence[Any]],
+        *,
+        id: str,
+        title: str,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        """Bars per category with one series per rank (``per_rank``: rank → values by category).
+        Beyond ``MANY_RANKS`` ranks the series are the minimum, median and maximum over ranks, and
+        each category names the rank with the maximum."""
+        if not self.many:
+            return self.bar(categories, {f"rank {r}": v for r, v in per_rank.items()}, id=id, title=title, **kw)
+        rk = list(per_rank)
+        cats, lo, mid, hi = [], [], [], []
+        for j, c in enumerate(categories):
+            sp = rkmod.spread(rk, [per_rank[r][j] for r in rk])
+            cats.append(f"{c} (max: rank {sp.max_label})" if sp is not None else str(c))
+            lo.append(sp.min if sp else None)
+            mid.append(sp.p50 if sp else None)
+            hi.append(sp.max if sp else None)
+        kw["stacked"] = False
+        return self.bar(
+            cats,
+            {"min over ranks": lo, "median over ranks": mid, "max over ranks": hi},
+            id=id,
+            title=f"{title}: minimum, median and maximum over {len(rk)} ranks",
+            **kw,
+        )
+
+    def finish_tables(self) -> None:
+        """Encode the per-rank tables of a many-rank report: those with the fewest bytes per rank
+        first get every rank's rows while the budget (``TABLE_BUDGET_BYTES`` of estimated
+        compressed JSON) lasts; the others the focus ranks' rows, and say so."""
+        if not self.deferred:
+            return
+        focus = self.focus().ranks
+        cands = []
+        for d in self.deferred:
+            n = max(1, d.df["rank"].drop_nulls().n_unique())
+            est = _estimate_bytes(d.df, d.kw)
+            cands.append((est / n, str(d.block["id"]), est, d))
+        budget = rkmod.TABLE_BUDGET_BYTES
+        for _, _, est, d in sorted(cands, key=lambda t: (t[0], t[1])):
+            n_ranks = d.df["rank"].drop_nulls().n_unique()
+            if est <= min(budget, rkmod.TABLE_MAX_BYTES) and d.df.height <= rkmod.TABLE_MAX_ROWS:
+                budget -= est
+                d.block.update(encode_table(d.df, self.strings, id=d.block["id"], title=d.block["title"], **d.kw))
+                continue
+            sub = d.df.filter(pl.col("rank").is_in(focus) | pl.col("rank").is_null())  # null: not a rank's row
+            if sub.height > d.max_rows:
+                sort = d.kw.get("sort")
+                if sort is not None and sort[0] in sub.columns:
+                    sub = sub.sort(sort[0], descending=sort[1], nulls_last=True)
+                sub = sub.head(d.max_rows)
+            d.block.update(encode_table(sub, self.strings, id=d.block["id"], title=d.block["title"], **d.kw))
+            d.block["total_rows"] = d.df.height
+            d.block["rank_subset"] = {
+                "ranks": sorted(int(r) for r in sub["rank"].drop_nulls().unique().to_list()),
+                "of": int(n_ranks),
+                "reason": "size" if d.df.height <= rkmod.TABLE_MAX_ROWS else "rows",
+            }
+        self.deferred.clear()
 
     def kv(self, items: Sequence[tuple[str, Any]], *, id: str, title: str = "") -> dict[str, Any]:
         """Key facts: labels are ours, values may come from traces (interned)."""
@@ -255,17 +415,28 @@ class Ctx:
         x_label: str = "",
         y_label: str = "",
         scale: str = "all",
+        reduce: str = "mean",
+        row_ranks: Sequence[int] | None = None,
     ) -> dict[str, Any]:
         """``values[i][j]`` for row ``i`` and column ``j`` (null where unknown); colours span all
-        values (``scale="all"``) or each row's own range (``"row"``)."""
+        values (``scale="all"``) or each row's own range (``"row"``). Beyond ``MAX_HEATMAP_COLS``
+        columns, adjacent columns are merged by their ``reduce`` (``mean`` or ``max``).
+        ``row_ranks``: the rank of each row (a click on a row picks it). A many-rank report
+        draws heatmaps on a canvas (``canvas: true``)."""
         v = np.asarray(values, dtype=float).reshape(len(rows), len(cols))
         cols = list(cols)
-        if len(cols) > MAX_HEATMAP_COLS:  # mean over buckets of adjacent columns
+        if len(cols) > MAX_HEATMAP_COLS:  # merge buckets of adjacent columns
             edges = np.linspace(0, len(cols), MAX_HEATMAP_COLS + 1).astype(np.int64)
+            agg = np.nanmax if reduce == "max" else np.nanmean
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                v = np.stack([np.nanmean(v[:, a:b], axis=1) for a, b in pairwise(edges)], axis=1)
+                v = np.stack([agg(v[:, a:b], axis=1) for a, b in pairwise(edges)], axis=1)
             cols = [f"{cols[a]}–{cols[b - 1]}" if b - a > 1 else str(cols[a]) for a, b in pairwise(edges)]
+        extra: dict[str, Any] = {}
+        if self.many:
+            extra["canvas"] = True
+        if row_ranks is not None:
+            extra["row_ranks"] = [int(r) for r in row_ranks]
         return {
             "type": "chart",
             "chart": "heatmap",
@@ -278,6 +449,7 @@ class Ctx:
             "unit": unit,
             "x_label": x_label,
             "y_label": y_label,
+            **extra,
         }
 
     def hist(
@@ -307,6 +479,34 @@ class Ctx:
             "x_label": x_label,
             "unit": unit,
         }
+
+
+#: Column help of the distribution tables of a many-rank report (docs/report.md, "Many ranks").
+SPREAD_HELP = {
+    "ranks": "ranks with a value",
+    "p50": "nearest-rank median over ranks: the value of the rank at position ceil(0.5·n), ascending",
+    "p90": "nearest-rank 90th percentile over ranks",
+    "p99": "nearest-rank 99th percentile over ranks",
+    "min_rank": "the rank with the minimum (the lower rank on ties)",
+    "max_rank": "the rank with the maximum (the lower rank on ties)",
+    "outliers": f"ranks whose robust z-score exceeds {rkmod.OUTLIER_Z} in absolute value: z = (value − median) "
+    "/ (1.4826 · median absolute deviation)",
+    "outlier_ranks": f"the outlier ranks, largest |z| first (at most {rkmod.NAMED_OUTLIERS} named)",
+}
+
+
+def _estimate_bytes(df: pl.DataFrame, kw: Mapping[str, Any]) -> int:
+    """Estimated compressed JSON bytes of ``df``'s table block with every rank's rows (its data and
+    the strings it uses): measured on all rows when few, else on a sample of ranks and scaled."""
+    ranks = sorted(df["rank"].drop_nulls().unique().to_list())
+    sub, scale = df, 1.0
+    if df.height > 2_000 and len(ranks) > rkmod.SIZE_SAMPLE_RANKS:
+        pick = ranks[:: max(1, len(ranks) // rkmod.SIZE_SAMPLE_RANKS)][: rkmod.SIZE_SAMPLE_RANKS]
+        sub = df.filter(pl.col("rank").is_in(pick))
+        scale = df.height / max(1, sub.height)
+    scratch = StringTable()
+    blk = encode_table(sub, scratch, id="x", title="", **{k: v for k, v in kw.items() if k == "digits"})
+    return int(rkmod.compressed_size([blk["data"], scratch.strings]) * scale)
 
 
 def _num(v: Any) -> Any:
@@ -370,11 +570,13 @@ def wide(
         if order is not None
         else (agg.group_by(on).agg(pl.col(values).sum()).sort([values, on], descending=[True, False])[on].to_list())
     )
+    cells: dict[Any, dict[Any, Any]] = {}
+    for i, k, v in zip(agg[index].to_list(), agg[on].to_list(), agg[values].to_list(), strict=True):
+        cells.setdefault(k, {})[i] = v
     out: dict[str, list[Any]] = {}
     for k in keys:
-        sub = agg.filter(pl.col(on) == k)
-        m = dict(zip(sub[index].to_list(), sub[values].to_list(), strict=True))
-        if sub.height:
+        m = cells.get(k) if k is not None else None  # a null key matched no row before: no series
+        if m:
             out[str(k)] = [(m.get(c) or 0) * scale for c in cats]
     return cats, out
 

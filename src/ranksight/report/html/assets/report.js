@@ -22,7 +22,8 @@
       var li = h("li", { "class": "sev-" + sev, "data-rule": f.rule || "" }, ul);
       h("span", { "class": "rs-sev" }, li, f.severity || "info");
       h("strong", null, li, S[f.title]);
-      if (f.ranks && f.ranks.length) h("span", { "class": "rs-rank" }, li, " · rank" + (f.ranks.length > 1 ? "s " : " ") + f.ranks.join(", "));
+      if (f.ranks && f.ranks.length) h("span", { "class": "rs-rank" }, li, " · rank" + (f.ranks.length > 1 ? "s " : " ") +
+        (f.ranks.length > 32 ? f.ranks.length + ": " + RS.rankRanges(f.ranks) : f.ranks.join(", ")));
       if (f.evidence) {
         var a = h("a", { href: "#sec-" + f.evidence, "data-evidence": f.evidence }, li, "evidence →");
         a.setAttribute("title", "the section with the numbers behind this finding");
@@ -41,10 +42,31 @@
     kv: kv,
     text: text,
     findings: findings,
+    rankdetail: function (p, b, S) { return RS.rankdetail(p, b, S); },
   };
 
-  function main() {
-    var doc = JSON.parse(document.getElementById("rs-data").textContent);
+  /* a many-rank report holds its payload gzip-compressed in base64: the browser's own
+   * DecompressionStream inflates it (no library, no network) */
+  function unpack(p) {
+    var bin = atob(p.data), n = bin.length, u = new Uint8Array(n);
+    for (var i = 0; i < n; i++) u[i] = bin.charCodeAt(i);
+    var stream = new Blob([u]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(function (t) { return JSON.parse(t); });
+  }
+
+  function start() {
+    var raw = JSON.parse(document.getElementById("rs-data").textContent);
+    if (raw.packed === "gzip-base64") {
+      unpack(raw).then(main, function (err) {
+        var p = document.createElement("p");
+        p.className = "rs-error";
+        p.textContent = "This report's data could not be decompressed by this browser: " + err;
+        document.querySelector("main").prepend(p);
+      });
+    } else main(raw);
+  }
+
+  function main(doc) {
     var S = doc.strings;
     RS.doc = doc;
     RS.timings = [["parse", performance.now() - t0]];
@@ -59,6 +81,7 @@
       });
       RS.timings.push([sec.slug, performance.now() - ts]);
     });
+    if (RS.initialRank != null) RS.pickRank(RS.initialRank);
     var theme = document.getElementById("rs-theme");
     if (theme) theme.addEventListener("click", function () {
       var r = document.documentElement;
@@ -67,6 +90,6 @@
     RS.renderMs = performance.now() - t0;
     document.body.setAttribute("data-ready", "1");
   }
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", main);
-  else main();
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();

@@ -41,7 +41,11 @@
     }
     var wrap = h("div", { "class": "rs-table-block", id: "table-" + b.id, "data-rows": n }, parent);
     if (b.title) h("h4", null, wrap, b.title);
-    if (b.total_rows) h("p", { "class": "rs-help rs-truncated" }, wrap, "The first " + RS.fmt(n) + " of " + RS.fmt(b.total_rows) +
+    if (b.rank_subset) h("p", { "class": "rs-help rs-truncated rs-subset" }, wrap, "Rows of " + b.rank_subset.ranks.length +
+      " of " + b.rank_subset.of + " ranks (the worst, outlier, minimum and maximum ranks: " + RS.rankRanges(b.rank_subset.ranks) +
+      "): " + RS.fmt(n) + " of " + RS.fmt(b.total_rows) + " rows. " + (b.rank_subset.reason === "rows" ? "The table has too many rows" :
+      "Every rank's rows would exceed the report's size budget") + "; `ranksight analyze … --rank N --format csv` writes any rank's.");
+    else if (b.total_rows) h("p", { "class": "rs-help rs-truncated" }, wrap, "The first " + RS.fmt(n) + " of " + RS.fmt(b.total_rows) +
       " rows" + (b.sort ? " by " + b.sort.column : "") + "; `ranksight analyze … --format csv` writes them all.");
     var bar = h("div", { "class": "rs-table-bar" }, wrap);
     var search = h("input", { type: "search", placeholder: "search " + n + " rows", "aria-label": "search" }, bar);
