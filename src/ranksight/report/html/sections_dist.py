@@ -57,6 +57,34 @@ US = {
 }
 
 
+#: Ranks per axis of the all-to-all heatmap at most (beyond, ranks are merged into equal ranges
+#: and a cell sums the bytes between two ranges).
+MAX_PAIR_AXIS = 128
+
+
+def _pair_matrix(tot: pl.DataFrame, ranks: list[Any]) -> tuple[list[str], list[str], list[list[Any]]]:
+    """Bytes (MiB) from source to destination rank; ranges of ranks beyond ``MAX_PAIR_AXIS``."""
+    if len(ranks) <= MAX_PAIR_AXIS:
+        m = {(a, b): v for a, b, v in tot.iter_rows()}
+        values = [[(m[(a, b)] / 2**20 if (a, b) in m else None) for b in ranks] for a in ranks]
+        return rank_labels(ranks), [str(r) for r in ranks], values
+    pos = {r: i for i, r in enumerate(ranks)}
+    per = -(-len(ranks) // MAX_PAIR_AXIS)  # ranks per range
+    groups = [ranks[i : i + per] for i in range(0, len(ranks), per)]
+    idx = pl.DataFrame({"r": ranks, "g": [pos[r] // per for r in ranks]}, schema={"r": tot["src"].dtype, "g": pl.Int64})
+    agg = (
+        tot.join(idx.rename({"r": "src", "g": "gs"}), on="src")
+        .join(idx.rename({"r": "dst", "g": "gd"}), on="dst")
+        .group_by("gs", "gd")
+        .agg(pl.col("bytes").sum())
+    )
+    merged: list[list[Any]] = [[None] * len(groups) for _ in groups]
+    for a, b, v in agg.iter_rows():
+        merged[a][b] = v / 2**20
+    names = [f"{g[0]}–{g[-1]}" for g in groups]
+    return [f"ranks {n}" for n in names], names, merged
+
+
 def _tables(ctx: Ctx, name: str, *titles: tuple[str, str]) -> list[dict[str, Any]]:
     tabs = ctx.result(name).tables
     return [
@@ -83,8 +111,8 @@ def collectives(ctx: Ctx) -> list[dict[str, Any]]:
         .agg(pl.col("wait_us").sum().alias("wait"), pl.col("transfer_us").sum().alias("transfer"))
         .sort("rank")
     )
-    chart = ctx.bar(
-        rank_labels(per["rank"].to_list()),
+    charts = ctx.rank_bar(
+        per["rank"].to_list(),
         {"transfer": (per["transfer"] / 1e3).to_list(), "wait": (per["wait"] / 1e3).to_list()},
         id="collectives-chart",
         title="Time in collectives per rank: waiting for the last rank vs transferring",
@@ -92,7 +120,7 @@ def collectives(ctx: Ctx) -> list[dict[str, Any]]:
         y_label="ms",
     )
     return [
-        chart,
+        *charts,
         *_tables(
             ctx,
             "collectives",
@@ -115,15 +143,15 @@ def collectives(ctx: Ctx) -> list[dict[str, Any]]:
 def alignment(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("alignment", "offsets")
     o = tabs["offsets"].sort("rank")
-    chart = ctx.bar(
-        rank_labels(o["rank"].to_list()),
+    charts = ctx.rank_bar(
+        o["rank"].to_list(),
         {"offset": o["offset_us"].to_list()},
         id="alignment-chart",
         title="Clock offset per rank",
         unit="µs",
         y_label="µs",
     )
-    return [chart, *_tables(ctx, "alignment", ("summary", "Summary"), ("offsets", "Offsets"))]
+    return [*charts, *_tables(ctx, "alignment", ("summary", "Summary"), ("offsets", "Offsets"))]
 
 
 @section(
@@ -153,18 +181,17 @@ def stragglers(ctx: Ctx) -> list[dict[str, Any]]:
                 unit="ms",
                 x_label="step",
                 y_label="rank",
+                row_ranks=w["rank"].to_list() if ctx.many else None,
             )
         )
     r = tabs["ranks"].sort("rank")
-    blocks.append(
-        ctx.bar(
-            rank_labels(r["rank"].to_list()),
-            {"wait caused": (r["wait_caused_us"] / 1e3).to_list()},
-            id="stragglers-chart",
-            title="Wait each rank caused the others by arriving last",
-            unit="ms",
-            y_label="ms",
-        )
+    blocks += ctx.rank_bar(
+        r["rank"].to_list(),
+        {"wait caused": (r["wait_caused_us"] / 1e3).to_list()},
+        id="stragglers-chart",
+        title="Wait each rank caused the others by arriving last",
+        unit="ms",
+        y_label="ms",
     )
     blocks += _tables(
         ctx, "stragglers", ("ranks", "Per rank"), ("instances", "Late collectives"), ("steps", "Per step")
@@ -261,8 +288,8 @@ def alpha_beta(ctx: Ctx) -> list[dict[str, Any]]:
 def exposed_comm(ctx: Ctx) -> list[dict[str, Any]]:
     tabs = ctx.tables("exposed-comm", "per_rank")
     r = tabs["per_rank"].sort("rank")
-    chart = ctx.bar(
-        rank_labels(r["rank"].to_list()),
+    charts = ctx.rank_bar(
+        r["rank"].to_list(),
         {
             "hidden": ((r["comm_us"] - r["exposed_us"]) / 1e3).to_list(),
             "exposed wait": (r["exposed_wait_us"] / 1e3).to_list(),
@@ -274,7 +301,7 @@ def exposed_comm(ctx: Ctx) -> list[dict[str, Any]]:
         y_label="ms",
     )
     return [
-        chart,
+        *charts,
         *_tables(
             ctx,
             "exposed-comm",
@@ -312,15 +339,13 @@ def bubble(ctx: Ctx) -> list[dict[str, Any]]:
     blocks = []
     if "bubble_fraction" in p.columns:
         agg = p.group_by("rank").agg((pl.col("bubble_fraction").mean() * 100).alias("pct")).sort("rank")
-        blocks.append(
-            ctx.bar(
-                rank_labels(agg["rank"].to_list()),
-                {"bubble": agg["pct"].to_list()},
-                id="bubble-chart",
-                title="Mean bubble fraction per stage (rank)",
-                unit="%",
-                y_label="%",
-            )
+        blocks += ctx.rank_bar(
+            agg["rank"].to_list(),
+            {"bubble": agg["pct"].to_list()},
+            id="bubble-chart",
+            title="Mean bubble fraction per stage (rank)",
+            unit="%",
+            y_label="%",
         )
     return blocks + _tables(ctx, "bubble", ("per_step", "Per step"), ("per_stage_step", "Per stage and step"))
 
@@ -341,12 +366,11 @@ def all_to_all(ctx: Ctx) -> list[dict[str, Any]]:
     if pairs is not None:
         tot = pairs.group_by("src", "dst").agg(pl.col("bytes").sum())
         ranks = sorted(set(tot["src"].to_list()) | set(tot["dst"].to_list()))
-        m = {(a, b): v for a, b, v in tot.iter_rows()}
-        values = [[(m[(a, b)] / 2**20 if (a, b) in m else None) for b in ranks] for a in ranks]
+        rows, cols, values = _pair_matrix(tot, ranks)
         blocks.append(
             ctx.heatmap(
-                rank_labels(ranks),
-                [str(r) for r in ranks],
+                rows,
+                cols,
                 values,
                 id="all-to-all-heatmap",
                 title="Bytes sent, source rank × destination rank (all instances)",
@@ -356,16 +380,14 @@ def all_to_all(ctx: Ctx) -> list[dict[str, Any]]:
             )
         )
     pr = tabs["per_rank"].group_by("rank").agg(pl.col("send_bytes").sum(), pl.col("recv_bytes").sum()).sort("rank")
-    blocks.append(
-        ctx.bar(
-            rank_labels(pr["rank"].to_list()),
-            {"sent": (pr["send_bytes"] / 2**20).to_list(), "received": (pr["recv_bytes"] / 2**20).to_list()},
-            id="all-to-all-chart",
-            title="All-to-all bytes per rank",
-            stacked=False,
-            unit="MiB",
-            y_label="MiB",
-        )
+    blocks += ctx.rank_bar(
+        pr["rank"].to_list(),
+        {"sent": (pr["send_bytes"] / 2**20).to_list(), "received": (pr["recv_bytes"] / 2**20).to_list()},
+        id="all-to-all-chart",
+        title="All-to-all bytes per rank",
+        stacked=False,
+        unit="MiB",
+        y_label="MiB",
     )
     blocks += [
         ctx.table(df, id=f"all-to-all-{name}", title=name.replace("_", " "), units=US)

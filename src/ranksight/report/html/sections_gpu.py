@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from ranksight.report.html.sections import Ctx, rank_labels, section, wide
+from ranksight.report.html.sections import Ctx, section, wide
 
 US = {
     c: "µs"
@@ -43,8 +43,8 @@ US = {
 def temporal(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("temporal", "temporal", per_step=True)["temporal"]  # per_step: the options summary reads too
     blocks = [
-        ctx.bar(
-            rank_labels(t["rank"].to_list()),
+        *ctx.rank_bar(
+            t["rank"].to_list(),
             {k: (t[f"{k}_us"] / 1e3).to_list() for k in ("compute", "non_compute", "idle")},
             id="temporal-chart",
             title="GPU time per rank, over the GPU span",
@@ -90,8 +90,8 @@ def idle(ctx: Ctx) -> list[dict[str, Any]]:
     cats, bars = wide(t, "rank", "idle_category", "stream_idle_us", scale=1e-3)
     help = {"stream_idle_us": "this stream's gaps of the category (idle of the analysis `idle`): not GPU idle"}
     return [
-        ctx.bar(
-            rank_labels(cats),
+        *ctx.rank_bar(
+            cats,
             bars,
             id="idle-chart",
             title="Stream idle per rank, summed over streams (not GPU idle)",
@@ -116,15 +116,13 @@ def kernel_types(ctx: Ctx) -> list[dict[str, Any]]:
     if "per_rank" in tabs and tabs["per_rank"].height:
         pr = tabs["per_rank"]
         cats, bars = wide(pr, "rank", "kernel_type", "sum_us", scale=1e-3)
-        blocks.append(
-            ctx.bar(
-                rank_labels(cats),
-                bars,
-                id="kernel-types-chart",
-                title="GPU time by kernel type per rank",
-                unit="ms",
-                y_label="ms",
-            )
+        blocks += ctx.rank_bar(
+            cats,
+            bars,
+            id="kernel-types-chart",
+            title="GPU time by kernel type per rank",
+            unit="ms",
+            y_label="ms",
         )
     blocks.append(ctx.table(tabs["kernel_types"], id="kernel-types-table", title="All ranks", units=US))
     if "per_rank" in tabs:
@@ -148,8 +146,8 @@ def overlap(ctx: Ctx) -> list[dict[str, Any]]:
     t = ctx.tables("overlap", "overlap")["overlap"]
     bars = {"overlapped": (t["overlap_us"] / 1e3).to_list(), "exposed": (t["exposed_comm_us"] / 1e3).to_list()}
     return [
-        ctx.bar(
-            rank_labels(t["rank"].to_list()),
+        *ctx.rank_bar(
+            t["rank"].to_list(),
             bars,
             id="overlap-chart",
             title="Communication time per rank, over the GPU span",
@@ -181,9 +179,10 @@ def gpu_metrics(ctx: Ctx) -> list[dict[str, Any]]:
         c for c in ("utilization_pct", "sm_efficiency_pct", "occupancy_pct", "tensor_core_pct") if c in o.columns
     ]
     blocks = [
-        ctx.bar(
-            cats,
+        *ctx.rank_bar(
+            o["rank"].to_list(),
             {m: o[m].to_list() for m in metrics},
+            labels=cats,
             id="gpu-metrics-chart",
             title="GPU metrics per rank (kernels only, TensorBoard plugin's steps)",
             stacked=False,

@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from ranksight.report.html.sections import Ctx, Skip, rank_labels, section, wide
+from ranksight.report.html.sections import Ctx, Skip, section, wide
 
 #: Longest attributed idle pieces embedded in the report (the CLI's ``--format csv`` has all).
 LONGEST_GAPS = 200
@@ -35,15 +35,13 @@ def idle_causes(ctx: Ctx) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if by_rank.height:
         cats, bars = wide(by_rank, "rank", "cause", "idle_us", scale=1e-3, order=order)
-        blocks.append(
-            ctx.bar(
-                rank_labels(cats),
-                bars,
-                id="idle-causes-chart",
-                title="GPU idle per rank and cause (GPU span)",
-                unit="ms",
-                y_label="ms",
-            )
+        blocks += ctx.rank_bar(
+            cats,
+            bars,
+            id="idle-causes-chart",
+            title="GPU idle per rank and cause (GPU span)",
+            unit="ms",
+            y_label="ms",
         )
     if by_step.height and by_step["step"].n_unique() > 1:
         mean = by_step.group_by("step", "cause").agg(pl.col("idle_us").sum() / by_step["rank"].n_unique())

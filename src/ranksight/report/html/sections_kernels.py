@@ -34,9 +34,9 @@ def kernels(ctx: Ctx) -> list[dict[str, Any]]:
     )
     per_rank = top.select("name").join(per_rank, on="name", how="left", maintain_order="left").fill_null(0)
     ranks = [c for c in per_rank.columns if c != "name"]
-    chart = ctx.bar(
+    chart = ctx.rank_series_bar(
         per_rank["name"].to_list(),
-        {f"rank {r}": (per_rank[r] / 1e3).to_list() for r in ranks},
+        {int(r): (per_rank[r] / 1e3).to_list() for r in ranks},
         id="kernels-chart",
         title="Top kernels (all types), GPU time per rank",
         horizontal=True,
@@ -81,6 +81,7 @@ def kernel_spread(ctx: Ctx) -> list[dict[str, Any]]:
         x_label="rank",
         y_label="kernel",
         scale="row",
+        reduce="max" if ctx.many else "mean",  # many ranks: a slow rank's column survives the merge
     )
     return [
         heat,

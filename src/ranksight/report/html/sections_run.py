@@ -83,9 +83,8 @@ def gpu_busy(ctx: Ctx) -> list[dict[str, Any]]:
     t = t.filter(pl.col("span_us").is_not_null())
     if t.height == 0:
         raise Skip("no GPU events in these traces (CPU-only)")
-    cats = [f"rank {r}" for r in t["rank"].to_list()]
-    chart = ctx.bar(
-        cats,
+    charts = ctx.rank_bar(
+        t["rank"].to_list(),
         {"busy": (t["busy_us"] / 1e3).to_list(), "idle": (t["idle_us"] / 1e3).to_list()},
         id="gpu-busy-chart",
         title="GPU busy and idle time per rank, over the GPU span",
@@ -94,7 +93,7 @@ def gpu_busy(ctx: Ctx) -> list[dict[str, Any]]:
     )
     us = {c: "µs" for c in ("span_us", "busy_us", "idle_us", "step_time_us", "busy_us_in_steps", "idle_us_in_steps")}
     blocks = [
-        chart,
+        *charts,
         ctx.table(t, id="gpu-busy-table", title="Per rank, over the GPU span", units=us, help=BUSY_HELP),
     ]
     steps = ctx.result("temporal", per_step=True).tables.get("over_steps")
@@ -135,10 +134,9 @@ def top_kernels(ctx: Ctx) -> list[dict[str, Any]]:
         )
         .fill_null(0)
     )
-    bars = {f"rank {r}": (piv[str(r)] / 1e3).to_list() for r in ranks}
-    chart = ctx.bar(
+    chart = ctx.rank_series_bar(
         names,
-        bars,
+        {r: (piv[str(r)] / 1e3).to_list() for r in ranks},
         id="top-kernels-chart",
         title="Top kernels, time per rank",
         horizontal=True,

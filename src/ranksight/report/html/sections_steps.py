@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from ranksight.report.html.sections import Ctx, rank_labels, section, wide
+from ranksight.report.html.sections import Ctx, section, wide
 
 CATS = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 
@@ -28,8 +28,8 @@ def step_overview(ctx: Ctx) -> list[dict[str, Any]]:
     cats = [c for c in CATS if f"{c}_us" in st.columns]
     avg = st.group_by("rank").agg(pl.col(f"{c}_us").mean() for c in cats).sort("rank")
     blocks = [
-        ctx.bar(
-            rank_labels(avg["rank"].to_list()),
+        *ctx.rank_bar(
+            avg["rank"].to_list(),
             {c: (avg[f"{c}_us"] / 1e3).to_list() for c in cats},
             id="step-overview-chart",
             title="Mean step time per rank (TensorBoard plugin's steps)",
@@ -78,18 +78,11 @@ def steps(ctx: Ctx) -> list[dict[str, Any]]:
     st = ctx.tables("steps", "steps")["steps"]
     blocks = []
     if st["step"].n_unique() > 1:
-        cats, bars = wide(
-            st.with_columns(pl.format("rank {}", pl.col("rank")).alias("r")),
-            "step",
-            "r",
-            "gpu_span_us",
-            scale=1e-3,
-            order=[f"rank {r}" for r in sorted(st["rank"].unique().to_list())],
-        )
+        cats, bars = wide(st, "step", "rank", "gpu_span_us", scale=1e-3, order=sorted(st["rank"].unique().to_list()))
         blocks.append(
-            ctx.bar(
+            ctx.rank_series_bar(
                 [f"step {s}" for s in cats],
-                bars,
+                {int(r): v for r, v in bars.items()},
                 id="steps-chart",
                 title="GPU span per step and rank",
                 stacked=False,
@@ -129,15 +122,13 @@ def mfu(ctx: Ctx) -> list[dict[str, Any]]:
     blocks = []
     if "mfu" in st.columns and st["mfu"].drop_nulls().len():
         per = st.group_by("rank").agg((pl.col("mfu").mean() * 100).alias("mfu_pct")).sort("rank")
-        blocks.append(
-            ctx.bar(
-                rank_labels(per["rank"].to_list()),
-                {"MFU": per["mfu_pct"].to_list()},
-                id="mfu-chart",
-                title="Mean MFU per rank",
-                unit="%",
-                y_label="%",
-            )
+        blocks += ctx.rank_bar(
+            per["rank"].to_list(),
+            {"MFU": per["mfu_pct"].to_list()},
+            id="mfu-chart",
+            title="Mean MFU per rank",
+            unit="%",
+            y_label="%",
         )
     else:
         ctx.notes.append("MFU needs the GPU's peak: unknown GPU (pass --peak-tflops to `ranksight analyze mfu`)")
