@@ -1,4 +1,5 @@
-"""On-disk cache of decoded, derived traces (one directory per trace file).
+"""On-disk cache of decoded, derived traces (one directory per trace file, or per group of small
+rank files decoded together: :func:`write_group`, docs/scale.md).
 
 An entry holds the canonical tables as Parquet (``events``, ``spans`` and each side table) and a
 ``meta.json`` with the trace's top-level metadata, decoder stats, warnings and, for every table
@@ -78,6 +79,11 @@ __all__ = [
     "write_entry",
     "read_entry",
     "load_or_build",
+    "group_key",
+    "group_dir",
+    "write_group",
+    "read_group",
+    "store_group",
     "table_loader",
     "spans_loader",
     "store",
@@ -284,27 +290,188 @@ def write_entry(cfg: CacheConfig, trace: Trace, key: str, *, on_written: Callabl
             "xxh3_128": sums,
             "written": time.time(),
         }
-        meta = json.loads(json.dumps(meta, default=str))  # the body exactly as it will be read back
-        meta["checksum"] = _seal(meta)
-        with open(tmp / META_FILE, "w") as f:
-            f.write(json.dumps(meta))
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(tmp)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            # another run wrote it first (or a damaged entry is in the way): keep a sound one
-            if final.exists() and check_entry(final, key) is None:
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                remove_entry(final)
-                os.rename(tmp, final)
-        _fsync_dir(cfg.directory)
+        _commit(cfg, tmp, final, key, meta)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def _commit(cfg: CacheConfig, tmp: Path, final: Path, key: str, meta: dict[str, Any]) -> None:
+    """Seal and write ``meta.json`` into the temporary directory, fsync it, rename it into place."""
+    meta = json.loads(json.dumps(meta, default=str))  # the body exactly as it will be read back
+    meta["checksum"] = _seal(meta)
+    with open(tmp / META_FILE, "w") as f:
+        f.write(json.dumps(meta))
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(tmp)
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        # another run wrote it first (or a damaged entry is in the way): keep a sound one
+        if final.exists() and check_entry(final, key) is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            remove_entry(final)
+            os.rename(tmp, final)
+    _fsync_dir(cfg.directory)
+
+
+# ---- group entries: many small rank files in one entry (issue 19) ----------------------------
+
+
+def group_key(keys: list[str], paths: list[str]) -> str:
+    """The key of a group entry: every member's file and its own key (fingerprint), in order."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"group:{FORMAT_VERSION}\n".encode())
+    for k, p in zip(keys, paths, strict=True):
+        h.update(f"{os.path.realpath(p)}\0{k}\n".encode())
+    return h.hexdigest()
+
+
+def group_dir(cfg: CacheConfig, paths: list[str], key: str) -> Path:
+    """``<folder of the first file>.<n>ranks-<key>``: one directory for the group."""
+    folder = Path(os.path.realpath(paths[0])).parent.name or "traces"
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in folder)[:40]
+    return cfg.directory / f"{stem}.{len(paths)}ranks-{key[:32]}"
+
+
+def write_group(cfg: CacheConfig, traces: list[Trace], key: str) -> Path:
+    """Write the traces of several rank files as one entry: each table of every member stacked in
+    one Parquet file, in member order (``meta.json`` says how many rows each member has), so a
+    run of many small ranks writes and reads ten files, not ten per rank. Atomic and durable as
+    :func:`write_entry`; the same checksums."""
+    paths = [t.path for t in traces]
+    final = group_dir(cfg, paths, key)
+    cfg.directory.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{uuid.uuid4().hex[:8]}-", dir=cfg.directory))
+    try:
+        frames: list[tuple[str, Callable[[Trace], pl.DataFrame]]] = [
+            *[(f"t_{n}.parquet", lambda t, n=n: t.tables[n]) for n in TABLES],
+            ("spans.parquet", lambda t: t.spans),
+            (EVENTS_FILE, lambda t: t.events),
+        ]
+        sizes, sums, counts = {}, {}, {}
+        for fname, get in frames:
+            parts = [get(t) for t in traces]
+            counts[fname] = [p.height for p in parts]
+            sizes[fname], sums[fname] = _write_parquet(pl.concat(parts, how="vertical"), tmp / fname)
+        meta: dict[str, Any] = {
+            "format_version": FORMAT_VERSION,
+            "key": key,
+            "group": True,
+            "source": os.path.dirname(os.path.realpath(paths[0])),
+            "members": [
+                {
+                    "path": os.path.realpath(t.path),
+                    "raw_meta": t.meta.raw,
+                    "id_names": {str(k): v for k, v in t.meta.id_names.items()},
+                    "stats": t.stats,
+                    "warnings": t.warnings,
+                    "devices_used": t.meta.devices_used,
+                    "runtime_names": sorted(t.runtime_names),
+                }
+                for t in traces
+            ],
+            "counts": counts,
+            "tables": list(TABLES),
+            "sizes": sizes,
+            "xxh3_128": sums,
+            "written": time.time(),
+        }
+        _commit(cfg, tmp, final, key, meta)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _split(df: pl.DataFrame, counts: list[int]) -> list[pl.DataFrame]:
+    if sum(counts) != df.height:
+        raise _Stale(f"the members' row counts add up to {sum(counts)}, the file has {df.height}")
+    out, k = [], 0
+    for n in counts:
+        out.append(df.slice(k, n))
+        k += n
+    return out
+
+
+def read_group(
+    cfg: CacheConfig,
+    paths: list[str],
+    key: str,
+    *,
+    ranks: list[int],
+    rank_sources: list[str],
+    problems: list[str] | None = None,
+) -> list[Trace] | None:
+    """The traces of a group entry (every file checked against its checksum), in member order, or
+    None when there is no valid entry (with ``problems``, why a present one was refused)."""
+    d = group_dir(cfg, paths, key)
+    if not d.exists():
+        return None
+    try:
+        meta = _checked(d, key)
+        members = meta["members"]
+        if [m["path"] for m in members] != [os.path.realpath(p) for p in paths]:
+            raise _Stale("written for other files")
+        parts: dict[str, list[pl.DataFrame]] = {}
+        for fname in _files(meta["tables"]):
+            _verify_file(d, fname, meta)
+            try:
+                df = pl.read_parquet(d / fname)
+            except Exception as err:  # noqa: BLE001 - Parquet/Arrow errors on a file that passed its checksum
+                raise _Stale(f"{fname} cannot be read: {_why(err)}") from None
+            parts[fname] = _split(df, meta["counts"][fname])
+        out = []
+        for i, (m, p) in enumerate(zip(members, paths, strict=True)):
+            out.append(
+                Trace.from_parts(
+                    path=p,
+                    rank=ranks[i],
+                    rank_source=rank_sources[i],
+                    events=parts[EVENTS_FILE][i],
+                    tables=LazyTables({n: parts[f"t_{n}.parquet"][i] for n in meta["tables"]}),
+                    spans=parts["spans.parquet"][i],
+                    raw_meta=m["raw_meta"],
+                    id_names={int(k): v for k, v in m["id_names"].items()},
+                    stats=m["stats"],
+                    warnings=m["warnings"],
+                    devices_used=m.get("devices_used"),
+                    runtime_names=set(m.get("runtime_names") or []),
+                )
+            )
+    except _Stale as err:
+        if problems is not None:
+            problems.append(str(err))
+        return None
+    except Exception as err:  # noqa: BLE001 - a meta.json that passed its checksum but not the model
+        if problems is not None:
+            problems.append(f"{type(err).__name__}: {err}")
+        return None
+    return out
+
+
+def store_group(cfg: CacheConfig, traces: list[Trace], key: str) -> None:
+    """:func:`write_group`, never stopping the analysis: an error of the cache adds a warning to
+    each trace (as :func:`store`)."""
+    folder = str(cfg.directory)
+    known = _unwritable.get(folder)
+    why = None
+    if known is not None and time.monotonic() - known[1] < RETRY_S:
+        why = known[0]
+    else:
+        try:
+            write_group(cfg, traces, key)
+        except Exception as err:  # noqa: BLE001 - the cache never stops an analysis
+            why = _why(err)
+            if why in ("no space left on device", "disk quota exceeded", "read-only file system", "permission denied"):
+                with _unwritable_lock:
+                    _unwritable[folder] = (why, time.monotonic())
+    if why is not None:
+        for t in traces:
+            t.warnings.append(f"{CACHE_WARNING}not written to {folder}: {why}; the traces are decoded without it")
 
 
 #: Cache folders found unwritable in this process (a full disk, read-only): not tried again for

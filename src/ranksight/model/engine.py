@@ -61,6 +61,10 @@ class TraceSource:
         the file is decoded again (once). ``decoded``: this file already decoded (many files
         are decoded in one native call, :func:`~ranksight.io.kineto.decode_many`, and derived
         together, :meth:`Trace.many`), used instead of the first decode."""
+        from ranksight.model.trace import Trace
+
+        if isinstance(decoded, Trace):  # read from, or written to, a group entry (predecode)
+            return decoded
         decode: Callable[[], Trace] = self._decode if decoded is None else _Handed(self, decoded)
         if self.cache is None or self.key is None:
             return decode()
@@ -175,28 +179,68 @@ def apply(fn: Callable[..., Any], trace: Trace, kwargs: dict[str, Any]) -> Any:
 
 
 def predecode(sources: Sequence[TraceSource]) -> dict[int, Trace]:
-    """The sources (by index) that are Kineto files not read from the cache, decoded in one native
-    call (:func:`~ranksight.io.kineto.decode_many`: in parallel across files, no Python work per
-    file until their columns are imported) and derived together (:meth:`Trace.many`). Fewer than
-    two such files: nothing (one file decodes as fast alone, in parallel within the file). The
-    sources of one load share their guards and caps (those of the first are used)."""
+    """The sources (by index) that are Kineto files not read from their own cache entry, decoded
+    in one native call (:func:`~ranksight.io.kineto.decode_many`: in parallel across files, no
+    Python work per file until their columns are imported) and derived together
+    (:meth:`Trace.many`). Those the cache holds (each with a key) are read from, or written to,
+    one group entry (:func:`~ranksight.model.cache.write_group`: ten files for the group instead
+    of ten per rank). Fewer than two such files: nothing (one file decodes as fast alone, in
+    parallel within the file, and has its own entry). The sources of one load share their
+    guards, caps and cache (those of the first are used)."""
     todo = [i for i, s in enumerate(sources) if s.decodes_natively() and not s.is_cached()]
     if len(todo) < 2:
         return {}
+    keyed = [i for i in todo if sources[i].key is not None and sources[i].cache is not None]
+    plain = [i for i in todo if i not in set(keyed)]
+    out: dict[int, Trace] = {}
+    if len(keyed) >= 2:
+        out.update(_group(sources, keyed))
+    else:
+        plain = todo
+    if plain:
+        out.update(zip(plain, _decode_together([sources[i] for i in plain]), strict=True))
+    return out
+
+
+def _decode_together(group: list[TraceSource]) -> list[Trace]:
     from ranksight.io.kineto import decode_many
     from ranksight.model.trace import Trace
 
-    first = sources[todo[0]]
+    first = group[0]
     ms, me = first.caps if first.caps is not None else (None, None)
     decoded = decode_many(
-        [sources[i].path for i in todo],
-        strict=first.strict,
-        max_bytes=first.max_bytes,
-        max_string_bytes=ms,
-        max_event_bytes=me,
+        [s.path for s in group], strict=first.strict, max_bytes=first.max_bytes, max_string_bytes=ms, max_event_bytes=me
     )
-    traces = Trace.many(decoded, [sources[i].rank for i in todo], [sources[i].rank_source for i in todo])
-    return dict(zip(todo, traces, strict=True))
+    return Trace.many(decoded, [s.rank for s in group], [s.rank_source for s in group])
+
+
+def _group(sources: Sequence[TraceSource], idx: list[int]) -> dict[int, Trace]:
+    """The keyed sources ``idx`` from their group entry, else decoded together and written there
+    (a trace that would not pass this load's guards is decoded again, as with one entry)."""
+    from ranksight.model import cache as _cache
+
+    group = [sources[i] for i in idx]
+    cfg = group[0].cache
+    assert cfg is not None
+    paths = [s.path for s in group]
+    key = _cache.group_key([str(s.key) for s in group], paths)
+    problems: list[str] = []
+    got = _cache.read_group(
+        cfg, paths, key, ranks=[s.rank for s in group], rank_sources=[s.rank_source for s in group], problems=problems
+    )
+    if got is not None and all(_honours_guards(t, s.strict, s.max_bytes) for t, s in zip(got, group, strict=True)):
+        return dict(zip(idx, got, strict=True))
+    if problems:  # a damaged entry: out of the way of the new one, and said once per trace
+        d = _cache.group_dir(cfg, paths, key)
+        _cache.remove_entry(d)
+    traces = _decode_together(group)
+    _cache.store_group(cfg, traces, key)
+    if problems:
+        for t in traces:
+            t.warnings.append(
+                f"{_cache.CACHE_WARNING}entry {d.name} was unusable ({problems[0]}): decoded again and rewritten"
+            )
+    return dict(zip(idx, traces, strict=True))
 
 
 def load_many(sources: Sequence[TraceSource]) -> list[Trace]:

@@ -20,11 +20,11 @@ from ranksight.io.kineto import DEFAULT_MAX_BYTES, DEFAULT_MAX_EVENT_BYTES, DEFA
 from ranksight.io.kineto import limits as kineto_limits
 from ranksight.model.cache import CACHE_WARNING, VERIFY_MODES, CacheConfig, fingerprint, sweep_tmp
 from ranksight.model.engine import (
+    IN_MEMORY_EVENTS,
     DaskEngine,
     Engine,
     LocalEngine,
     ProcessEngine,
-    IN_MEMORY_EVENTS,
     TraceSource,
     apply,
     batches,
