@@ -135,6 +135,26 @@ def _attributed(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
     )
 
 
+def _attributed_in(trace: Trace, g: CriticalGraph, rows: np.ndarray) -> pl.DataFrame:
+    """:func:`_attributed`, read from the graph's events for the rows that have nodes (most) and
+    from the trace for the others (call-stack parents without nodes)."""
+    want = np.unique(rows[rows >= 0])
+    have = g.events.select(
+        pl.col("row").cast(pl.Int64),
+        pl.col("name").cast(pl.String),
+        pl.col("pid").cast(pl.Int64),
+        pl.col("tid").cast(pl.Int64),
+        "stream",
+        "kind",
+        pl.col("kernel_class").cast(pl.String),
+    ).filter(pl.col("row").is_in(pl.Series(want, dtype=pl.Int64).implode()))
+    rest = np.setdiff1d(want, have["row"].to_numpy(), assume_unique=True)
+    if rest.size == 0:
+        return have
+    more = _attributed(trace, rest)
+    return pl.concat([have, more.cast(have.schema)]).sort("row")  # type: ignore[arg-type]
+
+
 def _is_data_load(names: pl.Series, patterns: Sequence[str] | None) -> pl.Series:
     if not patterns:
         return pl.Series([False] * names.len())
@@ -166,8 +186,8 @@ def rank_breakdown(
     notes = [f"rank {trace.rank}: {n}" for n in g.notes]
     if p.height == 0:
         raise MissingDataError(f"rank {trace.rank}: no critical path (no CPU op, runtime call or kernel in the window)")
-    attr = _attributed(trace, p["attr_row"].to_numpy())
-    bd = p.join(attr.rename({"row": "attr_row"}), on="attr_row", how="left").sort("step")
+    attr = _attributed_in(trace, g, p["attr_row"].to_numpy())
+    bd = p.join(attr.rename({"row": "attr_row"}), on="attr_row", how="left", maintain_order="left")  # path order
     code = bd["type"].to_numpy()
     on_gpu = (bd["stream"].fill_null(-1) != -1).to_numpy()
     names = bd["name"]
@@ -178,7 +198,17 @@ def rank_breakdown(
         comm = (bd["kernel_class"] == "COMMUNICATION").fill_null(False).to_numpy()
     dl = _is_data_load(names, data_load).to_numpy()
     weighted = np.isin(code, [OPERATOR, LAUNCH_DELAY, KERNEL_KERNEL])
-    bound = np.select(
+    # labels chosen by index (np.select over strings, and numpy strings into polars, are slow)
+    bound_labels = (
+        "gpu_kernel_kernel_overhead",
+        "gpu_kernel_launch_overhead",
+        "",
+        "data_loading",
+        "cpu_bound",
+        "gpu_communication_bound",
+        "gpu_compute_bound",
+    )
+    bound_i = np.select(
         [
             code == KERNEL_KERNEL,
             code == LAUNCH_DELAY,
@@ -187,19 +217,13 @@ def rank_breakdown(
             ~on_gpu,
             comm,
         ],
-        [
-            "gpu_kernel_kernel_overhead",
-            "gpu_kernel_launch_overhead",
-            "",
-            "data_loading",
-            "cpu_bound",
-            "gpu_communication_bound",
-        ],
-        "gpu_compute_bound",
+        [0, 1, 2, 3, 4, 5],
+        6,
     )
     span = np.maximum(bd["dst_ts_ns"].to_numpy() - bd["src_ts_ns"].to_numpy(), 0)
     w = bd["weight_ns"].to_numpy()
-    cat = np.select(
+    cat_labels = ("kernel_kernel_delay", "launch_delay", "sync", "idle", "kernel", "cpu_op")
+    cat_i = np.select(
         [
             code == KERNEL_KERNEL,
             code == LAUNCH_DELAY,
@@ -208,15 +232,19 @@ def rank_breakdown(
             (code == OPERATOR) & on_gpu,
             (code == OPERATOR) & (w == 0) & (span > 0),
         ],
-        ["kernel_kernel_delay", "launch_delay", "sync", "idle", "kernel", "sync"],
-        "cpu_op",
+        [0, 1, 2, 3, 4, 2],
+        5,
     )
+
+    def labels(name: str, values: Sequence[str], i: np.ndarray) -> pl.Series:
+        return pl.Series(name, values, dtype=pl.String).gather(i)
+
     out = bd.select(
         pl.lit(trace.rank, pl.Int32).alias("rank"),
         pl.col("step").alias("seq"),
-        pl.Series("type", np.asarray(EDGE_TYPES, dtype=object)[code], dtype=pl.String),
-        pl.Series("category", cat),
-        pl.Series("bound_by", bound),
+        labels("type", EDGE_TYPES, code.astype(np.int64)),
+        labels("category", cat_labels, cat_i),
+        labels("bound_by", bound_labels, bound_i),
         pl.when(pl.col("attr_row") >= 0).then(pl.col("attr_row")).alias("event_row"),
         "name",
         "pid",
@@ -270,7 +298,7 @@ def _rank_graph(trace: Trace, step: int | None) -> tuple[CriticalGraph, tuple[in
         gs, ge = r.get("gpu_start_ns"), r.get("gpu_end_ns")
         span = (min(lo, gs) if gs is not None else lo, max(hi, ge) if ge is not None else hi)
     g = critical_graph(trace, lo, hi, hta_compat=False, data_load=DATA_LOAD_PATTERNS, gloo=True)
-    return g, span, _attributed(trace, g.edges["attr_row"].to_numpy())
+    return g, span, _attributed_in(trace, g, g.edges["attr_row"].to_numpy())
 
 
 def _empty_graph(rank: int) -> CriticalGraph:
