@@ -17,6 +17,7 @@ from tests.report.test_report_payload import _validator, string_refs_ok
 
 from ranksight.report.html import ranks as rkmod
 from ranksight.report.html import read_payload, render_html
+from ranksight.report.html.payload import encode_table
 from ranksight.report.html.sections import Ctx
 
 N, SLOW = 40, 13
@@ -232,6 +233,22 @@ def test_size_bounded_at_4096_ranks(many_session):
     assert packed < 1.25 * rkmod.TABLE_BUDGET_BYTES, packed
     # the smallest tables per rank come first: a cut table is never smaller per rank than a full one
     assert max(b["rows"] for b in full) <= min(b["total_rows"] for b in cut)
+
+
+def test_raw_size_bounded_when_rows_compress_well(many_session, monkeypatch):
+    """Rows that compress to little (ranks that repeat each other) are held to a budget of JSON
+    before compression too: that is what the browser parses when the page opens."""
+    monkeypatch.setattr(rkmod, "TABLE_BUDGET_RAW_BYTES", 300_000)
+    ctx = Ctx(many_session)
+    n_ranks = 4096
+    df = pl.DataFrame({"rank": np.repeat(np.arange(n_ranks), 4), "kernel": ["gemm", "relu", "copy", "nccl"] * n_ranks})
+    same = df.with_columns(pl.lit(1234.5678).alias("sum_us"), pl.lit(77).alias("calls"))
+    blocks = [ctx.table(same.head(n_ranks), id="small", title="small"), ctx.table(same, id="big", title="big")]
+    ctx.finish_tables()
+    assert "rank_subset" not in blocks[0] and len(set(blocks[0]["data"][0])) == n_ranks // 4
+    assert blocks[1]["rank_subset"]["of"] == n_ranks and set(blocks[1]["data"][0]) == set(ctx.focus().ranks)
+    full_raw = rkmod.json_sizes(encode_table(same, ctx.strings, id="x", title="")["data"])
+    assert full_raw[0] < rkmod.TABLE_BUDGET_BYTES and full_raw[1] > 300_000  # cut for its raw size only
 
 
 def test_no_section_of_few_ranks_is_listed_for_many(demo_doc):

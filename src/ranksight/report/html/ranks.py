@@ -61,6 +61,10 @@ MAX_FOCUS = 24
 TABLE_BUDGET_BYTES = 3_000_000
 #: Estimated compressed bytes of one per-rank table embedded with every rank's rows, at most.
 TABLE_MAX_BYTES = 1_000_000
+#: Estimated JSON bytes (before compression: what the browser parses) of all per-rank tables
+#: embedded with every rank's rows, and of one: a page that compresses well still opens fast.
+TABLE_BUDGET_RAW_BYTES = 24_000_000
+TABLE_MAX_RAW_BYTES = 8_000_000
 #: Rows of one per-rank table embedded with every rank's rows, at most.
 TABLE_MAX_ROWS = 250_000
 #: Ranks sampled to estimate a per-rank table's size.
@@ -296,7 +300,13 @@ def unpack_json(obj: Mapping[str, Any]) -> Any:
     return json.loads(gzip.decompress(base64.b64decode(obj["data"])).decode("utf-8"))
 
 
+def json_sizes(obj: Any) -> tuple[int, int]:
+    """Bytes of ``obj`` as compact JSON after gzip, and before (the size estimates of the table
+    budget)."""
+    raw = json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str).encode("utf-8")
+    return len(gzip.compress(raw, compresslevel=6, mtime=0)), len(raw)
+
+
 def compressed_size(obj: Any) -> int:
-    """Bytes of ``obj`` as compact JSON after gzip (the size estimate of the table budget)."""
-    text = json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str)
-    return len(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0))
+    """Bytes of ``obj`` as compact JSON after gzip."""
+    return json_sizes(obj)[0]

@@ -296,21 +296,24 @@ class Ctx:
 
     def finish_tables(self) -> None:
         """Encode the per-rank tables of a many-rank report: those with the fewest bytes per rank
-        first get every rank's rows while the budget (``TABLE_BUDGET_BYTES`` of estimated
-        compressed JSON) lasts; the others the focus ranks' rows, and say so."""
+        first get every rank's rows while the budget lasts (``TABLE_BUDGET_BYTES`` of estimated
+        compressed JSON, the page's size; ``TABLE_BUDGET_RAW_BYTES`` of JSON, what the browser
+        parses); the others the focus ranks' rows, and say so."""
         if not self.deferred:
             return
         focus = self.focus().ranks
         cands = []
         for d in self.deferred:
             n = max(1, d.df["rank"].drop_nulls().n_unique())
-            est = _estimate_bytes(d.df, d.kw)
-            cands.append((est / n, str(d.block["id"]), est, d))
-        budget = rkmod.TABLE_BUDGET_BYTES
-        for _, _, est, d in sorted(cands, key=lambda t: (t[0], t[1])):
+            est, raw = _estimate_bytes(d.df, d.kw)
+            cands.append((est / n, str(d.block["id"]), est, raw, d))
+        budget, budget_raw = rkmod.TABLE_BUDGET_BYTES, rkmod.TABLE_BUDGET_RAW_BYTES
+        for _, _, est, raw, d in sorted(cands, key=lambda t: (t[0], t[1])):
             n_ranks = d.df["rank"].drop_nulls().n_unique()
-            if est <= min(budget, rkmod.TABLE_MAX_BYTES) and d.df.height <= rkmod.TABLE_MAX_ROWS:
+            fits = est <= min(budget, rkmod.TABLE_MAX_BYTES) and raw <= min(budget_raw, rkmod.TABLE_MAX_RAW_BYTES)
+            if fits and d.df.height <= rkmod.TABLE_MAX_ROWS:
                 budget -= est
+                budget_raw -= raw
                 d.block.update(encode_table(d.df, self.strings, id=d.block["id"], title=d.block["title"], **d.kw))
                 continue
             sub = d.df.filter(pl.col("rank").is_in(focus) | pl.col("rank").is_null())  # null: not a rank's row
@@ -495,9 +498,10 @@ SPREAD_HELP = {
 }
 
 
-def _estimate_bytes(df: pl.DataFrame, kw: Mapping[str, Any]) -> int:
-    """Estimated compressed JSON bytes of ``df``'s table block with every rank's rows (its data and
-    the strings it uses): measured on all rows when few, else on a sample of ranks and scaled."""
+def _estimate_bytes(df: pl.DataFrame, kw: Mapping[str, Any]) -> tuple[int, int]:
+    """Estimated JSON bytes of ``df``'s table block with every rank's rows (its data and the strings
+    it uses), compressed and not: measured on all rows when few, else on a sample of ranks and
+    scaled."""
     ranks = sorted(df["rank"].drop_nulls().unique().to_list())
     sub, scale = df, 1.0
     if df.height > 2_000 and len(ranks) > rkmod.SIZE_SAMPLE_RANKS:
@@ -506,7 +510,8 @@ def _estimate_bytes(df: pl.DataFrame, kw: Mapping[str, Any]) -> int:
         scale = df.height / max(1, sub.height)
     scratch = StringTable()
     blk = encode_table(sub, scratch, id="x", title="", **{k: v for k, v in kw.items() if k == "digits"})
-    return int(rkmod.compressed_size([blk["data"], scratch.strings]) * scale)
+    packed, raw = rkmod.json_sizes([blk["data"], scratch.strings])
+    return int(packed * scale), int(raw * scale)
 
 
 def _num(v: Any) -> Any:
