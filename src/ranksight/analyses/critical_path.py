@@ -152,7 +152,7 @@ def _attributed_in(trace: Trace, g: CriticalGraph, rows: np.ndarray) -> pl.DataF
     if rest.size == 0:
         return have
     more = _attributed(trace, rest)
-    return pl.concat([have, more.cast(have.schema)]).sort("row")  # type: ignore[arg-type]
+    return pl.concat([have, more.cast(have.schema)]).sort("row")
 
 
 def _is_data_load(names: pl.Series, patterns: Sequence[str] | None) -> pl.Series:
