@@ -182,24 +182,34 @@ def predecode(sources: Sequence[TraceSource]) -> dict[int, Trace]:
     """The sources (by index) that are Kineto files not read from their own cache entry, decoded
     in one native call (:func:`~ranksight.io.kineto.decode_many`: in parallel across files, no
     Python work per file until their columns are imported) and derived together
-    (:meth:`Trace.many`). Those the cache holds (each with a key) are read from, or written to,
-    one group entry (:func:`~ranksight.model.cache.write_group`: ten files for the group instead
-    of ten per rank). Fewer than two such files: nothing (one file decodes as fast alone, in
-    parallel within the file, and has its own entry). The sources of one load share their
-    guards, caps and cache (those of the first are used)."""
-    todo = [i for i, s in enumerate(sources) if s.decodes_natively() and not s.is_cached()]
+    (:meth:`Trace.many`); only files under :data:`SMALL_FILE_BYTES`. Those the cache holds (each
+    with a key) are read from, or written to, one group entry
+    (:func:`~ranksight.model.cache.write_group`: ten files for the group instead of ten per rank).
+    Fewer than two such files: nothing (one file decodes as fast alone, in parallel within the
+    file, and has its own entry). The sources of one load share their guards, caps and cache
+    (those of the first are used)."""
+    todo = [
+        i
+        for i, s in enumerate(sources)
+        if s.decodes_natively() and _size(s.path) < SMALL_FILE_BYTES and not s.is_cached()
+    ]
     if len(todo) < 2:
         return {}
     keyed = [i for i in todo if sources[i].key is not None and sources[i].cache is not None]
-    plain = [i for i in todo if i not in set(keyed)]
     out: dict[int, Trace] = {}
     if len(keyed) >= 2:
         out.update(_group(sources, keyed))
-    else:
-        plain = todo
+    # the others decoded together; a lone cacheable file keeps its own entry (its own load)
+    plain = [i for i in todo if i not in out and not (len(keyed) == 1 and i == keyed[0])]
     if plain:
         out.update(zip(plain, _decode_together([sources[i] for i in plain]), strict=True))
     return out
+
+
+#: Files from this size on are decoded one by one (in parallel within the file) and cached in an
+#: entry of their own, whose side tables are read back when needed instead of held: what many
+#: files share is the fixed cost per file, which a large file does not feel.
+SMALL_FILE_BYTES = 16 << 20
 
 
 def _decode_together(group: list[TraceSource]) -> list[Trace]:
