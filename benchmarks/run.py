@@ -75,6 +75,9 @@ SETS = {
     "256x1m": (256, 1 << 20),
     "1024x1m": (1024, 1 << 20),
     "4096x256k": (4096, 256 << 10),
+    # one file of the same trace as the many-rank sets (DLRM rank 0 replicated): what a many-rank
+    # load is compared with (issue 19: N files of X MB within 1.5x of one X MB file)
+    "256m-dlrm": (1, 256 << 20),
     "20m": (1, 20 << 20),
 }
 
@@ -90,7 +93,8 @@ def make_set(name: str) -> Path:
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     if nranks == 1:
-        build(str(SOURCE_SINGLE), str(d / "rank-0.json"), size, rank=0, world_size=1)
+        src = sorted(SOURCE_MULTI.glob("*.json.gz"))[0] if name.endswith("-dlrm") else SOURCE_SINGLE
+        build(str(src), str(d / "rank-0.json"), size, rank=0, world_size=1)
     else:
         sources = sorted(SOURCE_MULTI.glob("*.json.gz"))
         first = d / "proto-{}.json"
