@@ -19,6 +19,7 @@ shares the caller's cache.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -141,7 +142,11 @@ class Session:
         if isinstance(hit, AnalysisResult):
             return hit
         self._store.calls[name] += 1
-        if self.run is not None and self.run.small_ranks:
+        if (
+            self.run is not None
+            and os.environ.get("POLARS_ENGINE_AFFINITY") != "in-memory"  # not already (a nested analysis)
+            and self.run.small_ranks
+        ):
             # small ranks: polars' in-memory engine (the streaming engine's fixed cost per query
             # is most of a small rank's time; the answers are the same)
             import polars as pl
