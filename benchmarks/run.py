@@ -78,6 +78,7 @@ SETS = {
     # one file of the same trace as the many-rank sets (DLRM rank 0 replicated): what a many-rank
     # load is compared with (issue 19: N files of X MB within 1.5x of one X MB file)
     "256m-dlrm": (1, 256 << 20),
+    "1g-dlrm": (1, 1 << 30),
     "20m": (1, 20 << 20),
 }
 

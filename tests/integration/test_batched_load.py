@@ -33,6 +33,7 @@ def _same_trace(a: Trace, b: Trace, where: str) -> None:
     for name in a.tables:
         assert a.tables[name].equals(b.tables[name]), f"{where}: table {name} differs"
     assert a.meta.raw == b.meta.raw and a.meta.devices_used == b.meta.devices_used, where
+    assert a.runtime_names == b.runtime_names and a.meta.gpu_vendor == b.meta.gpu_vendor, where
     assert a.stats == b.stats and a.warnings == b.warnings, where
     assert a.steps.equals(b.steps), f"{where}: steps differ"
 

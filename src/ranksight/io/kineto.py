@@ -383,10 +383,14 @@ def _drop_out_of_range(
     def out(c: str) -> pl.Expr:
         return pl.col(c).is_not_null() & ((pl.col(c) > TIME_LIMIT_NS) | (pl.col(c) < -TIME_LIMIT_NS))
 
-    bad_ev = out("ts_ns") | out("dur_ns")
+    def beyond(col: pl.Series) -> bool:  # min/max of a column: no query (most traces have none)
+        lo, hi = col.min(), col.max()
+        return lo is not None and hi is not None and (hi > TIME_LIMIT_NS or lo < -TIME_LIMIT_NS)  # type: ignore[operator]
+
     flow = tables["flow"]
-    if not events.select(bad_ev.any()).item() and not flow.select(out("ts_ns").any()).item():
+    if not beyond(events["ts_ns"]) and not beyond(events["dur_ns"]) and not beyond(flow["ts_ns"]):
         return events, tables, 0, []
+    bad_ev = out("ts_ns") | out("dur_ns")
     cols: list[pl.Expr] = [
         pl.col("row"),
         pl.col("name").cast(pl.String),

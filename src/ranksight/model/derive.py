@@ -257,12 +257,16 @@ def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:
 # ---- many traces at once (issue 19) ----------------------------------------------------------
 
 
-def derive_many(events: list[pl.DataFrame], tables: list[dict[str, pl.DataFrame]]) -> list[pl.DataFrame]:
+def derive_many(
+    events: list[pl.DataFrame], tables: list[dict[str, pl.DataFrame]], extras: dict[str, Any] | None = None
+) -> list[pl.DataFrame]:
     """:func:`derive` of several traces at once (many small rank files): the polars work runs once
     over the traces' events stacked, the per-trace work (launch links by correlation, steps) is
     numpy on each trace's slice, and the derived tables come back as slices of the stacked one.
     Equal, column for column, to :func:`derive` of each trace (a test checks it on every
-    multi-rank trace of the corpus). ``events`` is emptied (the caller keeps no reference)."""
+    multi-rank trace of the corpus). ``events`` is emptied (the caller keeps no reference). With
+    ``extras``, it also gets, per trace, ``devices_used`` (the sorted device ids of its GPU work)
+    and ``runtime_names`` (the names of its launch calls), found once over the stacked events."""
     evs = [events.pop(0) for _ in range(len(events))]
     evs = [
         e if "row" in e.columns else e.with_columns(pl.int_range(0, e.height, dtype=pl.UInt32).alias("row"))
@@ -423,6 +427,22 @@ def derive_many(events: list[pl.DataFrame], tables: list[dict[str, pl.DataFrame]
                 sl[_positions_in(rows, rows[v])] = sl[_positions_in(rows, lr_np[a:b][v])]
     s = pl.Series("step", step)
     ev = ev.with_columns(pl.when(s >= 0).then(s).otherwise(None).alias("step"))
+    if extras is not None:
+        f = pl.Series("__f", fid)
+        dev = (
+            ev.select("kind", "device", f)
+            .filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("device").is_not_null())
+            .unique(["__f", "device"])
+        )
+        devices: list[list[int]] = [[] for _ in range(k)]
+        for i, d in dev.select("__f", "device").iter_rows():
+            devices[i].append(int(d))
+        extras["devices_used"] = [sorted(d) for d in devices]
+        rt = ev.select("kind", "name", f).filter(pl.col("kind").is_in(list(LAUNCH_KINDS))).unique(["__f", "name"])
+        names: list[set[str]] = [set() for _ in range(k)]
+        for i, nm in rt.select("__f", pl.col("name").cast(pl.String)).iter_rows():
+            names[i].add(nm)
+        extras["runtime_names"] = names
     return [ev.slice(int(offs[i]), int(sizes[i])) for i in range(k)]
 
 

@@ -115,9 +115,10 @@ class Trace:
         box = [d.events for d in ds]
         for d in ds:
             d.events = None  # type: ignore[assignment]
-        derived = derive_many(box, [d.tables for d in ds])
+        extras: dict[str, Any] = {}
+        derived = derive_many(box, [d.tables for d in ds], extras)
         out = []
-        for d, ev, r, s in zip(ds, derived, ranks, rank_sources, strict=True):
+        for i, (d, ev, r, s) in enumerate(zip(ds, derived, ranks, rank_sources, strict=True)):
             t = cls.__new__(cls)
             t._init(
                 path=d.path,
@@ -130,6 +131,8 @@ class Trace:
                 id_names=d.id_names,
                 stats=d.stats,
                 warnings=d.warnings,
+                devices_used=extras["devices_used"][i],
+                runtime_names=extras["runtime_names"][i],
             )
             out.append(t)
         return out
