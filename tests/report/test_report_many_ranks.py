@@ -270,3 +270,11 @@ def test_all_to_all_heatmap_merges_rank_ranges():
     assert values[-1][0] == pytest.approx(1)  # 299 → 0
     few = _pair_matrix(tot.head(3).with_columns(pl.col("dst").clip(0, 2)), [0, 1, 2])
     assert few[0] == ["rank 0", "rank 1", "rank 2"] and few[2][0] == [None, 1.0, None]
+
+
+def test_long_rank_lists_in_reasons_become_ranges():
+    from ranksight.report.html.build import _short_rank_lists
+
+    text = f"`launches`: rank(s) {list(range(4096))} have no launch; sizes [1, 2]"
+    assert _short_rank_lists(text) == "`launches`: rank(s) [0–4095] have no launch; sizes [1, 2]"
+    assert _short_rank_lists(str(list(range(32)))) == str(list(range(32)))  # 32 or fewer: as they are

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import time
 import warnings
 from collections.abc import Sequence
@@ -109,7 +110,7 @@ def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
         out["omitted"] = True
         return out
     except Skip as why:
-        out["reason"] = str(why)
+        out["reason"] = _short_rank_lists(str(why)) if ctx.many else str(why)
     except Exception as err:  # a builder that does not fit an analysis' tables must not lose the report
         msg = f"section `{sec.slug}` could not be built: {type(err).__name__}: {err}"
         ctx.failures.append(msg)
@@ -178,6 +179,17 @@ def build_payload(
     if context is not None:
         doc["context"] = context
     return doc
+
+
+_INT_LIST = re.compile(r"\[(\d+(?:, \d+){32,})\]")
+
+
+def _short_rank_lists(text: str) -> str:
+    """``[0, 1, 2, …, 4095]`` (a list of more than 32 numbers, e.g. the ranks an analysis names in
+    its reason) written as ranges: ``[0–4095]``."""
+    from ranksight.report.html.ranks import rank_ranges
+
+    return _INT_LIST.sub(lambda m: "[" + rank_ranges([int(x) for x in m.group(1).split(", ")]) + "]", text)
 
 
 def _context_line(session: Session) -> str | None:
