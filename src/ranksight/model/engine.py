@@ -63,8 +63,8 @@ class TraceSource:
         together, :meth:`Trace.many`), used instead of the first decode."""
         from ranksight.model.trace import Trace
 
-        if isinstance(decoded, Trace):  # read from, or written to, a group entry (predecode)
-            return decoded
+        if isinstance(decoded, Trace) and (decoded.grouped or self.cache is None or self.key is None):
+            return decoded  # read from, or written to, a group entry (predecode), or not to cache
         decode: Callable[[], Trace] = self._decode if decoded is None else _Handed(self, decoded)
         if self.cache is None or self.key is None:
             return decode()
@@ -245,12 +245,22 @@ def _group(sources: Sequence[TraceSource], idx: list[int]) -> dict[int, Trace]:
         cfg, paths, key, ranks=[s.rank for s in group], rank_sources=[s.rank_source for s in group], problems=problems
     )
     if got is not None and all(_honours_guards(t, s.strict, s.max_bytes) for t, s in zip(got, group, strict=True)):
+        for t in got:
+            t.grouped = True
         return dict(zip(idx, got, strict=True))
     if problems:  # a damaged entry: out of the way of the new one, and said once per trace
         d = _cache.group_dir(cfg, paths, key)
         _cache.remove_entry(d)
     traces = _decode_together(group)
+    from ranksight.model.trace import EVENTS_RESIDENT_MAX
+
+    if any(t.n_events > EVENTS_RESIDENT_MAX for t in traces):
+        # a trace that keeps its events in its cache entry has an entry of its own (its load
+        # writes it, from the trace decoded here)
+        return dict(zip(idx, traces, strict=True))
     _cache.store_group(cfg, traces, key)
+    for t in traces:
+        t.grouped = True
     if problems:
         for t in traces:
             t.warnings.append(

@@ -190,6 +190,8 @@ class Trace:
     ) -> None:
         self.rank = rank
         self.path = path
+        #: read from, or written to, a group cache entry (:func:`ranksight.model.engine.predecode`)
+        self.grouped = False
         self._memos: dict[str, Any] = {}
         self.warnings: list[str] = list(warnings)
         self.tables: Mapping[str, pl.DataFrame] = tables
