@@ -385,7 +385,9 @@ def _drop_out_of_range(
 
     def beyond(col: pl.Series) -> bool:  # min/max of a column: no query (most traces have none)
         lo, hi = col.min(), col.max()
-        return lo is not None and hi is not None and (hi > TIME_LIMIT_NS or lo < -TIME_LIMIT_NS)  # type: ignore[operator]
+        if lo is None or hi is None:
+            return False
+        return bool(int(hi) > TIME_LIMIT_NS or int(lo) < -TIME_LIMIT_NS)  # type: ignore[arg-type]
 
     flow = tables["flow"]
     if not beyond(events["ts_ns"]) and not beyond(events["dur_ns"]) and not beyond(flow["ts_ns"]):
