@@ -166,7 +166,10 @@ def fingerprint(path: str, *, full: bool = False) -> str:
     """Content fingerprint of a trace file: sampled (cheap), or with ``full`` a hash of every byte
     (see the module docstring)."""
     st = os.stat(path)
-    h = hashlib.blake2b(digest_size=20)
+    # XXH3-128, not a cryptographic hash: the fingerprint guards against stale entries, not against
+    # an adversary who can write the user's cache directory (who could write the entry itself);
+    # BLAKE2b cost 0.15 s of a 0.47 s cached re-open of 256 rank files (~0.75 MB sampled per file)
+    h = xxhash.xxh3_128()
     h.update(rules_fingerprint().encode())  # the kernel taxonomy decides the stored kernel_class
     if full:
         h.update(f"{FORMAT_VERSION}:full:{os.path.realpath(path)}:{st.st_size}:{file_digest(path)}".encode())
