@@ -63,6 +63,7 @@ import xxhash
 
 from ranksight.io.kineto import TABLES, scan_spans
 from ranksight.model import trace as _trace
+from ranksight.model.derive import steps_many
 from ranksight.model.taxonomy import rules_fingerprint
 from ranksight.model.trace import LazyTables, Trace
 
@@ -426,6 +427,8 @@ def read_group(
                 df = pl.read_parquet(d / fname)
             except Exception as err:  # noqa: BLE001 - Parquet/Arrow errors on a file that passed its checksum
                 raise _Stale(f"{fname} cannot be read: {_why(err)}") from None
+            if fname == EVENTS_FILE:  # every member's ProfilerSteps in one query over the group
+                steps = steps_many(df, [int(c) for c in meta["counts"][fname]])
             parts[fname] = _split(df, meta["counts"][fname])
         out = []
         for i, (m, p) in enumerate(zip(members, paths, strict=True)):
@@ -443,6 +446,7 @@ def read_group(
                     warnings=m["warnings"],
                     devices_used=m.get("devices_used"),
                     runtime_names=set(m.get("runtime_names") or []),
+                    steps=steps[i],
                 )
             )
     except _Stale as err:

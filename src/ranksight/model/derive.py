@@ -212,7 +212,7 @@ def build_steps(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     st = (
         _step_rows(ev)
         .filter(pl.col("__step").is_not_null() & pl.col("dur_ns").is_not_null())
-        .sort("ts_ns")
+        .sort("ts_ns", maintain_order=True)  # stable: the first of equal starts is the first row
         .unique("__step", keep="first", maintain_order=True)
         .select(
             pl.col("__step").cast(pl.Int32).alias("step"),
@@ -224,6 +224,58 @@ def build_steps(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         )
     )
     return st
+
+
+def with_gpu_spans(st: pl.DataFrame, ev: pl.DataFrame | pl.LazyFrame, by: list[str]) -> pl.DataFrame:
+    """ProfilerSteps (:func:`build_steps`) with the span and kernel count of the GPU work each
+    launched, and ``incomplete`` (fewer than 80 % of the previous step's kernels); ``by`` are the
+    columns that tell traces apart when ``ev`` holds several (empty for one trace)."""
+    g = (
+        ev.lazy()
+        .filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("step").is_not_null())
+        .group_by([*by, "step"])
+        .agg(
+            pl.col("ts_ns").min().alias("gpu_start_ns"),
+            pl.col("end_ns").max().alias("gpu_end_ns"),
+            (pl.col("kind") == "kernel").sum().cast(pl.Int64).alias("kernel_count"),
+        )
+        .collect()
+    )
+    st = st.join(g, on=[*by, "step"], how="left", maintain_order="left").with_columns(
+        pl.col("kernel_count").fill_null(0)
+    )
+    prev = pl.col("kernel_count").shift(1)
+    if by:
+        prev = prev.over(by)
+    return st.with_columns((prev.is_not_null() & (pl.col("kernel_count") < 0.8 * prev)).alias("incomplete"))
+
+
+def steps_many(ev: pl.DataFrame, sizes: list[int]) -> list[pl.DataFrame]:
+    """:attr:`Trace.steps <ranksight.model.trace.Trace.steps>` of each trace of stacked derived
+    events (trace ``i`` = the ``i``-th run of ``sizes[i]`` rows), found by one query over all of
+    them instead of two per trace; equal to each trace's own (tests/integration/test_batched_load)."""
+    k = len(sizes)
+    f = pl.Series("__f", np.repeat(np.arange(k, dtype=np.int32), np.asarray(sizes, dtype=np.int64)))
+    evf = ev.select("name", "kind", "ts_ns", "dur_ns", "end_ns", "row", "tid", "step").with_columns(f)
+    st = (
+        _step_rows(evf, ["__f"])
+        .filter(pl.col("__step").is_not_null() & pl.col("dur_ns").is_not_null())
+        .sort("__f", "ts_ns", maintain_order=True)
+        .unique(["__f", "__step"], keep="first", maintain_order=True)
+        .select(
+            "__f",
+            pl.col("__step").cast(pl.Int32).alias("step"),
+            pl.col("name").cast(pl.String).alias("name"),
+            "row",
+            "tid",
+            pl.col("ts_ns").alias("start_ns"),
+            pl.col("end_ns"),
+        )
+    )
+    st = with_gpu_spans(st, evf, ["__f"])
+    parts = st.partition_by("__f", as_dict=True, include_key=False, maintain_order=True)
+    empty = st.drop("__f").clear()
+    return [parts.get((i,), empty) for i in range(k)]
 
 
 def _assign_steps(ev: pl.DataFrame) -> pl.DataFrame:
@@ -428,6 +480,7 @@ def derive_many(
     s = pl.Series("step", step)
     ev = ev.with_columns(pl.when(s >= 0).then(s).otherwise(None).alias("step"))
     if extras is not None:
+        extras["steps"] = steps_many(ev, [int(x) for x in sizes])
         f = pl.Series("__f", fid)
         dev = (
             ev.select("kind", "device", f)

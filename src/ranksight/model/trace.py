@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from ranksight.io.kineto import TABLES, DecodedTrace, extract_events, scan_spans
-from ranksight.model.derive import build_steps, derive, derive_many
+from ranksight.model.derive import build_steps, derive, derive_many, with_gpu_spans
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.meta import TraceMeta, build_meta
 
@@ -133,6 +133,7 @@ class Trace:
                 warnings=d.warnings,
                 devices_used=extras["devices_used"][i],
                 runtime_names=extras["runtime_names"][i],
+                steps=extras["steps"][i],
             )
             out.append(t)
         return out
@@ -153,6 +154,7 @@ class Trace:
         warnings: list[str],
         devices_used: list[int] | None = None,
         runtime_names: set[str] | None = None,
+        steps: pl.DataFrame | None = None,
     ) -> Trace:
         """A trace from already-derived parts (used by the cache)."""
         self = cls.__new__(cls)
@@ -169,6 +171,7 @@ class Trace:
             warnings=warnings,
             devices_used=devices_used,
             runtime_names=runtime_names,
+            steps=steps,
         )
         return self
 
@@ -187,12 +190,15 @@ class Trace:
         warnings: list[str],
         devices_used: list[int] | None = None,
         runtime_names: set[str] | None = None,
+        steps: pl.DataFrame | None = None,
     ) -> None:
         self.rank = rank
         self.path = path
         #: read from, or written to, a group cache entry (:func:`ranksight.model.engine.predecode`)
         self.grouped = False
         self._memos: dict[str, Any] = {}
+        if steps is not None:  # found with other traces' (steps_many): equal to the property's own
+            self.__dict__["steps"] = steps
         self.warnings: list[str] = list(warnings)
         self.tables: Mapping[str, pl.DataFrame] = tables
         self._events: pl.DataFrame | None = events
@@ -361,21 +367,7 @@ class Trace:
         """ProfilerSteps: ``step, name, row, tid, start_ns, end_ns`` (CPU span), plus
         ``gpu_start_ns, gpu_end_ns`` of the GPU work they launched, ``kernel_count`` and
         ``incomplete`` (fewer than 80 % of the previous step's kernels)."""
-        st = build_steps(self.scan())
-        g = (
-            self.scan()
-            .filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("step").is_not_null())
-            .group_by("step")
-            .agg(
-                pl.col("ts_ns").min().alias("gpu_start_ns"),
-                pl.col("end_ns").max().alias("gpu_end_ns"),
-                (pl.col("kind") == "kernel").sum().cast(pl.Int64).alias("kernel_count"),
-            )
-            .collect()
-        )
-        st = st.join(g, on="step", how="left", maintain_order="left").with_columns(pl.col("kernel_count").fill_null(0))
-        prev = pl.col("kernel_count").shift(1)
-        return st.with_columns((prev.is_not_null() & (pl.col("kernel_count") < 0.8 * prev)).alias("incomplete"))
+        return with_gpu_spans(build_steps(self.scan()), self.scan(), [])
 
     @property
     def spans(self) -> pl.DataFrame:
