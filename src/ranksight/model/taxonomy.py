@@ -163,7 +163,6 @@ def normalise(name: str) -> str:
 
 _INNER_GROUP = re.compile(r"<[^<>]*>|\([^()]*\)")
 _MANGLED = re.compile(r"^_Z(N?)(?:[rVKL]*)((?:\d+[A-Za-z_][A-Za-z0-9_]*)+)")
-_MANGLED_PART = re.compile(r"(\d+)")
 
 
 def _demangle_prefix(name: str) -> str | None:

@@ -19,28 +19,13 @@ import polars as pl
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.taxonomy import TAXONOMY_SCHEMA, kernel_taxonomy
 from ranksight.views.enclosing import innermost_enclosing
+from ranksight.views.peaks import DTYPE_PRECISION
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
 
 __all__ = ["kernel_taxonomy_table", "SCHEMA", "DTYPE_PRECISION"]
 
-#: PyTorch dtype names (as the profiler records ``Input type``) → taxonomy precision.
-DTYPE_PRECISION = {
-    "float": "fp32",
-    "c10::Float": "fp32",
-    "double": "fp64",
-    "c10::Half": "fp16",
-    "c10::BFloat16": "bf16",
-    "c10::Float8_e4m3fn": "fp8",
-    "c10::Float8_e5m2": "fp8",
-    "c10::Float8_e4m3fnuz": "fp8",
-    "c10::Float8_e5m2fnuz": "fp8",
-    "c10::Float8_e8m0fnu": "fp8",
-    "c10::Float4_e2m1fn_x2": "fp4",
-    "signed char": "int8",
-    "c10::qint8": "int8",
-}
 
 SCHEMA = {
     "rank": pl.Int64,

@@ -51,6 +51,7 @@ __all__ = [
     "peak_for",
     "DTYPES",
     "dtype_of",
+    "DTYPE_PRECISION",
     "builtin_specs",
     "load_specs",
     "specs_with",
@@ -254,8 +255,12 @@ def peak_for(peak: GpuPeak, dtype: str) -> tuple[float, str]:
     return peak.tflops["fp32"], "fp32"
 
 
-_TYPE_TO_DTYPE = {
+#: PyTorch dtype names (as the profiler records ``Input type``) → precision: the peak's data type
+#: here, the kernel taxonomy's precision where a kernel's name has none
+#: (:mod:`ranksight.views.kernel_taxonomy`).
+DTYPE_PRECISION = {
     "float": "fp32",
+    "c10::Float": "fp32",
     "double": "fp64",
     "c10::Half": "fp16",
     "c10::BFloat16": "bf16",
@@ -267,9 +272,10 @@ _TYPE_TO_DTYPE = {
     "c10::Float4_e2m1fn_x2": "fp4",
     "signed char": "int8",
     "unsigned char": "int8",
+    "c10::qint8": "int8",
 }
 
 
 def dtype_of(input_type: str | None) -> str | None:
     """Map a Kineto ``Input type`` string (``float``, ``c10::BFloat16``, ...) to a peak data type."""
-    return _TYPE_TO_DTYPE.get(input_type or "")
+    return DTYPE_PRECISION.get(input_type or "")
