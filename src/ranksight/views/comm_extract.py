@@ -75,7 +75,10 @@ SCHEMA: dict[str, Any] = {
 }
 
 _CACHE: weakref.WeakKeyDictionary[Any, pl.DataFrame] = weakref.WeakKeyDictionary()
-_COMM_OP_RE = re.compile(r"^(record_param_comms$|nccl:|c10d::|gloo:|symm_mem::|vllm::|_C_custom_ar::)")
+#: Host-side collective calls: the CPU ops read as collective ops (also what idle-causes and
+#: diagnose call a collective on the host).
+COLLECTIVE_OP_RE = r"^(record_param_comms$|nccl:|c10d::|gloo:|symm_mem::|vllm::|_C_custom_ar::)"
+_COMM_OP_RE = re.compile(COLLECTIVE_OP_RE)
 _CUSTOM_PREFIXES = ("symm_mem::", "vllm::", "_C_custom_ar::")
 _P2P_NAME_RE = re.compile(r"(\d+)\s*(->|<-)\s*(\d+)")
 

@@ -51,6 +51,7 @@ import numpy as np
 import polars as pl
 
 from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.views.comm_extract import COLLECTIVE_OP_RE
 from ranksight.views.comm_segments import DATA_FETCH_RE
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
 from ranksight.views.gpu_work import gpu_work, step_windows
@@ -66,7 +67,6 @@ __all__ = [
     "WAIT_SCHEMA",
     "SPAN_KINDS",
     "HOST_SYNC_API_RE",
-    "COLLECTIVE_OP_RE",
     "idle_pieces",
     "cut",
 ]
@@ -80,8 +80,6 @@ HOST_SYNC_API_RE = (
     r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize$|^(cuda|hip)Memcpy(2D|3D)?$"
     r"|^cu(Ctx|Stream|Event)Synchronize$"
 )
-#: Host-side collective calls (the names ``comm_extract`` reads as collective ops).
-COLLECTIVE_OP_RE = r"^(record_param_comms$|nccl:|c10d::|gloo:|symm_mem::|vllm::|_C_custom_ar::)"
 _CUDA_SYNC_NOT_BLOCKING = "Stream Wait Event"  # a device-side wait: the host does not block
 #: Calls CUPTI records as ``Event Sync`` that return at once (documented as non-blocking queries).
 _QUERY_API_RE = r"^(cuda|hip)(Event|Stream)Query$"

@@ -17,6 +17,8 @@ from ranksight.analyses.diagnose import Applies, Context, Finding
 from ranksight.analyses.stragglers import NAMED_SHARE_MAX
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.model.taxonomy import LOW_PRECISIONS, MATRIX_FAMILIES
+from ranksight.views.comm_extract import COLLECTIVE_OP_RE
+from ranksight.views.idle_gaps import HOST_SYNC_API_RE
 from ranksight.views.intervals import union_length, with_outermost
 from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
 
@@ -51,9 +53,7 @@ ALLOC_SYNC_SHARE = 0.01
 UNFUSED_SOFTMAX_SHARE = 0.10
 
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
-SYNC_API_RE = re.compile(
-    r"^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize$|^(cuda|hip)Memcpy(2D|3D)?$|^cuCtxSynchronize$|^cuStreamSynchronize$"
-)
+SYNC_API_RE = re.compile(HOST_SYNC_API_RE)
 #: Runtime calls that show an ``aten::item`` around them read a GPU value (copy, then wait).
 HOST_WAIT_API_RE = re.compile(SYNC_API_RE.pattern + r"|^(cuda|hip)Memcpy\w*$|^cuMemcpy\w*$")
 DTOH_RE = re.compile(r"DtoH|Device -> (Pageable|Pinned)")
@@ -1287,7 +1287,6 @@ IDLE_STEP_PCT = 15.0
 IDLE_FIX_SHARE = 0.10
 _CAPTURE_API_RE = r"^(cuda|hip)Stream(Begin|End)Capture|^(cuda|hip)GraphInstantiate"
 _GRAPH_LAUNCH_RE = r"^(cuda|hip|cu)GraphLaunch$"
-_HOST_COLLECTIVE_RE = r"^(record_param_comms$|nccl:|c10d::|gloo:)"
 
 
 def _idle_graph_facts(trace: Trace) -> tuple[list[int], bool]:
@@ -1320,7 +1319,7 @@ def _idle_fix(cause: str, site: str | None, late: str | None, replays: bool) -> 
             "(.item(), .cpu(), .tolist(), torch.cuda.synchronize()); find them with "
             "torch.cuda.set_sync_debug_mode('warn')"
         )
-    if cause == "cpu_op" and site is not None and re.match(_HOST_COLLECTIVE_RE, site):
+    if cause == "cpu_op" and site is not None and re.match(COLLECTIVE_OP_RE, site):
         return (
             f"a host-side collective{at} runs while the GPU waits: use a GPU backend (NCCL/RCCL) or overlap it "
             "with compute (async_op=True)"
