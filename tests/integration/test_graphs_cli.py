@@ -51,7 +51,7 @@ def test_operator_view_before_and_after_capture(cli) -> None:  # noqa: ANN001
     before, notes = _tables(cli, "ops", str(VLLM), "--capture", "none")
     names = {row["name"] for row in before["ops"]}
     assert "vllm::moe_forward" not in names and "aten::addmm" not in names
-    assert any("149,919.8 µs of GPU time replayed from CUDA/HIP graphs has no operator" in n for n in notes)
+    assert any("149,919.8 µs of GPU time replayed from CUDA/HIP graphs (100.00 %) has no operator" in n for n in notes)
     after, notes = _tables(cli, "ops", str(VLLM), "--capture", str(VLLM_CAPTURE))
     row = {r["name"]: r for r in after["ops"]}
     # TraceLens's merged report (../shared/oracles/tracelens-graph-merge): 124,885.786 and 17,301.817 µs

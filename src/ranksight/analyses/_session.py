@@ -67,6 +67,7 @@ class _Store:
     memos: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
+    defaults: dict[str, Any] = field(default_factory=dict)
 
 
 def _freeze(v: Any) -> Any:
@@ -123,6 +124,23 @@ class Session:
         """How many times each analysis was computed (not served from the cache)."""
         return self._store.calls
 
+    def set_default(self, option: str, value: Any) -> None:
+        """Give ``option`` = ``value`` to every analysis that declares the option and is asked without it
+        (``ranksight report --capture PATH``: every operator analysis the report reads gets the capture);
+        shared by the sessions over the same run."""
+        self._store.defaults[option] = value
+
+    def default(self, option: str) -> Any:
+        """The value :meth:`set_default` gave ``option`` (None when none was)."""
+        return self._store.defaults.get(option)
+
+    def _with_defaults(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        if not self._store.defaults or name not in REGISTRY:
+            return options
+        declared = {o.name for o in REGISTRY[name].options}
+        add = {k: v for k, v in self._store.defaults.items() if k in declared and k not in options}
+        return {**add, **options} if add else options
+
     def _key(self, name: str, options: dict[str, Any]) -> _Key:
         asked = None if self.requested is None else tuple(self.requested)
         return (name, asked, tuple(sorted((k, _freeze(v)) for k, v in options.items())))
@@ -137,6 +155,7 @@ class Session:
         spec = REGISTRY.get(name)
         if spec is None:
             raise UsageError(f"unknown analysis {name!r}; choose from: {', '.join(sorted(REGISTRY))}")
+        options = self._with_defaults(name, options)
         key = self._key(name, options)
         hit = self._store.results.get(key)
         if isinstance(hit, AnalysisResult):
@@ -169,6 +188,7 @@ class Session:
         load_all()
         if name not in REGISTRY:
             return Missing(name, "unknown", f"the `{name}` analysis is not available in this ranksight version")
+        options = self._with_defaults(name, options)
         key = self._key(name, options)
         hit = self._store.results.get(key)
         if hit is not None:

@@ -35,15 +35,18 @@ import numpy as np
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult
+from ranksight.analyses._replay import capture_option, replay_notes
 from ranksight.analyses._session import Missing, Session
 from ranksight.errors import MissingDataError, UsageError
 from ranksight.views.diff_match import kernel_key_table, match_keys
 from ranksight.views.diff_op_perf import op_perf_diff
 from ranksight.views.diff_profile import rank_profile, step_windows
+from ranksight.views.graph_attribution import ReplayShare, attributed_operators
 from ranksight.views.significance import METHOD, Welch, bh_adjust, welch
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
+    from ranksight.model.trace import Trace
 
 __all__ = ["DiffResult", "GateVerdict", "diff", "gate", "CATEGORIES", "METRICS"]
 
@@ -150,9 +153,9 @@ def _collectives(sess: Session, notes: list[str]) -> pl.DataFrame:
     )
 
 
-def _mfu(sess: Session, notes: list[str]) -> pl.DataFrame:
+def _mfu(sess: Session, notes: list[str], capture: str | None = None) -> pl.DataFrame:
     """``rank, step, mfu_pct``: model FLOPs utilisation per step (mfu analysis), when known."""
-    res = _run_optional("mfu", sess, notes)
+    res = _run_optional("mfu", sess, notes, **capture_option(capture))
     st = res.tables.get("steps") if res is not None else None
     if st is None or "mfu" not in st.columns or st["mfu"].is_null().all():
         notes.append(
@@ -177,16 +180,34 @@ class _Side:
     notes: list[str]
 
 
-def _side(run: Run, ranks: Sequence[int] | None, label: str, *, kernel_templates: bool, shapes: bool) -> _Side:
+def _rank_profile(
+    trace: Trace, *, kernel_templates: bool, shapes: bool, capture: str | None
+) -> tuple[dict[str, pl.DataFrame], ReplayShare]:
+    """:func:`rank_profile` with kernels keyed by their graph-attributed launching op (docs/graphs.md)."""
+    operators, share = attributed_operators(trace, capture)
+    return rank_profile(trace, kernel_templates=kernel_templates, shapes=shapes, operators=operators), share
+
+
+def _side(
+    run: Run,
+    ranks: Sequence[int] | None,
+    label: str,
+    *,
+    kernel_templates: bool,
+    shapes: bool,
+    capture: str | None = None,
+) -> _Side:
     sess = Session.of(run, ranks)
     notes: list[str] = []
     steps = _steps(sess, notes)
     if steps.height == 0:
         raise MissingDataError(f"{label}: no complete step in these traces")
-    prof = sess.map(rank_profile, kernel_templates=kernel_templates, shapes=shapes)
+    per = sess.map(_rank_profile, kernel_templates=kernel_templates, shapes=shapes, capture=capture)
+    prof = {r: p for r, (p, _) in per.items()}
+    notes += replay_notes((s for _, s in per.values()), "; kernels are keyed by that launching op")
     tables = {k: _concat([p[k] for p in prof.values()]) for k in ("ops", "kernels", "kernel_sigs", "exposed", "memory")}
     tables["collectives"] = _collectives(sess, notes)
-    tables["mfu"] = _mfu(sess, notes)
+    tables["mfu"] = _mfu(sess, notes, capture)
     keep = steps.select("rank", "step")
     for k in ("ops", "kernels", "exposed", "memory", "collectives", "mfu"):
         if tables[k].height:
@@ -668,18 +689,22 @@ def diff(
     kernel_templates: bool = True,
     shapes: bool = False,
     labels: tuple[str, str] = ("base", "test"),
+    captures: tuple[str | None, str | None] = (None, None),
 ) -> DiffResult:
     """Compare ``test`` against ``base`` (module doc; definitions in ``docs/diff.md``).
 
     ``ranks`` selects the same ranks on both sides. ``alpha`` is the significance level,
     ``min_change`` the smallest relative change called a change, ``min_abs_us`` the smallest
     per-step change in µs for operators and kernels. ``kernel_templates=False`` keeps template
-    arguments in kernel names; ``shapes=True`` also normalises shape suffixes.
+    arguments in kernel names; ``shapes=True`` also normalises shape suffixes. ``captures``: the graph
+    capture trace or folder of each side (``--base-capture``, ``--capture``; None: ``capture_traces/`` beside
+    the trace, ``"none"``: none): kernels replayed from CUDA/HIP graphs are keyed by, and the operators side
+    by side and MFU read, the capture-side operators that launched them (``docs/graphs.md``).
     """
     if not 0 < alpha < 1:
         raise UsageError(f"alpha must be in (0, 1), got {alpha}")
-    b = _side(base, ranks, labels[0], kernel_templates=kernel_templates, shapes=shapes)
-    t = _side(test, ranks, labels[1], kernel_templates=kernel_templates, shapes=shapes)
+    b = _side(base, ranks, labels[0], kernel_templates=kernel_templates, shapes=shapes, capture=captures[0])
+    t = _side(test, ranks, labels[1], kernel_templates=kernel_templates, shapes=shapes, capture=captures[1])
     samples: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     summary = _summary(b, t, alpha, min_change, samples)
     step_ns = (_mean_step(b), _mean_step(t))
@@ -693,7 +718,7 @@ def diff(
     if coll.height:
         tables["collectives"] = coll
     op_notes: list[str] = []
-    tables.update(_op_perf(base, test, ranks, labels, op_notes))
+    tables.update(_op_perf(base, test, ranks, labels, op_notes, captures))
     per_step, per_pair = "steps (one sample per step, averaged over ranks)", "(rank, step) values (one step per side)"
     if b.by_step == t.by_step:
         unit = per_step if b.by_step else per_pair
@@ -735,12 +760,17 @@ def diff(
 
 
 def _op_perf(
-    base: Run, test: Run, ranks: Sequence[int] | None, labels: tuple[str, str], notes: list[str]
+    base: Run,
+    test: Run,
+    ranks: Sequence[int] | None,
+    labels: tuple[str, str],
+    notes: list[str],
+    captures: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, pl.DataFrame]:
     """The operators side by side (op-perf of each side, :mod:`ranksight.views.diff_op_perf`)."""
     sides = []
-    for run, label in ((base, labels[0]), (test, labels[1])):
-        r = Session.of(run, ranks).try_result("op-perf")
+    for run, label, capture in ((base, labels[0], captures[0]), (test, labels[1], captures[1])):
+        r = Session.of(run, ranks).try_result("op-perf", **capture_option(capture))
         if isinstance(r, Missing):
             notes.append(f"operators side by side: {label}: op-perf {r.kind}: {r.reason}")
             return {}

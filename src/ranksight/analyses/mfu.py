@@ -34,6 +34,11 @@ Definitions (per rank):
   empty when the GPU or its peak is unknown, or when some of the step's FLOPs are in ops whose
   input type maps to no data type (their peak is unknown; ``peak_tflops`` applies to them); the
   ``note`` column of ``steps`` says why.
+
+CUDA/HIP graph replays (``--capture``, ``docs/graphs.md``): the ops read are those of
+:func:`ranksight.views.graph_attribution.attributed_operators`: the capture's operators, with their
+``Input Dims``, stand in the replay where their kernels ran (in the step of the graph launch), so a
+replayed matmul's FLOPs count in its step; step windows are the replay's own.
 """
 
 from __future__ import annotations
@@ -45,11 +50,13 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
+from ranksight.analyses._replay import CAPTURE_OPTION, replay_notes
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
 from ranksight.views.flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
 from ranksight.views.gpu_work import step_windows as gpu_step_windows
+from ranksight.views.graph_attribution import ReplayShare, attributed_operators
 from ranksight.views.peaks import dtype_of, peak_for, rank_gpus, specs_with
 
 if TYPE_CHECKING:
@@ -260,8 +267,14 @@ def _per_step(trace: Trace, c: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
 
 
 def _rank_rows(
-    trace: Trace, model_flops: float | None, peak_tflops: float | None, allow_tf32: bool, gpu_spec: str | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    trace: Trace,
+    model_flops: float | None,
+    peak_tflops: float | None,
+    allow_tf32: bool,
+    gpu_spec: str | None = None,
+    capture: str | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame, list[str], ReplayShare]:
+    trace, share = attributed_operators(trace, capture)
     c = counted_ops(trace)
     peaks, label, why = rank_peak(trace, peak_tflops=peak_tflops, allow_tf32=allow_tf32, gpu_spec=gpu_spec)
     win = step_windows(trace)
@@ -289,7 +302,7 @@ def _rank_rows(
     no_shapes = trace.table("op")["input_dims"].is_null().all()
     st = _finish(st, trace.rank, model_flops, peak_tflops, label, why, no_shapes)
     notes = _notes(trace, c, st, why, no_shapes)
-    return st, _op_table(trace, c, peaks), notes
+    return st, _op_table(trace, c, peaks), notes, share
 
 
 def _finish(
@@ -454,6 +467,7 @@ def mfu(
     model_flops_per_step: float | None = None,
     allow_tf32: bool = False,
     gpu_spec: str | None = None,
+    capture: str | None = None,
 ) -> AnalysisResult:
     """MFU / HFU and achieved FLOP/s per rank and step, and FLOPs per op (see module doc)."""
     steps, ops, notes = [], [], []
@@ -465,12 +479,14 @@ def mfu(
         peak_tflops=peak_tflops,
         allow_tf32=allow_tf32,
         gpu_spec=gpu_spec,
+        capture=capture,
     )
-    for s, o, n in per.values():
+    for s, o, n, _ in per.values():
         steps.append(s)
         if o.height:
             ops.append(o)
         notes += n
+    notes += replay_notes((sh for *_, sh in per.values()), "; their FLOPs count from the capture's input shapes")
     st = pl.concat(steps, how="vertical_relaxed")
     if st["hfu"].is_null().all():
         notes.append("no recomputation visible: HFU = MFU (column left empty)")
@@ -501,6 +517,7 @@ register(
                 None,
                 "a GPU table (TSV/CSV/JSON, the columns of data/gpu_specs.tsv) matched before the built-in one",
             ),
+            CAPTURE_OPTION,
         ),
     )
 )

@@ -18,6 +18,13 @@ A **module frame** is a ``python_function`` event with a ``Python module id`` ar
 
 Only forward calls are frames: backward work runs on the autograd thread outside any module
 frame and is not attributed.
+
+CUDA/HIP graph replays (``--capture``, ``docs/graphs.md``): the frames, ops and launches read are those of
+:func:`ranksight.views.graph_attribution.attributed_operators`: the capture's module frames are copied
+around the replayed kernels they launched, so a replayed kernel counts for the module that captured it.
+Those copied frames did not run on the host during the replay: their ``host_*`` time is 0 and their
+parent's self time is not reduced by them (the graph launch call holds that time). A capture without module
+frames leaves the replayed kernels outside every module (a note says so).
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
+from ranksight.analyses._replay import CAPTURE_OPTION, replay_notes
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
+from ranksight.views.graph_attribution import ReplayShare, attributed_operators, replay_copy_start
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -42,8 +51,9 @@ _PREFIX = "nn.Module: "
 
 
 def module_frames(trace: Trace) -> pl.DataFrame:
-    """Module frames with ``frame`` (0..n-1), ``parent`` (frame id or null), ``depth``, ``path``
-    and ``ancestors`` (frame ids from the frame itself up to its root)."""
+    """Module frames with ``frame`` (0..n-1), ``parent`` (frame id or null), ``depth``, ``path``,
+    ``ancestors`` (frame ids from the frame itself up to its root) and ``host_ns`` (the duration; 0 for a
+    frame replayed from a graph, see the module doc)."""
     py = trace.kind("python_function").filter(pl.col("dur_ns").is_not_null())
     mods = trace.with_args(py.select("row", "tid", "ts_ns", "end_ns", "dur_ns", "name"), "op").filter(
         pl.col("python_module_id").is_not_null()
@@ -60,7 +70,9 @@ def module_frames(trace: Trace) -> pl.DataFrame:
         pl.col("name").cast(pl.String).str.strip_prefix(_PREFIX).alias("module"),
     )
     parent = parent_spans(f).cast(pl.Int64)
-    f = f.with_columns(parent.alias("parent"))
+    copies = replay_copy_start(trace)
+    host = pl.col("dur_ns") if copies is None else pl.when(pl.col("row") >= copies).then(0).otherwise("dur_ns")
+    f = f.with_columns(parent.alias("parent"), host.alias("host_ns"))
     return _paths(f)
 
 
@@ -114,7 +126,7 @@ def module_table(trace: Trace) -> pl.DataFrame | None:
         .agg(pl.col("gpu_ns").sum().alias("dev_total_ns"))
         .rename({"ancestors": "frame"})
     )
-    child = f.filter(pl.col("parent").is_not_null()).group_by("parent").agg(pl.col("dur_ns").sum().alias("child_ns"))
+    child = f.filter(pl.col("parent").is_not_null()).group_by("parent").agg(pl.col("host_ns").sum().alias("child_ns"))
     per = (
         f.join(child, left_on="frame", right_on="parent", how="left")
         .join(op_count.with_columns(pl.col("frame").cast(pl.Int64)), on="frame", how="left")
@@ -130,8 +142,8 @@ def module_table(trace: Trace) -> pl.DataFrame | None:
             pl.col("depth").first(),
             pl.col("ts_ns").min().alias("__first"),
             pl.len().alias("calls"),
-            (pl.col("dur_ns").sum() / 1e3).alias("host_total_us"),
-            ((pl.col("dur_ns") - pl.col("child_ns")).sum() / 1e3).alias("host_self_us"),
+            (pl.col("host_ns").sum() / 1e3).alias("host_total_us"),
+            ((pl.col("host_ns") - pl.col("child_ns")).sum() / 1e3).alias("host_self_us"),
             (pl.col("dev_total_ns").sum() / 1e3).alias("device_total_us"),
             (pl.col("dev_self_ns").sum() / 1e3).alias("device_self_us"),
             pl.col("ops").sum().alias("ops"),
@@ -158,24 +170,55 @@ def module_table(trace: Trace) -> pl.DataFrame | None:
     return out
 
 
-def modules(run: Run, *, ranks: Sequence[int] | None = None) -> AnalysisResult:
+def _rank_modules(trace: Trace, capture: str | None = None) -> tuple[pl.DataFrame | None, ReplayShare, bool]:
+    """One rank's module table (None without module frames), the share of replayed GPU time the capture
+    attributes, and whether module frames came from the capture."""
+    t, share = attributed_operators(trace, capture)
+    copies = replay_copy_start(t)  # the copied python_function events are the capture's module frames
+    copied = copies is not None and t.kind("python_function", columns=["row"]).filter(pl.col("row") >= copies).height
+    return module_table(t), share, bool(copied)
+
+
+def _no_copied_frames(rank: int, share: ReplayShare) -> str:
+    """Why no module frame of the capture came along, from what the capture knows of its launches' modules."""
+    if share.module_ns:
+        return (
+            f"rank {rank}: the capture's nn.Module frames enclose whole capture windows, none lies inside one: the "
+            "GPU time replayed from graphs counts for the module frames that enclose the graph launch in the replay"
+        )
+    return (
+        f"rank {rank}: the capture trace records no nn.Module frame around its captured launches (profile the "
+        "capture with with_stack=True and with_modules=True): the GPU time replayed from graphs counts for the "
+        "module frames that enclose the graph launch in the replay, if any"
+    )
+
+
+def modules(run: Run, *, ranks: Sequence[int] | None = None, capture: str | None = None) -> AnalysisResult:
     """Time per nn.Module (forward), per rank, in call-tree order."""
     from ranksight.errors import MissingDataError
 
-    parts = Session.of(run, ranks).map(module_table)
-    have = [p for p in parts.values() if p is not None]
+    per = Session.of(run, ranks).map(_rank_modules, capture=capture)
+    have = [p for p, _, _ in per.values() if p is not None]
+    no_frames = [_no_copied_frames(r, s) for r, (_, s, copied) in per.items() if s.attributed_ns and not copied]
     if not have:
         raise MissingDataError(
             "no nn.Module frames in these traces (python_function events with 'Python module id'; "
             "profile with with_stack=True and with_modules=True)"
+            + ("; nor in their graph capture traces" if no_frames else "")
         )
-    notes = [f"rank {r}: no nn.Module frames" for r, p in parts.items() if p is None]
+    notes = [f"rank {r}: no nn.Module frames" for r, (p, _, _) in per.items() if p is None]
     notes.append("forward calls only: backward runs outside module frames and is not attributed")
+    notes += no_frames
+    for _, s, copied in per.values():
+        notes += replay_notes([s], "; the capture's module frames hold them, with no host time" if copied else "")
     return AnalysisResult({"modules": pl.concat(have, how="vertical_relaxed")}, notes)
 
 
 register(
     AnalysisSpec(
-        name="modules", func=modules, help="time per nn.Module (host and device, total and self) from module frames"
+        name="modules",
+        func=modules,
+        help="time per nn.Module (host and device, total and self) from module frames",
+        options=(CAPTURE_OPTION,),
     )
 )

@@ -18,7 +18,7 @@ activities per launch) are handled instead of raising.
 
 CUDA/HIP graph replays (``--capture``, ``docs/graphs.md``): unless ``hta_apis`` (HTA has no graph
 attribution), the ops and launches read are those of
-:func:`ranksight.views.graph_attribution.operator_trace`: a replayed kernel matched to a capture trace
+:func:`ranksight.views.graph_attribution.attributed_operators`: a replayed kernel matched to a capture trace
 belongs to the capture-side aten op that launched it; those op instances have no launch delays in the
 replay (left out of the delay means; null when every instance of a row is replayed).
 """
@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
+from ranksight.analyses._replay import CAPTURE_OPTION, replay_notes
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import GPU_KINDS
-from ranksight.views.graph_attribution import operator_trace, replay_copy_start
+from ranksight.views.graph_attribution import ReplayShare, attributed_operators, replay_copy_start
 from ranksight.views.hta_call_stack import enclosing, nest
 from ranksight.views.links import HTA_KERNEL_LAUNCH_RE, launch_children
 
@@ -126,8 +127,21 @@ def op_launches(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
 
 def op_kernel_table(trace: Trace, *, hta_apis: bool = False, capture: str | None = None) -> pl.DataFrame:
     """The per-(op name, kernel sequence) table of one rank (see the module docstring)."""
+    return _rank_table(trace, hta_apis=hta_apis, capture=capture)[0]
+
+
+def _rank_table(
+    trace: Trace, *, hta_apis: bool = False, capture: str | None = None
+) -> tuple[pl.DataFrame, ReplayShare | None]:
+    """:func:`op_kernel_table` and the share of replayed GPU time the capture attributes (None with
+    ``hta_apis``: no attribution)."""
+    share = None
     if not hta_apis:
-        trace = operator_trace(trace, capture)
+        trace, share = attributed_operators(trace, capture)
+    return _table(trace, hta_apis), share
+
+
+def _table(trace: Trace, hta_apis: bool) -> pl.DataFrame:
     ol = op_launches(trace, hta_apis=hta_apis)
     if ol.height == 0:
         return pl.DataFrame(schema=_TABLE_SCHEMA)
@@ -178,13 +192,16 @@ def op_kernels(
 ) -> AnalysisResult:
     """ATen op → kernel sequences with counts and delays, per rank."""
     sess = Session.of(run, ranks)
-    per = sess.map(op_kernel_table, hta_apis=hta_apis, capture=capture)
-    parts = list(per.values())
+    per = sess.map(_rank_table, hta_apis=hta_apis, capture=capture)
+    parts = [p for p, _ in per.values()]
     table = pl.concat(parts) if parts else pl.DataFrame(schema=_TABLE_SCHEMA)
     notes = []
-    empty = [r for r, p in per.items() if p.height == 0]
+    empty = [r for r, (p, _) in per.items() if p.height == 0]
     if empty:
         notes.append(f"rank(s) {empty}: no launch inside an aten:: op (no aten ops, no GPU work, or no correlation)")
+    notes += replay_notes(
+        (s for _, s in per.values() if s is not None), "; those op instances have no launch delays in the replay"
+    )
     return AnalysisResult({"op_kernels": table}, notes)
 
 
@@ -195,13 +212,7 @@ register(
         help="aten op → GPU kernel sequences with occurrence counts, op→launch and launch→kernel delays",
         options=(
             Option("hta_apis", bool, False, "only HTA's kernel-launch names (HTA-compatible)", flag=True),
-            Option(
-                "capture",
-                str,
-                None,
-                "graph capture trace or folder for replayed kernels (default: capture_traces/ beside the trace; "
-                "'none': no capture)",
-            ),
+            CAPTURE_OPTION,
         ),
     )
 )

@@ -32,6 +32,12 @@ Definitions (per rank; docs/op-perf.md has every formula):
 Tables: ``ops`` (one row per rank and group, longest total kernel time first), ``categories`` (per
 rank and category), ``attribution`` (per rank: GPU time, attributed to ops, unattributed, with and
 without a model) and ``gpus`` (the table row each rank was held to, with its source).
+
+CUDA/HIP graph replays (``--capture``, ``docs/graphs.md``): the operators read are those of
+:func:`ranksight.views.graph_attribution.attributed_operators`: a replayed kernel matched to a capture trace
+is launched by the capture-side operator (with its recorded inputs) that launched it at capture time;
+replayed GPU work that did not match stays unattributed (``outside_ops_us``). TraceLens's sheets
+(``tracelens_csv``) read the trace as recorded.
 """
 
 from __future__ import annotations
@@ -43,12 +49,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
+from ranksight.analyses._replay import CAPTURE_OPTION, replay_notes
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.taxonomy import base_name
 from ranksight.views.enclosing import innermost_enclosing
 from ranksight.views.flops import CATEGORIES, MATRIX_CATEGORIES, op_cost
+from ranksight.views.graph_attribution import ReplayShare, attributed_operators
 from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
 from ranksight.views.peaks import DTYPES, GpuPeak, dtype_of, rank_gpus, specs_with
 from ranksight.views.tracelens_perf import tracelens_sheets
@@ -485,11 +493,12 @@ def _gpu_row(trace: Trace, gpu_spec: str | None) -> dict[str, Any]:
 
 
 def _rank(
-    trace: Trace, *, strides: bool, gpu_spec: str | None, tracelens: bool = False
-) -> tuple[pl.DataFrame, dict, dict, list[str], dict[str, pl.DataFrame]]:
-    ops, attribution, notes = op_groups(trace, strides=strides, gpu_spec=gpu_spec)
+    trace: Trace, *, strides: bool, gpu_spec: str | None, tracelens: bool = False, capture: str | None = None
+) -> tuple[pl.DataFrame, dict, dict, list[str], dict[str, pl.DataFrame], ReplayShare]:
+    t, share = attributed_operators(trace, capture)
+    ops, attribution, notes = op_groups(t, strides=strides, gpu_spec=gpu_spec)
     sheets = tracelens_sheets(trace) if tracelens else {}
-    return ops, attribution, _gpu_row(trace, gpu_spec), notes, sheets
+    return ops, attribution, _gpu_row(trace, gpu_spec), notes, sheets, share
 
 
 def op_perf(
@@ -500,6 +509,7 @@ def op_perf(
     gpu_spec: str | None = None,
     top: int | None = None,
     tracelens_csv: str | None = None,
+    capture: str | None = None,
 ) -> AnalysisResult:
     """Per-operator FLOPs, bytes, achieved rates and roofline per rank (see the module doc).
 
@@ -508,16 +518,17 @@ def op_perf(
     if gpu_spec:
         specs_with(gpu_spec)  # a bad file is a usage error here, not in a worker
     sess = Session.of(run, ranks)
-    per = sess.map(_rank, strides=strides, gpu_spec=gpu_spec, tracelens=tracelens_csv is not None)
+    per = sess.map(_rank, strides=strides, gpu_spec=gpu_spec, tracelens=tracelens_csv is not None, capture=capture)
     parts, attr, gpus, notes = [], [], [], []
     sheets: dict[str, pl.DataFrame] = {}
-    for rank, (ops, a, g, n, tl) in per.items():
+    for rank, (ops, a, g, n, tl, _) in per.items():
         if ops.height:
             parts.append(ops)
         attr.append(a)
         gpus.append(g)
         notes += n
         sheets.update({f"tracelens/{rank}/{name}": df for name, df in tl.items()})
+    notes += replay_notes((p[-1] for p in per.values()), "; they are launched by those operators here")
     if not parts:
         raise MissingDataError("no GPU work launched by a CPU op in the trace(s) (op-perf needs GPU kernels)")
     ops = pl.concat(parts, how="vertical_relaxed")
@@ -574,6 +585,7 @@ register(
                 "also write TraceLens's perf report sheets (GEMM.csv, ops_summary.csv, ...) into DIR "
                 "(docs/tracelens-differences.md)",
             ),
+            CAPTURE_OPTION,
         ),
     )
 )

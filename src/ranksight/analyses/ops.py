@@ -20,7 +20,7 @@ Per group (``--group-by name`` or ``shape`` = name + ``Input Dims``):
 Sorted by device self time, then host self time (descending).
 
 CUDA/HIP graph replays (``--capture``, ``docs/graphs.md``): the operators read are those of
-:func:`ranksight.views.graph_attribution.operator_trace`: a replayed kernel matched to a capture trace
+:func:`ranksight.views.graph_attribution.attributed_operators`: a replayed kernel matched to a capture trace
 counts for the capture-side operator that launched it; those operator calls took no host time in the
 replay (``host_*`` 0 for them, and their parent's self time is not reduced by them).
 """
@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
+from ranksight.analyses._replay import CAPTURE_OPTION, replay_notes
 from ranksight.analyses._session import Session
 from ranksight.errors import MissingDataError, UsageError
 from ranksight.model.tensor_cores import RULESETS
-from ranksight.views.graph_attribution import graph_attribution, operator_trace, replay_copy_start
+from ranksight.views.graph_attribution import ReplayShare, attributed_operators, replay_copy_start
 from ranksight.views.tb_op_tree import build_op_tree
 
 if TYPE_CHECKING:
@@ -122,15 +123,12 @@ def op_table(trace: Trace, *, group_by: str = "name", tensor_core_rules: str = "
 
 def _rank_ops(
     trace: Trace, group_by: str, tensor_core_rules: str, capture: str | None = None
-) -> tuple[pl.DataFrame, bool, tuple[int, int]]:
-    """One rank's operator table, whether it has host operator events, and the GPU ns replayed from
-    graphs (attributed to capture-side operators, not attributed)."""
+) -> tuple[pl.DataFrame, bool, ReplayShare]:
+    """One rank's operator table, whether it has host operator events, and the share of the GPU time replayed
+    from graphs that the capture attributes."""
     has_ops = trace.kind("cpu_op", columns=["row"]).height > 0
-    k = graph_attribution(trace, capture).kernels
-    matched = k["capture_row"].is_not_null()
-    replayed = (int(k["dur_ns"].filter(matched).sum()), int(k["dur_ns"].filter(~matched).sum()))
-    t = operator_trace(trace, capture)
-    return op_table(t, group_by=group_by, tensor_core_rules=tensor_core_rules), has_ops, replayed
+    t, share = attributed_operators(trace, capture)
+    return op_table(t, group_by=group_by, tensor_core_rules=tensor_core_rules), has_ops, share
 
 
 def ops(
@@ -155,18 +153,9 @@ def ops(
         notes.append(
             "no GPU work attributed to operators (CPU-only trace, or kernels without a launching runtime call)"
         )
-    for r in rs:
-        got, left = per[r][2]
-        if got:
-            notes.append(
-                f"rank {r}: {got / 1e3:,.1f} µs of GPU time replayed from CUDA/HIP graphs counted for the capture-side "
-                "operators that launched it (graphs: docs/graphs.md); those calls took no host time in the replay"
-            )
-        if left:
-            notes.append(
-                f"rank {r}: {left / 1e3:,.1f} µs of GPU time replayed from CUDA/HIP graphs has no operator (no capture "
-                "trace matched: pass --capture PATH; analyze graphs names the kernels)"
-            )
+    notes += replay_notes(
+        (per[r][2] for r in rs), "; those calls took no host time in the replay (the graph launch holds it)"
+    )
     return AnalysisResult({"ops": table}, notes)
 
 
@@ -179,13 +168,7 @@ register(
         options=(
             Option("group_by", str, "name", "group operators by name or shape (name + input dims)"),
             Option("tensor_core_rules", str, "current", "Tensor Core kernel rules: current or plugin (the 2019 list)"),
-            Option(
-                "capture",
-                str,
-                None,
-                "graph capture trace or folder for replayed kernels (default: capture_traces/ beside the trace; "
-                "'none': no capture)",
-            ),
+            CAPTURE_OPTION,
         ),
     )
 )

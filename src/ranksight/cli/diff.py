@@ -123,6 +123,15 @@ def _add(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--keep-templates", action="store_true", help="keep template arguments in kernel names")
     p.add_argument("--shapes", action="store_true", help="also normalise shape suffixes in names (tile sizes, [dims])")
+    p.add_argument(
+        "--capture",
+        metavar="PATH",
+        default=None,
+        help="graph capture trace or folder of TEST: its kernels replayed from CUDA/HIP graphs are keyed by (and the "
+        "operators side by side and MFU read) the capture-side operators that launched them (docs/graphs.md; "
+        "default: capture_traces/ beside the trace; 'none': no capture)",
+    )
+    p.add_argument("--base-capture", metavar="PATH", default=None, help="the same as --capture, for BASE")
     p.add_argument("--base-label", default=None, help="name of the baseline in the output (default: from its path)")
     p.add_argument("--test-label", default=None, help="name of the test run in the output (default: from its path)")
 
@@ -180,6 +189,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         kernel_templates=not args.keep_templates,
         shapes=args.shapes,
         labels=_labels(args),
+        captures=(args.base_capture, args.capture),
     )
     checks: list[GateCheck] = []
     if args.fail_if_slower is not None:

@@ -46,6 +46,13 @@ def _add(p: argparse.ArgumentParser) -> None:
         help="add a comparison with this baseline run (trace file or folder; see `ranksight diff`)",
     )
     p.add_argument(
+        "--capture",
+        metavar="PATH",
+        help="graph capture trace or folder: the operator sections (ops, op-kernels, modules, MFU, op-perf, the "
+        "comparison) give kernels replayed from CUDA/HIP graphs their capture-side operators (docs/graphs.md; "
+        "default: capture_traces/ beside the trace; 'none': no capture)",
+    )
+    p.add_argument(
         "--snapshot",
         metavar="FILE",
         help="add a section on a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle)",
@@ -67,11 +74,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
         base = load_run(argparse.Namespace(**{**vars(args), "traces": [args.baseline]}), ctx)
         baseline = (base, (side_label(args.baseline), side_label(args.traces[0])))
+    from ranksight.analyses import Session
     from ranksight.report.html import write_report
 
+    sess = Session.of(run)
+    if args.capture is not None:
+        sess.set_default("capture", args.capture)
     with step(ctx, f"writing the report {out}"):
         doc = write_report(
-            run,
+            sess,
             out,
             title=args.title,
             inputs=[os.path.basename(i) for i in inputs],

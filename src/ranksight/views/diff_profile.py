@@ -202,8 +202,14 @@ def _memory(trace: Trace) -> pl.DataFrame:
     )
 
 
-def rank_profile(trace: Trace, *, kernel_templates: bool = True, shapes: bool = False) -> dict[str, pl.DataFrame]:
-    """The per-step tables of one rank (module doc); every table gets a ``rank`` column."""
+def rank_profile(
+    trace: Trace, *, kernel_templates: bool = True, shapes: bool = False, operators: Trace | None = None
+) -> dict[str, pl.DataFrame]:
+    """The per-step tables of one rank (module doc); every table gets a ``rank`` column.
+
+    ``operators``: the trace whose operators launched the GPU work for ``kernels`` and ``kernel_sigs`` (the
+    graph-attributed trace of :func:`ranksight.views.graph_attribution.attributed_operators`, whose replayed
+    kernels have their capture-side launching op); default ``trace``. The other tables read ``trace``."""
 
     def onorm(n: str) -> str:
         return normalize_op(n, shapes=shapes)
@@ -211,7 +217,7 @@ def rank_profile(trace: Trace, *, kernel_templates: bool = True, shapes: bool = 
     def knorm(n: str) -> str:
         return normalize_kernel(n, templates=kernel_templates, shapes=shapes)
 
-    kernels, sigs = _kernels(trace, knorm, onorm)
+    kernels, sigs = _kernels(operators if operators is not None else trace, knorm, onorm)
     out = {
         "ops": _ops(trace, onorm),
         "kernels": kernels,

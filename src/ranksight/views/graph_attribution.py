@@ -63,6 +63,8 @@ __all__ = [
     "graph_attribution",
     "operator_trace",
     "replay_copy_start",
+    "attributed_operators",
+    "ReplayShare",
     "NO_CAPTURE",
     "MATCH_KINDS",
 ]
@@ -672,6 +674,48 @@ def operator_trace(trace: Trace, capture: str | None = None) -> Trace:
         return trace
     out: Trace = trace.memo(f"graph_attribution:trace:{capture}", lambda: _build(trace, att))
     return out
+
+
+@dataclass(frozen=True)
+class ReplayShare:
+    """How much of one rank's GPU work replayed from graphs the operator analyses can give an operator.
+
+    ``replayed_ns``: Σ durations of the activities graph launches ran; ``attributed_ns``: of it, matched to a
+    capture-side launch (so counted for the operator that made it); ``by_match``: ``(match, ns)`` of the
+    attributed part per match kind (``exact``, ``aligned``, ``position``), in :data:`MATCH_KINDS` order;
+    ``min_confidence``: the lowest confidence among the attributed activities (None when none is);
+    ``module_ns``: of the attributed part, what the capture knows an ``nn.Module`` frame around."""
+
+    rank: int
+    replayed_ns: int
+    attributed_ns: int
+    by_match: tuple[tuple[str, int], ...] = ()
+    min_confidence: float | None = None
+    module_ns: int = 0
+
+    @property
+    def unattributed_ns(self) -> int:
+        return self.replayed_ns - self.attributed_ns
+
+
+def attributed_operators(trace: Trace, capture: str | None = None) -> tuple[Trace, ReplayShare]:
+    """The one entry point of the operator analyses (``ops``, ``op-kernels``, ``modules``, ``mfu``,
+    ``op-perf``, ``diff``'s kernels by launching op): :func:`operator_trace` (the trace with each matched
+    replay's capture-side operators put back; the trace itself when nothing matched) and the
+    :class:`ReplayShare` that says how much of the replayed GPU time it attributes."""
+    k = graph_attribution(trace, capture).kernels
+    matched = k.filter(pl.col("capture_row").is_not_null())
+    by = dict(matched.group_by("match").agg(pl.col("dur_ns").fill_null(0).sum()).iter_rows()) if matched.height else {}
+    conf = matched["confidence"].min() if matched.height else None
+    share = ReplayShare(
+        trace.rank,
+        int(k["dur_ns"].fill_null(0).sum()) if k.height else 0,
+        int(matched["dur_ns"].fill_null(0).sum()) if matched.height else 0,
+        tuple((m, int(by[m])) for m in MATCH_KINDS if m in by),
+        None if conf is None else float(conf),  # type: ignore[arg-type]
+        int(matched.filter(pl.col("module").is_not_null())["dur_ns"].fill_null(0).sum()) if matched.height else 0,
+    )
+    return operator_trace(trace, capture), share
 
 
 def _build(trace: Trace, att: Attribution) -> Trace:

@@ -54,7 +54,7 @@ def comparison(ctx: Ctx) -> list[dict[str, Any]]:
     if given is None:
         raise Skip("no baseline given: `ranksight report --baseline BASE TEST` adds this comparison")
     base, labels = given
-    res = diff(base, ctx.run, labels=labels)
+    res = diff(base, ctx.run, labels=labels, captures=(None, ctx.session.default("capture")))
     blocks: list[dict[str, Any]] = []
     for sec in diff_sections(res, rows=None):
         if sec["id"] == "diff-method":
