@@ -8,9 +8,10 @@ same rows; µs integers equal; floats within 1e-9 relative, ratios within 1e-4. 
 numbers depend on its own artefacts the comparison is narrowed and the reason is named here and
 in docs/hta-differences.md (each pinned in tests/unit/test_hta_launch_differences.py):
 
-- ns traces (``NS_TRACES``): HTA rounds times to µs (durations shrink up to 2 µs), so launch
-  durations are compared within 2 µs (kernel-sequence sums within 2 µs per summed event) and time
-  series are not compared;
+- ns traces (``NS_TRACES``): HTA rounds times to µs (durations shrink up to 2 µs); the facade
+  with ``hta_compat=True`` rounds the same way (``hta._base.hta_rounded``), so launch durations,
+  annotation sums, op delays and time series are compared exactly there too; kernel-sequence sums
+  keep a 2 µs-per-event allowance (HTA raises on most ns traces, so few oracles exist);
 - equal-timestamp order (``QUEUE_TIES``, ``BW_TIES``): HTA orders change points at equal µs with
   an unstable quicksort, so the queue change-point mean and std can differ slightly (< 5 %; count,
   min, quartiles and max are exact) and which bandwidth points lie above 0 changes;
@@ -151,9 +152,8 @@ def test_cuda_kernel_launch_stats(folder: str) -> None:
     head = mine[cols].head(len(o)).reset_index(drop=True)
     assert head["rank"].tolist() == o["rank"].tolist()
     assert head["correlation"].tolist() == o["correlation"].tolist(), folder
-    tol = 2.0 if folder in NS_TRACES else 0.0
     for c in ("cpu_duration", "gpu_duration", "launch_delay"):
-        assert np.allclose(head[c].to_numpy(float), o[c].to_numpy(float), rtol=0, atol=tol), (folder, c)
+        assert np.array_equal(head[c].to_numpy(float), o[c].to_numpy(float)), (folder, c)
 
 
 # ---- aten op → kernels ------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_aten_op_kernels_and_delay(folder: str) -> None:
     ]
     assert (exact["_merge"] == "both").all(), exact[exact["_merge"] != "both"][key]
     assert (exact["occurrence_count"] == exact["occurrence_count_o"]).all()
-    tol = 2.0 if folder in NS_TRACES else 1e-3
+    tol = 1e-3
     assert np.allclose(exact["avg_runtime_delay"], exact["avg_runtime_delay_o"], atol=tol)
     assert np.allclose(exact["avg_aten_op_launch_delay"], exact["avg_aten_op_launch_delay_o"], atol=tol)
 
@@ -262,15 +262,18 @@ def test_time_spent_blocked_on_full_queue(folder: str) -> None:
 # ---- memory bandwidth -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("folder", [f for f in params("memory_bw_summary") if f not in NS_TRACES | BW_TIES])
+@pytest.mark.parametrize("folder", [f for f in params("memory_bw_summary") if f not in BW_TIES])
 def test_memory_bw_summary(folder: str) -> None:
     o = oracle(folder, "memory_bw_summary", header=[0, 1], index_col=[0, 1])
     mine = analyzer(folder).get_memory_bw_summary(ranks=all_ranks(folder))
+    if len(o) == 0:  # e.g. AMD: no copy has Kineto's bandwidth arg, so every point is 0 and dropped
+        assert mine is None or len(mine) == 0
+        return
     assert list(mine.index) == list(o.index)
     assert np.allclose(mine.to_numpy(float), o.to_numpy(float), rtol=1e-9, equal_nan=True)
 
 
-@pytest.mark.parametrize("folder", [f for f in params("memory_bw_time_series") if f not in NS_TRACES | BW_TIES])
+@pytest.mark.parametrize("folder", [f for f in params("memory_bw_time_series") if f not in BW_TIES])
 def test_memory_bw_time_series(folder: str) -> None:
     o = oracle(folder, "memory_bw_time_series", index_col=0)
     got = analyzer(folder).get_memory_bw_time_series(ranks=sorted(set(o["rank"])) if o is not None and len(o) else None)
@@ -319,12 +322,8 @@ def test_user_annotation_breakdown(folder: str, side: str) -> None:
     mine = mine.reset_index(drop=True)
     assert mine["name"].tolist() == o["name"].tolist()
     assert mine["rank"].tolist() == o["rank"].tolist()
-    # ns traces: HTA's rounding shortens each event by up to 2 µs
-    tol = 2.0 * (mine["sum (us)"] / mine["mean (us)"]).to_numpy() + 1e-6 if folder in NS_TRACES else 1e-6
-    assert np.all(np.abs(mine["sum (us)"].to_numpy() - o["sum (us)"].to_numpy()) <= tol)
-    if folder not in NS_TRACES:
-        for c in ("max (us)", "min (us)", "mean (us)", "stddev"):
-            assert np.allclose(mine[c], o[c], rtol=1e-9), c
+    for c in ("sum (us)", "max (us)", "min (us)", "mean (us)", "stddev"):
+        assert np.allclose(mine[c], o[c], rtol=1e-9, atol=1e-9), c
 
 
 def test_cupti_counter_data_with_operators() -> None:

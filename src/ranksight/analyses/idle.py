@@ -15,7 +15,9 @@ Definitions, per rank and stream (GPU work only: kernels, memcpys, memsets; sync
 
 ``hta_compat=True`` reproduces HTA exactly: ``prev_end`` is the end of the previous event in start
 order (not the running maximum), so overlaps on one stream give negative gaps counted as
-kernel_wait; ns traces are rounded to µs like HTA's loader.
+kernel_wait; ns traces are rounded to µs like HTA's loader; an event with a correlation but no
+launching CPU event takes the start of the trace's event 0 as its launch time (HTA's
+``index_correlation`` 0 joined to the frame's index), so it can be host_wait.
 
 ``idle_us`` is per stream: a gap on one stream while another stream of the rank is busy counts.
 Summed over streams it is not the GPU's idle time (``temporal``'s ``idle_us``, the union over
@@ -74,9 +76,10 @@ def idle_gaps_rank(
         g = g.filter(pl.col("stream").is_in(list(streams)))
     if g.height == 0:
         return pl.DataFrame(schema=_GAP_SCHEMA)
-    g = g.with_columns(launch_ts(trace, g["launch_row"], hta_compat=hta_compat)).sort(
-        ["stream", "ts_ns", "end_ns", "row"]
-    )
+    g = g.with_columns(launch_ts(trace, g["launch_row"], hta_compat=hta_compat))
+    if hta_compat:
+        g = _hta_unlinked_launch_ts(trace, g)
+    g = g.sort(["stream", "ts_ns", "end_ns", "row"])
     if hta_compat:
         prev_end = pl.col("end_ns").shift(1).over("stream")
         gap = pl.col("ts_ns") - pl.col("prev_end_ns")
@@ -106,6 +109,39 @@ def idle_gaps_rank(
         "gap_ns",
         cat.alias("idle_category"),
     ).cast(_GAP_SCHEMA)  # type: ignore[arg-type]
+
+
+def _hta_unlinked_launch_ts(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
+    """HTA's launch time for GPU events with a correlation but no launching CPU event: HTA sets
+    their ``index_correlation`` to 0 and joins it to the frame's index, so it reads the start of
+    the trace's event 0 (when that event is in its frame: a complete event other than the
+    profiler's ``Trace`` span). On DLRM's example this makes such kernels host_wait."""
+    unlinked = g["launch_row"].is_null()
+    if not unlinked.any():
+        return g
+    ev0 = (
+        trace.scan()
+        .filter(
+            (pl.col("row") == 0)
+            & pl.col("ts_ns").is_not_null()
+            & pl.col("dur_ns").is_not_null()
+            & (pl.col("cat").cast(pl.String) != "Trace").fill_null(True)
+        )
+        .select("ts_ns")
+        .collect()
+    )
+    if ev0.height == 0:
+        return g
+    t0 = launch_ts(trace, pl.Series("launch_row", [0], dtype=pl.UInt32), hta_compat=True).item()
+    corr = trace.scan().select("row", "correlation").collect()
+    g = g.join(corr, on="row", how="left", maintain_order="left")
+    linked_elsewhere = pl.col("correlation").is_not_null() & (pl.col("correlation") != -1)
+    return g.with_columns(
+        pl.when(pl.col("launch_row").is_null() & linked_elsewhere)
+        .then(pl.lit(t0, dtype=pl.Int64))
+        .otherwise(pl.col("launch_ts_ns"))
+        .alias("launch_ts_ns")
+    ).drop("correlation")
 
 
 def idle_totals(gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -13,7 +13,8 @@ MEMORY; GPU work as in :mod:`ranksight.views.gpu_work`):
    statistics, and ``others`` gets count, sum, mean, min, max and std over all events of the
    names it holds, plus ``names`` = how many names it holds. (HTA instead recomputes every row
    from per-name totals, so its named rows show ``max = min = mean = sum`` and its ``others``
-   row shows statistics of totals.)
+   row shows statistics of totals; ``hta_compat=True`` reproduces that for a type with more than
+   ``num_kernels`` names.)
 
 ``view="launch"`` returns :func:`ranksight.analyses.kernel_config.kernel_config` instead (kernels
 grouped by launch configuration).
@@ -96,10 +97,13 @@ def kernel_stats_rank(
         return pl.DataFrame(schema=_SCHEMA)
     per_name = g.group_by(["kernel_type", "name"]).agg(pl.col("dur_ns").sum().alias("__sum"))
     parts = []
+    grouped: list[str] = []  # types with more than num_kernels names (HTA regroups them)
     for t in types:  # one iteration per kernel type
         p = per_name.filter(pl.col("kernel_type") == t).sort(["__sum", "name"], descending=[True, False])
         if p.height == 0:
             continue
+        if p.height > num_kernels:
+            grouped.append(t)
         other = select_top(p["__sum"].to_numpy(), num_kernels, duration_ratio)
         parts.append(
             p.with_columns(pl.Series("__group", np.where(other, OTHERS, p["name"].to_numpy()), dtype=pl.String))
@@ -107,6 +111,17 @@ def kernel_stats_rank(
     groups = pl.concat(parts).select("kernel_type", "name", "__group")
     labelled = g.join(groups, on=["kernel_type", "name"], how="left")
     out = _stats(labelled, ["kernel_type", "__group"]).rename({"__group": "name"})
+    if hta_compat and grouped:
+        # HTA (step 3 of its rule) recomputes every row of a regrouped type from the per-name
+        # totals: named rows get max = min = mean = sum and std 0, ``others`` the statistics of
+        # its names' totals. Count and names stay per event.
+        totals = (
+            per_name.filter(pl.col("kernel_type").is_in(grouped))
+            .join(groups, on=["kernel_type", "name"], how="left")
+            .select("kernel_type", "__group", "name", pl.col("__sum").alias("dur_ns"))
+        )
+        hta = _stats(totals, ["kernel_type", "__group"]).rename({"__group": "name"}).drop("count", "names")
+        out = out.update(hta, on=["kernel_type", "name"])
     return (
         out.select(pl.lit(trace.rank, dtype=pl.Int64).alias("rank"), *[c for c in _SCHEMA if c != "rank"])
         .cast(_SCHEMA)  # type: ignore[arg-type]

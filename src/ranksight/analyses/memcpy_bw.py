@@ -106,8 +106,10 @@ def copies(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
         pl.col("copy_kind").cast(pl.String).alias("__rocm_kind"), pl.coalesce("bytes", "size_bytes").alias("__bytes")
     )
     if hta_compat:
-        bw = pl.col("mem_bw_gbps")
-        src = pl.when(bw.is_not_null()).then(pl.lit("arg")).otherwise(None)
+        # HTA's parser gives a copy without Kineto's bandwidth arg its default, 0.0 GB/s
+        # (hta/configs/default_event_args.py: memory_bw_gbps, default_value 0.0)
+        bw = pl.col("mem_bw_gbps").fill_null(0.0)
+        src = pl.when(pl.col("mem_bw_gbps").is_not_null()).then(pl.lit("arg")).otherwise(None)
         kind = _hta_copy_kind()
     else:
         computed = pl.when(pl.col("dur_ns") > 0).then(pl.col("__bytes") / pl.col("dur_ns")).otherwise(None)

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["op_launches", "op_kernel_table", "op_kernels"]
+__all__ = ["op_launches", "op_kernel_table", "op_kernel_sums", "op_kernels"]
 
 _TABLE_SCHEMA = {
     "rank": pl.Int32,
@@ -141,10 +141,66 @@ def _rank_table(
     return _table(trace, hta_apis), share
 
 
+def op_kernel_sums(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
+    """Per (op name, kernel sequence) of one rank: ``aten_op_name, kernel_sequence,
+    occurrence_count``, and per delay its sum (ns) and count of known values (``aten_sum_ns,
+    aten_n, runtime_sum_ns, runtime_n``): what :func:`op_kernel_table` averages, kept additive so
+    several ranks' rows can be pooled (the HTA facade's ``hta_compat`` pooling)."""
+    per_op = _per_op(trace, hta_apis)
+    if per_op is None:
+        return pl.DataFrame(
+            schema={
+                "aten_op_name": pl.String,
+                "kernel_sequence": pl.String,
+                "occurrence_count": pl.Int64,
+                "aten_sum_ns": pl.Int64,
+                "aten_n": pl.Int64,
+                "runtime_sum_ns": pl.Int64,
+                "runtime_n": pl.Int64,
+            }
+        )
+    return (
+        per_op.group_by("op_name", "kernel_sequence", maintain_order=True)
+        .agg(
+            pl.len().cast(pl.Int64).alias("occurrence_count"),
+            pl.col("__aten_delay").sum().cast(pl.Int64).alias("aten_sum_ns"),
+            pl.col("__aten_delay").count().cast(pl.Int64).alias("aten_n"),
+            pl.col("__runtime_delay").sum().cast(pl.Int64).alias("runtime_sum_ns"),
+            pl.col("__runtime_delay").count().cast(pl.Int64).alias("runtime_n"),
+        )
+        .rename({"op_name": "aten_op_name"})
+    )
+
+
 def _table(trace: Trace, hta_apis: bool) -> pl.DataFrame:
+    per_op = _per_op(trace, hta_apis)
+    if per_op is None:
+        return pl.DataFrame(schema=_TABLE_SCHEMA)
+    return (
+        per_op.group_by("op_name", "kernel_sequence")
+        .agg(
+            pl.len().cast(pl.Int64).alias("occurrence_count"),
+            (pl.col("__aten_delay").mean() / 1e3).round(3).alias("avg_aten_op_launch_delay"),
+            (pl.col("__runtime_delay").mean() / 1e3).round(3).alias("avg_runtime_delay"),
+        )
+        .sort(["occurrence_count", "op_name", "kernel_sequence"], descending=[True, False, False])
+        .select(
+            pl.lit(trace.rank, pl.Int32).alias("rank"),
+            pl.col("op_name").alias("aten_op_name"),
+            "kernel_sequence",
+            "occurrence_count",
+            "avg_aten_op_launch_delay",
+            "avg_runtime_delay",
+        )
+    )
+
+
+def _per_op(trace: Trace, hta_apis: bool) -> pl.DataFrame | None:
+    """One row per op instance that launched GPU work: ``op_name, kernel_sequence, __aten_delay,
+    __runtime_delay`` (ns; null when unknown); None when there is none."""
     ol = op_launches(trace, hta_apis=hta_apis)
     if ol.height == 0:
-        return pl.DataFrame(schema=_TABLE_SCHEMA)
+        return None
     copies = replay_copy_start(trace)
     if copies is not None:  # replayed op instances: no launch delays in the replay (module doc)
         ol = ol.with_columns(
@@ -167,24 +223,7 @@ def _table(trace: Trace, hta_apis: bool) -> pl.DataFrame:
         zip(u["name"].to_physical().cast(pl.String).to_list(), u["name"].cast(pl.String).to_list(), strict=True)
     )
     decoded = [" -> ".join(cats[c] for c in k.split(",")) for k in keys["__key"].to_list()]  # one per distinct sequence
-    per_op = per_op.join(keys.with_columns(pl.Series("kernel_sequence", decoded, dtype=pl.String)), on="__key")
-    return (
-        per_op.group_by("op_name", "kernel_sequence")
-        .agg(
-            pl.len().cast(pl.Int64).alias("occurrence_count"),
-            (pl.col("__aten_delay").mean() / 1e3).round(3).alias("avg_aten_op_launch_delay"),
-            (pl.col("__runtime_delay").mean() / 1e3).round(3).alias("avg_runtime_delay"),
-        )
-        .sort(["occurrence_count", "op_name", "kernel_sequence"], descending=[True, False, False])
-        .select(
-            pl.lit(trace.rank, pl.Int32).alias("rank"),
-            pl.col("op_name").alias("aten_op_name"),
-            "kernel_sequence",
-            "occurrence_count",
-            "avg_aten_op_launch_delay",
-            "avg_runtime_delay",
-        )
-    )
+    return per_op.join(keys.with_columns(pl.Series("kernel_sequence", decoded, dtype=pl.String)), on="__key")
 
 
 def op_kernels(

@@ -12,6 +12,7 @@ from ranksight.errors import UsageError
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.run import Run, load
 from ranksight.model.trace import Trace
+from ranksight.views.gpu_work import hta_round, needs_hta_rounding
 
 __all__ = ["TraceAnalysisBase", "filter_last_step"]
 
@@ -55,6 +56,28 @@ def _filtered_trace(trace: Trace, include_last_profiler_step: bool) -> Trace:
     untimed_or_dropped = ~timed | pl.col("kind").is_in(["metadata", "flow", "counter", "memory"])
     new_events = ev.filter(keep_cpu | keep_gpu | untimed_or_dropped).collect()
     return trace.with_events(new_events)
+
+
+def hta_rounded(trace: Trace) -> Trace:
+    """The trace as HTA's loader sees it when any ``ts`` is fractional µs (hta-definitions §1):
+    every start rounded up and every end (``ts + dur``) rounded down to a whole µs in float64 µs
+    (:func:`~ranksight.views.gpu_work.hta_round`), so sub-µs events get ``dur`` 0 or −1 µs.
+    Unchanged when every ``ts`` is whole µs. Used by the facade with ``hta_compat=True`` only."""
+    if not needs_hta_rounding(trace):
+        return trace
+    ev = trace.scan().collect()
+    base = trace.meta.base_time_ns or 0
+    timed = ev["ts_ns"].is_not_null().to_numpy()
+    ts = ev["ts_ns"].fill_null(base).to_numpy()
+    dur = ev["dur_ns"].fill_null(0).to_numpy()
+    ts_r, end_r = hta_round(ts, dur, base)
+    has_dur = ev["dur_ns"].is_not_null()
+    new = (
+        ev.with_columns(pl.when(pl.Series(timed)).then(pl.Series(ts_r)).otherwise(None).alias("ts_ns"))
+        .with_columns(pl.when(has_dur).then(pl.Series(end_r)).otherwise(pl.col("ts_ns")).alias("end_ns"))
+        .with_columns(pl.when(has_dur).then(pl.col("end_ns") - pl.col("ts_ns")).otherwise(None).alias("dur_ns"))
+    )
+    return trace.with_events(new)
 
 
 def filter_last_step(run: Run, *, include_last_profiler_step: bool = False) -> Run:
@@ -118,7 +141,8 @@ class TraceAnalysisBase:
         is computed once and cached; ``self.run`` keeps every event. Every facade mixin uses this.
         """
         if self._hta_run_cache is None:
-            self._hta_run_cache = filter_last_step(self.run, include_last_profiler_step=self.include_last_profiler_step)
+            run = Run([hta_rounded(t) for t in self.run]) if self.hta_compat else self.run
+            self._hta_run_cache = filter_last_step(run, include_last_profiler_step=self.include_last_profiler_step)
         return self._hta_run_cache
 
     def _session(self) -> Session:

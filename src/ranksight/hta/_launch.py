@@ -26,7 +26,7 @@ from ranksight.analyses.annotations import annotation_events
 from ranksight.analyses.cupti_counters import cupti_table
 from ranksight.analyses.launches import hta_launch_stats, launch_table
 from ranksight.analyses.memcpy_bw import bw_series, copies
-from ranksight.analyses.op_kernels import op_kernel_table
+from ranksight.analyses.op_kernels import op_kernel_sums, op_kernel_table
 from ranksight.analyses.queue import CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, queue_series, trace_duration_ns
 from ranksight.analyses.sequences import kernel_patterns
 from ranksight.errors import RanksightWarning, UsageError
@@ -34,6 +34,7 @@ from ranksight.io.rewrite import rewrite_trace
 from ranksight.model.run import Run
 from ranksight.report import plots
 from ranksight.report.counters import write_counters
+from ranksight.views.gpu_work import needs_hta_rounding
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -121,6 +122,30 @@ def _cupti_table(trace: Trace) -> tuple[tuple[pl.DataFrame | None, str | None], 
     return cupti_table(trace), trace.meta.base_time_ns
 
 
+def _hta_pooled_op_tables(sums: dict[int, pl.DataFrame], ranks: list[int]) -> dict[int, pl.DataFrame]:
+    """HTA's ``get_aten_op_kernels_and_delay`` tables: HTA collects the op instances in one list
+    outside its loop over ranks, so rank k's table pools the instances of every rank before it in
+    ``ranks`` (counts add up; averages are over the pooled instances, rounded to 3 d.p.)."""
+    out: dict[int, pl.DataFrame] = {}
+    seen: list[pl.DataFrame] = []
+    for r in ranks:
+        seen.append(sums[r])
+        pooled = (
+            pl.concat(seen)
+            .group_by("aten_op_name", "kernel_sequence")
+            .agg(pl.col("occurrence_count", "aten_sum_ns", "aten_n", "runtime_sum_ns", "runtime_n").sum())
+        )
+        out[r] = pooled.select(
+            pl.lit(r, pl.Int32).alias("rank"),
+            "aten_op_name",
+            "kernel_sequence",
+            "occurrence_count",
+            (pl.col("aten_sum_ns") / pl.col("aten_n") / 1e3).round(3).alias("avg_aten_op_launch_delay"),
+            (pl.col("runtime_sum_ns") / pl.col("runtime_n") / 1e3).round(3).alias("avg_runtime_delay"),
+        )
+    return out
+
+
 def _step_numbers(trace: Trace) -> list[int]:
     return [int(s) for s in trace.steps["step"].to_list()]
 
@@ -158,7 +183,10 @@ class LaunchMixin:
         return out
 
     def _rebased(self, base_ns: int | None, ts_ns: pl.Series) -> pl.Series:
-        return _us(ts_ns - int(base_ns or 0) - self._min_ts_ns())
+        lo = self._min_ts_ns()
+        if self.hta_compat and any(needs_hta_rounding(t) for t in self.run):
+            lo = -(-lo // 1000) * 1000  # HTA's min_ts is taken after its loader rounded starts up
+        return _us(ts_ns - int(base_ns or 0) - lo)
 
     # ---- launches --------------------------------------------------------------------------
 
@@ -189,11 +217,15 @@ class LaunchMixin:
     ) -> dict[int, pd.DataFrame]:
         """Per rank: ``aten_op_name, kernel_sequence, occurrence_count, avg_aten_op_launch_delay,
         avg_runtime_delay``, sorted by ``sort_by`` (descending). Each rank's table has only its own
-        rows (HTA accumulates earlier ranks)."""
+        rows; with ``hta_compat`` rank k's table pools every rank before it in ``ranks``, as HTA's
+        does."""
         sort_by = list(sort_by or ["occurrence_count"])
         out: dict[int, pd.DataFrame] = {}
         rs = self._ranks(ranks)
-        per = self._session().map(op_kernel_table, rs, hta_apis=self.hta_compat)
+        if self.hta_compat:
+            per = _hta_pooled_op_tables(self._session().map(op_kernel_sums, rs, hta_apis=True), rs)
+        else:
+            per = self._session().map(op_kernel_table, rs, hta_apis=False)
         for r in rs:
             df = per[r].drop("rank")
             bad = [c for c in sort_by if c not in df.columns]

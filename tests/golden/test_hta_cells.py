@@ -1,0 +1,87 @@
+"""Every cell of every HTA v0.6 oracle table (``../shared/oracles/hta-0.6``) against the facade
+with ``hta_compat=True``, compared as :mod:`tests.golden.hta_cells` describes.
+
+Each oracle file is expected to be equal cell for cell, except the cells listed in ``REMAINING``:
+(folder, file) → the number of differing cells and the cause (each cause is an entry of
+docs/hta-differences.md, "Cells of the HTA oracles not reproduced"). A file with fewer differing
+cells than listed fails too, so the list shrinks as causes are fixed. The total share is printed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pandas")
+
+from tests.golden import hta_cells  # noqa: E402
+
+#: equal-µs ties HTA orders with numpy's unstable quicksort over its own frame order
+_QUEUE = "queue change points at equal µs ordered by HTA's unstable sort"
+_OP = "nested aten ops starting in the same µs: HTA's 'deepest op' is its unstable sort's pick"
+REMAINING: dict[tuple[str, str], tuple[int, str]] = {
+    ("critical_path_simple_add", "queue_length_summary.csv"): (2, _QUEUE),
+    ("critical_path_simple_add", "queue_length_time_series.csv"): (3, _QUEUE),
+    ("df_index_resolver", "queue_length_summary.csv"): (4, _QUEUE),
+    ("df_index_resolver", "queue_length_time_series.csv"): (27, _QUEUE),
+    ("dlrm_8ranks", "queue_length_summary.csv"): (14, _QUEUE),
+    ("dlrm_8ranks", "queue_length_time_series.csv"): (21, _QUEUE),
+    ("nccl_parser_config", "queue_length_summary.csv"): (2, _QUEUE),
+    ("nccl_parser_config", "queue_length_time_series.csv"): (27, _QUEUE),
+    ("negative_queue_length_values_check", "queue_length_summary.csv"): (4, _QUEUE),
+    ("negative_queue_length_values_check", "queue_length_time_series.csv"): (33, _QUEUE),
+    ("ns_resolution_trace", "queue_length_summary.csv"): (3, _QUEUE),
+    ("ns_resolution_trace", "queue_length_time_series.csv"): (45, _QUEUE),
+    ("trace_diff_control", "queue_length_summary.csv"): (2, _QUEUE),
+    ("trace_diff_control", "queue_length_time_series.csv"): (45, _QUEUE),
+    ("trace_diff_test", "queue_length_summary.csv"): (2, _QUEUE),
+    ("trace_diff_test", "queue_length_time_series.csv"): (9, _QUEUE),
+    ("negative_queue_length_values_check", "aten_op_kernels_and_delay.csv"): (36, _OP),
+    ("timeline_analysis_sampled_rank0", "aten_op_kernels_and_delay.csv"): (62, _OP),
+    ("trace_filter_sampled_ranks01", "aten_op_kernels_and_delay.csv"): (62, _OP),
+    ("df_index_resolver", "aten_op_kernels_and_delay.csv"): (
+        1,
+        "mean of µs floats rounded to 3 d.p. (HTA: 548.612, exact ns mean 548.6125 → 548.613 here)",
+    ),
+    ("mtia_inference_trace", "aten_op_kernels_and_delay.csv"): (7, "MTIA launch (runFunction) not linked to its op"),
+    ("df_index_resolver", "gpu_kernel_breakdown_kernel_type.csv"): (
+        3,
+        "zero-length overlap label from HTA's unstable sort of kernel-type edges",
+    ),
+    ("df_index_resolver", "gpu_kernel_breakdown_all_kernel_type.csv"): (3, "same"),
+    **{
+        ("triton_example", f): (n, "HTA counts the Triton host op (cpu_op with a stream arg) as a GPU kernel")
+        for f, n in (
+            ("temporal_breakdown.csv", 2),
+            ("gpu_kernel_breakdown_kernel_type.csv", 1),
+            ("gpu_kernel_breakdown_all_kernel_type.csv", 1),
+            ("gpu_kernel_breakdown_kernels.csv", 4),
+            ("gpu_kernel_breakdown_all_kernels.csv", 4),
+        )
+    },
+}
+
+FOLDERS = [f for f in hta_cells.TRACES if (hta_cells.ORACLES / f).is_dir()]
+
+
+@pytest.mark.skipif(not hta_cells.ORACLES.is_dir(), reason="SKIPPED LOUDLY: ../shared/oracles/hta-0.6 is absent")
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_every_oracle_cell_equals_hta(folder: str) -> None:
+    if not hta_cells.TRACES[folder].exists():
+        pytest.skip(f"SKIPPED LOUDLY: {hta_cells.TRACES[folder]} is absent")
+    wrong = []
+    for fc in hta_cells.cells(folder):
+        expect, _why = REMAINING.get((folder, fc.file), (0, ""))
+        if len(fc.diffs) != expect:
+            wrong.append((fc.file, f"{len(fc.diffs)} differing cells, {expect} listed", fc.diffs[:5]))
+    assert not wrong, wrong
+
+
+def test_remaining_cells_are_documented() -> None:
+    """Every cause in REMAINING has an entry in docs/hta-differences.md."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "hta-differences.md").read_text()
+    section = doc.split("## Cells of the HTA oracles not reproduced", 1)
+    assert len(section) == 2, "docs/hta-differences.md lacks the section"
+    for key in ("unstable", "Deepest", "548.612", "runFunction", "Triton"):
+        assert key in section[1], key
