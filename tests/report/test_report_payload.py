@@ -82,7 +82,7 @@ def test_encode_table_columnar_exact():
         {"name": "n", "kind": "int"},
         {"name": "t", "kind": "float", "unit": "µs"},
     ]
-    assert b["data"] == [[0, 1, 0], [1, 2, None], [1.2346, None, 2.0]]
+    assert b["data"] == [[0, 1, 0], [1, 2, None], [1.23456789, None, 2.0]]  # full precision
     assert b["rows"] == 3 and b["sort"] == {"column": "t", "descending": True}
     assert st.strings == ["k1", "k2"]
 

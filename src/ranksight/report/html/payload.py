@@ -75,8 +75,8 @@ def _col_kind(dt: pl.DataType) -> str:
     return "str"
 
 
-def _round_floats(values: list[Any], digits: int) -> list[Any]:
-    return [None if v is None or (isinstance(v, float) and not math.isfinite(v)) else round(v, digits) for v in values]
+def _finite(values: list[Any]) -> list[Any]:
+    return [None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in values]
 
 
 def encode_table(
@@ -89,12 +89,12 @@ def encode_table(
     page_size: int = 25,
     units: Mapping[str, str] | None = None,
     help: Mapping[str, str] | None = None,
-    digits: int = 4,
 ) -> dict[str, Any]:
     """A table block: columns described once, values column by column.
 
     String-like columns (strings, categoricals, lists, structs) hold indices into the string table;
-    floats are rounded to ``digits`` decimals (display precision; the CLI's CSV has full values).
+    floats keep their full precision (NaN and infinities become null): the browser formats them
+    for display only (a p-value of 0.000817 shows as 0.000817, never as a rounded 0.0008).
     """
     cols = []
     data = []
@@ -108,7 +108,7 @@ def encode_table(
                 vals = s.cast(pl.String).to_list()
             col = strings.many(vals)
         elif kind == "float":
-            col = _round_floats(s.to_list(), digits)
+            col = _finite(s.to_list())
         else:
             col = s.to_list()
         c: dict[str, Any] = {"name": name, "kind": kind}
@@ -146,12 +146,6 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
-def series(values: Sequence[Any], digits: int = 4) -> list[Any]:
-    """Numbers for a chart: finite floats rounded, NaN/inf as null."""
-    out = []
-    for v in values:
-        v = clean(v)
-        if isinstance(v, float):
-            v = round(v, digits)
-        out.append(v)
-    return out
+def series(values: Sequence[Any]) -> list[Any]:
+    """Numbers for a chart at full precision (formatted only at display), NaN/inf as null."""
+    return [clean(v) for v in values]

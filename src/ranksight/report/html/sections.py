@@ -476,7 +476,7 @@ class Ctx:
             "chart": "hist",
             "id": id,
             "title": title,
-            "edges": series(edges.tolist(), 6),
+            "edges": series(edges.tolist()),
             "series": [{"name": self.strings(k), "counts": c.tolist()} for k, c in counts.items()],
             "log_x": log,
             "x_label": x_label,
@@ -509,7 +509,7 @@ def _estimate_bytes(df: pl.DataFrame, kw: Mapping[str, Any]) -> tuple[int, int]:
         sub = df.filter(pl.col("rank").is_in(pick))
         scale = df.height / max(1, sub.height)
     scratch = StringTable()
-    blk = encode_table(sub, scratch, id="x", title="", **{k: v for k, v in kw.items() if k == "digits"})
+    blk = encode_table(sub, scratch, id="x", title="")
     packed, raw = rkmod.json_sizes([blk["data"], scratch.strings])
     return int(packed * scale), int(raw * scale)
 
@@ -517,10 +517,7 @@ def _estimate_bytes(df: pl.DataFrame, kw: Mapping[str, Any]) -> tuple[int, int]:
 def _num(v: Any) -> Any:
     from ranksight.report.html.payload import clean
 
-    v = clean(v)
-    if isinstance(v, float):
-        return round(v, 4)
-    return v
+    return clean(v)  # full precision: the browser formats it for display
 
 
 def downsample(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:

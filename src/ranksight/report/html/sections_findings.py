@@ -54,7 +54,7 @@ def findings(ctx: Ctx) -> list[dict[str, Any]]:
                 "title": ctx.strings(f.title),
                 "detail": ctx.strings(detail),
                 "ranks": [int(r) for r in f.ranks],
-                "impact": round(float(f.impact), 4) if f.impact == f.impact else None,
+                "impact": float(f.impact) if f.impact == f.impact else None,
                 "fixes": [ctx.strings(x) for x in f.fixes],
                 "evidence": evidence_slug(f.rule, ctx.shown),
             }

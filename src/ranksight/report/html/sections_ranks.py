@@ -87,7 +87,7 @@ def ranks_section(ctx: Ctx) -> list[dict[str, Any]]:
                 "worse": rkmod.HIGHER_IS_WORSE.get(c, 0),
                 "p50": None if sp is None else series([sp.p50])[0],
                 "values": series(v.tolist()),
-                "z": series(np.round(z, 1).tolist(), 1),
+                "z": series(z.tolist()),
             }
         )
     detail = {

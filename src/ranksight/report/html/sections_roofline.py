@@ -51,7 +51,7 @@ def roofline_chart(ctx: Ctx, ops: pl.DataFrame, gpu: dict[str, Any], *, id: str,
                 "x": series(g["flop_per_byte"].to_list()),
                 "y": series(g["achieved_tflop_per_s"].to_list()),
                 "time_us": series(g["kernel_us_sum"].to_list()),
-                "pct": series(g["pct_of_roofline"].to_list(), 2),
+                "pct": series(g["pct_of_roofline"].to_list()),
                 "labels": ctx.strings.many(labels),
             }
         )

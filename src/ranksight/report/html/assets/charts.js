@@ -27,6 +27,21 @@
   RS.h = h;
   RS.s = s;
 
+  /* ---- theme: light or dark by the system's colour scheme (prefers-color-scheme) until the
+   * switch sets data-theme on <html>; canvases that read the CSS colours redraw on a change ---- */
+  var themed = [];
+  RS.onTheme = function (f) { themed.push(f); };
+  RS.isDark = function () {
+    var t = document.documentElement.getAttribute("data-theme");
+    if (t === "dark" || t === "light") return t === "dark";
+    return !!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
+  };
+  RS.themeChanged = function () { themed.forEach(function (f) { f(); }); };
+  if (window.matchMedia) {
+    var mq = window.matchMedia("(prefers-color-scheme: dark)");
+    if (mq.addEventListener) mq.addEventListener("change", function () { RS.themeChanged(); });
+  }
+
   /* ---- numbers -------------------------------------------------------------------------- */
   RS.fmt = function (v) {
     if (v == null || (typeof v === "number" && !isFinite(v))) return "";
@@ -46,15 +61,19 @@
     if (a < 0.01) return v.toExponential(0);
     return String(+v.toPrecision(3));
   }
+  /* nice ticks from the last round tick at or below lo to the first at or above hi: an axis
+   * drawn from the first tick to the last contains every value in [lo, hi] */
   function ticks(lo, hi, n) {
     if (!(hi > lo)) { hi = lo + 1; }
     var step = Math.pow(10, Math.floor(Math.log10((hi - lo) / n)));
     var err = (hi - lo) / n / step;
     if (err >= 7.5) step *= 10; else if (err >= 3.5) step *= 5; else if (err >= 1.5) step *= 2;
-    var out = [];
-    for (var t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(+t.toPrecision(12));
+    var out = [], i0 = Math.floor(lo / step + 1e-9), i1 = Math.ceil(hi / step - 1e-9);
+    for (var i = i0; i <= i1; i++) out.push(+(i * step).toPrecision(12));
+    if (out.length < 2) out.push(+((i1 + 1) * step).toPrecision(12));
     return out;
   }
+  RS.ticks = ticks;
   function logTicks(lo, hi) {
     var out = [];
     for (var e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
@@ -77,6 +96,14 @@
     return f;
   }
   function clip(t, n) { t = String(t); return t.length > n ? t.slice(0, n - 1) + "…" : t; }
+  /* an SVG text of at most n characters; when cut, its <title> holds the full text (the browser's
+   * tooltip, and what a screen reader reads) */
+  function clipText(g, attrs, text, n) {
+    var full = String(text), t = s("text", attrs, g, clip(full, n));
+    if (full.length > n) s("title", null, t, full);
+    return t;
+  }
+  RS.clipText = clipText;
 
   /* ---- tooltip -------------------------------------------------------------------------- */
   var tip = null;
@@ -102,22 +129,52 @@
   function legend(fig, names, hidden, redraw) {
     var lg = h("div", { "class": "rs-legend" }, fig);
     names.forEach(function (n, i) {
-      var sp = h("span", { "class": "rs-key", title: "click to show or hide" }, lg);
+      var full = String(n);
+      var sp = h("span", { "class": "rs-key", title: (full.length > 60 ? full + " — " : "") + "click to show or hide",
+        role: "button", tabindex: "0", "aria-pressed": hidden[i] ? "false" : "true" }, lg);
       var sw = h("span", { "class": "rs-sw" }, sp);
       sw.style.background = RS.color(i);
-      sp.appendChild(document.createTextNode(clip(n, 60)));
+      sp.appendChild(document.createTextNode(clip(full, 60)));
       if (hidden[i]) sp.classList.add("off");
-      sp.addEventListener("click", function () {
+      function flip() {
         hidden[i] = !hidden[i];
         sp.classList.toggle("off", hidden[i]);
+        sp.setAttribute("aria-pressed", hidden[i] ? "false" : "true");
         redraw();
-      });
+      }
+      sp.addEventListener("click", flip);
+      sp.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); flip(); } });
     });
     return lg;
   }
-  function svgRoot(fig, w, hgt) {
-    return s("svg", { viewBox: "0 0 " + w + " " + hgt, role: "img", preserveAspectRatio: "xMinYMin meet" }, fig);
+  /* the chart's SVG: role img, named by the chart's title (aria-label and <title>) and described
+   * (<desc>: the kind of chart and its series) */
+  function svgRoot(fig, w, hgt, name, desc) {
+    var svg = s("svg", { viewBox: "0 0 " + w + " " + hgt, role: "img", preserveAspectRatio: "xMinYMin meet",
+      "aria-label": name }, fig);
+    describe(svg, name, desc);
+    return svg;
   }
+  function describe(svg, name, desc) {
+    s("title", null, svg, name);
+    if (desc) s("desc", null, svg, desc);
+  }
+  /* every redraw empties the SVG but its <title> and <desc>; records the plot area (x0,y0,x1,y1
+   * in SVG units), which every data mark lies in */
+  function clear(svg, x0, y0, x1, y1) {
+    for (var k = svg.childNodes.length - 1; k >= 0; k--) {
+      var ch = svg.childNodes[k];
+      if (ch.nodeName !== "title" && ch.nodeName !== "desc") svg.removeChild(ch);
+    }
+    svg.setAttribute("data-plot", [x0, y0, x1, y1].join(","));
+  }
+  function chartName(c, kind) { return c.title || c.y_label || c.x_label || kind; }
+  function seriesDesc(kind, names, extra) {
+    var shown = names.slice(0, 12).map(String).join(", ");
+    return kind + (names.length ? ", " + names.length + " series: " + shown + (names.length > 12 ? ", …" : "") : "") + (extra || "");
+  }
+  RS.svgRoot = svgRoot;
+  RS.chartName = chartName;
   function yAxis(g, sc, tk, x0, x1, fmtf) {
     var ax = s("g", { "class": "rs-axis" }, g), gr = s("g", { "class": "rs-grid" }, g);
     tk.forEach(function (t) {
@@ -154,9 +211,10 @@
     var rotate = !horiz && cats.length > 12;
     var m = horiz ? { l: Math.min(380, 12 + maxLab * 6.2), r: 20, t: 10, b: 40 } : { l: 64, r: 16, t: 10, b: rotate ? 90 : 44 };
     if (names.length > 1) legend(fig, names, hidden, draw);
-    var svg = svgRoot(fig, W, H);
+    var svg = svgRoot(fig, W, H, chartName(c, "bar chart"), seriesDesc((c.stacked ? "stacked " : "") + (horiz ? "horizontal " : "") +
+      "bar chart of " + cats.length + " categories" + (c.unit ? " in " + c.unit : ""), names));
     function draw() {
-      while (svg.firstChild) svg.removeChild(svg.firstChild);
+      clear(svg, m.l, m.t, W - m.r, H - m.b);
       var vis = c.series.map(function (x, i) { return !hidden[i]; });
       var nvis = vis.filter(Boolean).length || 1;
       var totals = cats.map(function (_, j) {
@@ -220,16 +278,16 @@
             return lines;
           });
         });
-        var lab = clip(cat, horiz ? 60 : 18);
+        var cut = horiz ? 60 : 18;
         if (horiz) {
-          var tl = s("text", { x: m.l - 6, y: b0 + band / 2 + 4, "text-anchor": "end" }, g, lab);
+          var tl = clipText(g, { x: m.l - 6, y: b0 + band / 2 + 4, "text-anchor": "end" }, cat, cut);
           hover(tl, function () { return [String(cat)]; });
         } else if (rotate) {
           var x = b0 + band / 2, y = H - m.b + 10;
-          var tr = s("text", { x: x, y: y, "text-anchor": "end", transform: "rotate(-45 " + x + " " + y + ")" }, g, lab);
+          var tr = clipText(g, { x: x, y: y, "text-anchor": "end", transform: "rotate(-45 " + x + " " + y + ")" }, cat, cut);
           hover(tr, function () { return [String(cat)]; });
         } else {
-          var tc = s("text", { x: b0 + band / 2, y: H - m.b + 16, "text-anchor": "middle" }, g, lab);
+          var tc = clipText(g, { x: b0 + band / 2, y: H - m.b + 16, "text-anchor": "middle" }, cat, cut);
           hover(tc, function () { return [String(cat)]; });
         }
       });
@@ -248,7 +306,8 @@
     var reset = h("button", { type: "button" }, tools, "reset zoom");
     reset.addEventListener("click", function () { dom = null; draw(); });
     if (names.length > 1) legend(fig, names, hidden, draw);
-    var svg = svgRoot(fig, W, H);
+    var svg = svgRoot(fig, W, H, chartName(c, "line chart"), seriesDesc((c.mode === "markers" ? "scatter" : c.mode === "step" ? "step" : "line") +
+      " chart of " + (c.y_label || "y") + (c.y_unit ? " (" + c.y_unit + ")" : "") + " over " + (c.x_label || "x") + (c.x_unit ? " (" + c.x_unit + ")" : ""), names));
     function extent(f) {
       var lo = Infinity, hi = -Infinity;
       c.series.forEach(function (x, i) {
@@ -258,7 +317,7 @@
       return lo === Infinity ? [0, 1] : [lo, hi];
     }
     function draw() {
-      while (svg.firstChild) svg.removeChild(svg.firstChild);
+      clear(svg, m.l, m.t, W - m.r, H - m.b);
       var xe = dom || extent(function (x) { return x.x; });
       if (xe[1] === xe[0]) xe = [xe[0] - 1, xe[1] + 1];
       var ye = [Infinity, -Infinity];
@@ -360,7 +419,10 @@
     var W = 900, cell = Math.max(10, Math.min(28, 600 / Math.max(1, rows.length)));
     var m = { l: 16 + maxLab * 6.5, r: 80, t: 10, b: 50 };
     var H = m.t + m.b + rows.length * cell;
-    var svg = svgRoot(fig, W, H), g = s("g", null, svg);
+    var svg = svgRoot(fig, W, H, chartName(c, "heatmap"), "heatmap of " + rows.length + " rows (" + (c.y_label || "rows") + ") by " +
+      cols.length + " columns (" + (c.x_label || "columns") + ")" + (c.unit ? " in " + c.unit : ""));
+    clear(svg, m.l, m.t, W - m.r, H - m.b);
+    var g = s("g", null, svg);
     var lo = Infinity, hi = -Infinity;
     c.values.forEach(function (r) { r.forEach(function (v) { if (v != null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } }); });
     if (lo === Infinity) { lo = 0; hi = 1; }
@@ -378,12 +440,12 @@
             "value: " + (v == null ? "n/a" : RS.fmt(v) + unitOf(c.unit))];
         });
       });
-      s("text", { x: m.l - 6, y: m.t + i * cell + cell / 2 + 4, "text-anchor": "end" }, g, clip(rows[i], 30));
+      clipText(g, { x: m.l - 6, y: m.t + i * cell + cell / 2 + 4, "text-anchor": "end" }, rows[i], 30);
     });
     var every = Math.max(1, Math.ceil(cols.length / 24));
     cols.forEach(function (t, j) {
       if (j % every) return;
-      s("text", { x: m.l + j * cw + cw / 2, y: H - m.b + 14, "text-anchor": "middle" }, g, clip(t, 10));
+      clipText(g, { x: m.l + j * cw + cw / 2, y: H - m.b + 14, "text-anchor": "middle" }, t, 10);
     });
     label(g, c.x_label, (m.l + W - m.r) / 2, H - 8);
     // colour scale
@@ -400,9 +462,10 @@
     var hidden = names.map(function () { return false; });
     var W = 900, H = 280, m = { l: 64, r: 16, t: 10, b: 44 }, e = c.edges;
     if (names.length > 1) legend(fig, names, hidden, draw);
-    var svg = svgRoot(fig, W, H);
+    var svg = svgRoot(fig, W, H, chartName(c, "histogram"), seriesDesc("histogram of " + (c.x_label || "values") + (c.unit ? " (" + c.unit + ")" : "") +
+      (c.log_x ? ", log scale" : ""), names));
     function draw() {
-      while (svg.firstChild) svg.removeChild(svg.firstChild);
+      clear(svg, m.l, m.t, W - m.r, H - m.b);
       var hi = 1;
       c.series.forEach(function (x, i) { if (!hidden[i]) x.counts.forEach(function (v) { hi = Math.max(hi, v); }); });
       var ytk = ticks(0, hi, 5);

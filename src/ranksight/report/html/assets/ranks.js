@@ -48,9 +48,11 @@
     }
     return out.join(",");
   };
-  function canvas(fig, W, H) {
+  /* a canvas chart: role img, named by the chart's title; its fallback content says what it draws */
+  function canvas(fig, W, H, name, desc) {
     var dpr = window.devicePixelRatio || 1;
-    var cv = h("canvas", { width: Math.round(W * dpr), height: Math.round(H * dpr), "class": "rs-canvas" }, fig);
+    var cv = h("canvas", { width: Math.round(W * dpr), height: Math.round(H * dpr), "class": "rs-canvas", role: "img",
+      "aria-label": name + (desc ? ": " + desc : "") }, fig, desc || name);
     cv.style.width = "100%";
     cv.style.maxWidth = W + "px";
     cv.style.aspectRatio = W + " / " + H;
@@ -91,7 +93,8 @@
         sp.appendChild(document.createTextNode(nm));
       });
     }
-    var cc = canvas(fig, W, H), cv = cc.cv, g = cc.g;
+    var cc = canvas(fig, W, H, RS.chartName(c, "bars per rank"), (c.stacked ? "stacked " : "") + "bars of " + names.join(", ") +
+      " for each of " + n + " ranks"), cv = cc.cv, g = cc.g;
     var bk = buckets(n, pw), rep = [], lo = 0, hi = 0, shown = [];
     function val(i, k) { var v = c.series[k].values[i]; return v == null || !isFinite(v) ? null : v; }
     function draw() {
@@ -176,6 +179,7 @@
     cv.addEventListener("mouseleave", RS.hideTip);
     cv.addEventListener("click", function (ev) { var i = hit(ev); if (i >= 0) RS.pickRank(ranks[i], true); });
     RS.onPick(draw);
+    RS.onTheme(draw);
     draw();
     fig.rsDraw = draw;
   }
@@ -189,7 +193,8 @@
     var labelRows = rb.length === nr && bh >= 10;
     var maxLab = labelRows ? rows.reduce(function (a, t) { return Math.max(a, Math.min(String(t).length, 30)); }, 0) : 12;
     var W = 900, m = { l: 16 + maxLab * 6.5, r: 80, t: 10, b: 50 }, ph = rb.length * bh, H = m.t + m.b + Math.max(40, ph);
-    var cc = canvas(fig, W, H), cv = cc.cv, g = cc.g, cw = (W - m.l - m.r) / Math.max(1, nc);
+    var cc = canvas(fig, W, H, RS.chartName(c, "heatmap"), "heatmap of " + nr + " rows (" + (c.y_label || "rows") + ") by " + nc +
+      " columns (" + (c.x_label || "columns") + ")" + (c.unit ? " in " + c.unit : "")), cv = cc.cv, g = cc.g, cw = (W - m.l - m.r) / Math.max(1, nc);
     var lo = Infinity, hi = -Infinity, rlo = [], rhi = [], pts = 0;
     c.values.forEach(function (r, i) {
       var a = Infinity, z = -Infinity;
@@ -267,6 +272,7 @@
       if (q) RS.pickRank(c.row_ranks[q.i >= 0 ? q.i : rb[q.bi][0]], true);
     });
     RS.onPick(draw);
+    RS.onTheme(draw);
     draw();
     fig.setAttribute("data-points", pts);
     fig.setAttribute("data-rows", nr);
@@ -384,7 +390,8 @@
         if (!rows.length) return;
         shown++;
         var data2 = t.b.data.map(function (c) { return rows.map(function (k) { return c[k]; }); });
-        RS.table(d, { id: "rank-" + t.b.id, title: "", columns: t.b.columns, data: data2, rows: rows.length,
+        RS.table(d, { id: "rank-" + t.b.id, title: "", caption: t.sec.title + " · " + (t.b.title || t.b.id) + ": rank " + r,
+          columns: t.b.columns, data: data2, rows: rows.length,
           page_size: 10, sort: t.b.sort }, S);
       });
       det.setAttribute("data-tables", shown);

@@ -83,10 +83,20 @@
     });
     if (RS.initialRank != null) RS.pickRank(RS.initialRank);
     var theme = document.getElementById("rs-theme");
-    if (theme) theme.addEventListener("click", function () {
-      var r = document.documentElement;
-      r.setAttribute("data-theme", r.getAttribute("data-theme") === "dark" ? "light" : "dark");
-    });
+    if (theme) {
+      /* the report follows the system's colour scheme until the switch picks the other one */
+      var label = function () {
+        theme.setAttribute("aria-label", RS.isDark() ? "switch to the light theme" : "switch to the dark theme");
+        theme.setAttribute("aria-pressed", RS.isDark() ? "true" : "false");
+      };
+      label();
+      theme.addEventListener("click", function () {
+        document.documentElement.setAttribute("data-theme", RS.isDark() ? "light" : "dark");
+        label();
+        RS.themeChanged();
+      });
+      RS.onTheme(label);
+    }
     RS.renderMs = performance.now() - t0;
     document.body.setAttribute("data-ready", "1");
   }

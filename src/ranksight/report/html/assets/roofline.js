@@ -36,9 +36,12 @@
     var pmax = Math.max.apply(null, peaks.concat([1e-9]));
     var ridge = peaks.map(function (p) { return p / bw; });
     var x0 = Math.min.apply(null, xs.concat(ridge)) / 4, x1 = Math.max.apply(null, xs.concat(ridge)) * 4;
-    var y0 = Math.min.apply(null, ys.concat([bw * x0])) / 2, y1 = pmax * 2;
+    // the axes contain every point and ceiling (an operator above its held-to peak included)
+    var y0 = Math.min.apply(null, ys.concat([bw * x0])) / 2, y1 = Math.max.apply(null, ys.concat([pmax])) * 2;
     var X = logScale(x0, x1, m.l, W - m.r), Y = logScale(y0, y1, H - m.b, m.t);
-    var svg = s("svg", { viewBox: "0 0 " + W + " " + H, role: "img", preserveAspectRatio: "xMinYMin meet" }, fig);
+    var svg = RS.svgRoot(fig, W, H, RS.chartName(c, "roofline"), "roofline, log-log: " + c.x_label + " against " + c.y_label +
+      ", " + xs.length + " operators under " + c.ceilings.length + " peak ceiling" + (c.ceilings.length === 1 ? "" : "s") + " and the memory bandwidth");
+    svg.setAttribute("data-plot", [m.l, m.t, W - m.r, H - m.b].join(","));
     var grid = s("g", { "class": "rs-grid" }, svg), ax = s("g", { "class": "rs-axis" }, svg);
     decades(x0, x1).forEach(function (t) {
       s("line", { x1: X(t), x2: X(t), y1: m.t, y2: H - m.b }, grid);

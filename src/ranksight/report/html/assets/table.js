@@ -54,11 +54,13 @@
     var count = h("span", { "class": "rs-count" }, bar);
     var scroller = h("div", { "class": "rs-table-wrap" }, wrap);
     var table = h("table", { "class": "rs-table" }, scroller);
+    /* every table has a caption (its title, read by screen readers; the title shows above) */
+    var caption = h("caption", { "class": "rs-sr" }, table, b.title || b.caption || String(b.id).replace(/[-_]/g, " "));
     var thead = h("thead", null, table), hr = h("tr", null, thead), fr = h("tr", { "class": "rs-filters" }, thead);
     var tbody = h("tbody", null, table);
     var ths = cols.map(function (c, i) {
       var num = c.kind === "int" || c.kind === "float";
-      var th = h("th", { "class": num ? "num" : "str", "data-col": c.name, title: (c.help || c.name) + (c.unit ? " (" + c.unit + ")" : "") + " — click to sort" }, hr, c.name);
+      var th = h("th", { scope: "col", "class": num ? "num" : "str", "data-col": c.name, title: (c.help || c.name) + (c.unit ? " (" + c.unit + ")" : "") + " — click to sort" }, hr, c.name);
       function sortBy() {
         if (state.sort === i) state.desc = !state.desc; else { state.sort = i; state.desc = num; }
         state.page = 0;
@@ -67,7 +69,7 @@
       th.setAttribute("tabindex", "0");
       th.addEventListener("click", sortBy);
       th.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); sortBy(); } });
-      var f = h("input", { type: "text", placeholder: num ? ">, <, a..b" : "filter", "aria-label": "filter " + c.name }, h("th", null, fr));
+      var f = h("input", { type: "text", placeholder: num ? ">, <, a..b" : "filter", "aria-label": "filter " + c.name }, h("th", { scope: "col" }, fr));
       f.addEventListener("input", function () {
         state.filters[i] = f.value.trim() ? (num ? numFilter(f.value.trim()) : f.value.trim().toLowerCase()) : null;
         state.page = 0;

@@ -188,7 +188,10 @@
       k.appendChild(document.createTextNode("idle: " + c));
     });
     var box = h("div", { "class": "rs-tl-box" }, wrap);
-    var canvas = h("canvas", { "class": "rs-tl-canvas", tabindex: "0", "data-events": String(n) }, box);
+    var canvas = h("canvas", { "class": "rs-tl-canvas", tabindex: "0", "data-events": String(n), role: "img",
+      "aria-label": b.title + ": " + n + " events of " + b.ranks.length + " rank" + (b.ranks.length === 1 ? "" : "s") +
+      " (wheel, + and − to zoom; drag or the arrow keys to pan; click an event for its details)" }, box,
+      "A timeline of " + n + " events; the tables of this report hold the same numbers.");
     var details = h("div", { "class": "rs-tl-details", "aria-live": "polite" }, wrap);
     h("p", { "class": "rs-tl-hint" }, details, "Click an event for its details.");
     var g2 = canvas.getContext("2d");
@@ -600,6 +603,11 @@
     /* the light/dark switch changes the colours read from the CSS variables */
     if (window.MutationObserver) {
       new MutationObserver(redraw).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+    }
+    /* and so does the system's colour scheme, which the report follows until the switch is used */
+    if (window.matchMedia) {
+      var mq = window.matchMedia("(prefers-color-scheme: dark)");
+      if (mq.addEventListener) mq.addEventListener("change", redraw);
     }
 
     size();
