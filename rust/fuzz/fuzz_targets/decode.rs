@@ -8,7 +8,8 @@
 //! - no panic, no overflow (build with `-a` for overflow checks), no unbounded allocation
 //!   (libFuzzer's `-rss_limit_mb`);
 //! - every event span lies inside its buffer and is a `{...}` object;
-//! - `parse_part` yields one row per span unless it reports an error, and its columns agree;
+//! - `parse_part` yields one row per span (or counts it dropped: no usable time) unless it
+//!   reports an error, and its columns agree;
 //! - chunked reading finds exactly the spans (as stream offsets), metadata, completeness and
 //!   errors that reading the whole document at once finds;
 //! - the number parsers accept or reject the raw bytes without panicking.
@@ -54,10 +55,13 @@ fn run(doc: &[u8], chunk: usize, parse: bool) -> Outcome {
                     assert_eq!(part.n, *i);
                 }
             }
-            // flow events are rows of the flow table only; every event has a span
+            // flow events are rows of the flow table only; an event without a usable time is
+            // dropped (counted, no row); every event has a span
             let (h, f) = (&part.head, &part.flows.head);
             let rows = h.len();
-            assert!(rows <= part.n && rows + f.len() >= part.n);
+            assert_eq!(part.dropped, part.dropped_ts + part.dropped_dur);
+            assert!(part.drops.len() <= part.dropped);
+            assert!(rows + part.dropped <= part.n && rows + f.len() + part.dropped >= part.n);
             assert_eq!(h.ph.len(), rows);
             assert_eq!(h.name.len(), rows);
             assert_eq!(h.pid.len(), rows);

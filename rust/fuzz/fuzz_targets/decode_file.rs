@@ -3,12 +3,13 @@
 //!
 //! Mode byte: bit 0 gzip-compresses the document, bits 1-2 cut the compressed stream short
 //! (0, 1, 9 or 40 % of it removed), bit 3 asks for a strict decode, bit 4 a header-only read,
-//! bit 5 spans only, bit 6 a 300-byte string cap, bit 7 a 2 KiB event cap.
+//! bit 5 spans only, bit 6 a 300-byte string cap, bit 7 a 2 KiB event cap (bits 6 and 7 together
+//! also cap the distinct strings at 1 KiB in all, so that the fuzzer reaches that refusal).
 //! Checks: no panic; decoded rows, their offsets and the spans re-read by `extract` agree;
 //! the decompressed-size cap is honoured.
 #![no_main]
 
-use _core::decode::{decode, extract, Options};
+use _core::decode::{decode, extract, Options, MAX_STRINGS_TOTAL};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use libfuzzer_sys::fuzz_target;
@@ -36,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
         max_bytes: CAP,
         max_string_bytes: if mode & 64 != 0 { 300 } else { 0 },
         max_event_bytes: if mode & 128 != 0 { 2048 } else { 0 },
+        max_strings_total: if mode & 0xC0 == 0xC0 { 1024 } else { MAX_STRINGS_TOTAL },
         strict: mode & 8 != 0,
         header_only: mode & 16 != 0,
         spans_only: mode & 32 != 0,
