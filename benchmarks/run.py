@@ -3,6 +3,7 @@
     python benchmarks/run.py --sets 100m,1g            # issue-2 load benchmark (single rank)
     python benchmarks/run.py --sets 8x100m,64x20m,512x2m,1g --all
     python benchmarks/run.py --quick                   # a 20 MB smoke run
+    python benchmarks/run.py --fuzz 300                # the decoder's cargo-fuzz targets, 300 s each
 
 Every measurement runs in a fresh subprocess; peak RSS is sampled (psutil, every 50 ms) over the
 whole process tree. HTA (v0.6 from PyPI as ``traceinsight``, or v0.5 as
@@ -342,9 +343,26 @@ def main() -> None:
         default=None,
         help="what HTA runs: load only, or load plus its analyses (default: as --all)",
     )
+    ap.add_argument(
+        "--fuzz",
+        type=int,
+        metavar="SECONDS",
+        default=None,
+        help="run only the Rust decoder's cargo-fuzz targets, SECONDS each (benchmarks/fuzz.py), kept with the rows "
+        "already in out/results.json; skipped with a message when cargo-fuzz is missing",
+    )
     a = ap.parse_args()
     sets = ["20m"] if a.quick else a.sets.split(",")
     OUT.mkdir(exist_ok=True)
+    if a.fuzz is not None:
+        import fuzz
+
+        out_json = OUT / "results.json"
+        kept = json.loads(out_json.read_text()) if out_json.exists() else {"sets": {}}
+        kept["fuzz"] = fuzz.run_all(a.fuzz, keep=OUT / "fuzz")
+        out_json.write_text(json.dumps(kept, indent=1))
+        print(fuzz.render(kept["fuzz"]))
+        return
     use_hta = not a.no_hta and hta_available(a.hta_python)
     out_json = OUT / "results.json"
     results = {

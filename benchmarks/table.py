@@ -118,6 +118,12 @@ def render(res: dict) -> str:
                 c += f" (HTA {hper[n]})"
             cells.append(c)
         out.append(f"| {name} | " + " | ".join(cells) + " |")
+    if "fuzz" in res:  # run.py --fuzz SECONDS
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from fuzz import render as fuzz_render
+
+        out.append("\n### Decoder fuzzing: cargo-fuzz targets, fixed time\n")
+        out.append(fuzz_render(res["fuzz"]))
     return "\n".join(out)
 
 
