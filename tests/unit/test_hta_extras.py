@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from ranksight.errors import RanksightWarning
-from ranksight.hta import TraceAnalysis, TraceDiff
+from ranksight.hta import LabeledTrace, TraceAnalysis, TraceDiff
 
 MESSAGE = (
     "plotly is not installed, so visualize=True draws no figure (the table is returned): pip install 'ranksight[hta]'"
@@ -51,3 +51,21 @@ def test_trace_diff_visualize_says_so(no_plotly):
         "plotly is not installed, so visualize_*_diff draws no figure (the table is returned): "
         "pip install 'ranksight[hta]'"
     ]
+
+
+@pytest.mark.parametrize("missing", [("pyarrow",), ("pandas",), ("pandas", "pyarrow")])
+def test_facade_without_pandas_or_pyarrow_says_which_extra(missing, monkeypatch):
+    """Without pandas or pyarrow (polars converts to pandas through Arrow), the facade's
+    constructors raise one UsageError naming what is missing and the extra, before loading
+    anything, not an ImportError from inside polars at the first call."""
+    import importlib.util
+
+    from ranksight.errors import UsageError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a))
+    for make in (lambda: TraceAnalysis(trace_dir="/nonexistent"), lambda: LabeledTrace(trace_dir="/x")):
+        with pytest.raises(UsageError) as err:
+            make()
+        msg = str(err.value)
+        assert " and ".join(missing) in msg and "pip install 'ranksight[hta]'" in msg, msg

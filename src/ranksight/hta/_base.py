@@ -9,6 +9,7 @@ import polars as pl
 
 from ranksight.analyses import Session
 from ranksight.errors import UsageError
+from ranksight.hta import _deps
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.run import Run, load
 from ranksight.model.trace import Trace
@@ -111,6 +112,7 @@ class TraceAnalysisBase:
         *,
         hta_compat: bool = False,
     ) -> None:
+        _deps.pandas()  # every method returns pandas: say what is missing before the load, not after
         if trace_files is None and trace_dir is None:
             raise UsageError("give trace_dir or trace_files")
         if trace_files is not None:

@@ -18,6 +18,7 @@ from ranksight.analyses.idle import idle_gaps_rank, idle_stats, idle_totals
 from ranksight.analyses.kernels import kernel_stats_rank
 from ranksight.analyses.overlap import overlap_rank
 from ranksight.analyses.temporal import temporal_rank, to_hta
+from ranksight.hta import _deps
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,12 +30,7 @@ __all__ = ["BreakdownMixin"]
 
 
 def _pandas(df: pl.DataFrame) -> pd.DataFrame:
-    try:
-        import pandas  # noqa: F401
-    except ImportError:  # pragma: no cover - pandas is an HTA-facade requirement
-        from ranksight.errors import MissingDataError
-
-        raise MissingDataError("the HTA facade returns pandas DataFrames: pip install pandas") from None
+    _deps.pandas()
     return df.to_pandas()
 
 

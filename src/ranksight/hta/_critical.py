@@ -22,6 +22,7 @@ import polars as pl
 
 from ranksight.analyses.critical_path import DATA_LOAD_PATTERNS, rank_breakdown
 from ranksight.errors import MissingDataError, RanksightWarning, UsageError
+from ranksight.hta import _deps
 from ranksight.io.output import atomic_path, check_output
 from ranksight.io.rewrite import read_text
 from ranksight.views.critical_graph import EDGE_TYPES, critical_graph, hta_window, longest_path
@@ -46,11 +47,7 @@ BREAKDOWN_COLUMNS = ("event_idx", "duration", "type", "s_name", "cat", "pid", "t
 
 
 def _pd() -> Any:
-    try:
-        import pandas
-    except ImportError:  # pragma: no cover - pandas is an HTA-facade requirement
-        raise MissingDataError("the HTA facade returns pandas DataFrames: pip install pandas") from None
-    return pandas
+    return _deps.pandas()
 
 
 def _rank_path(

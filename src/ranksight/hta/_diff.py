@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from ranksight.errors import UsageError
+from ranksight.hta import _deps
 from ranksight.views.names import hta_short_name
 
 if TYPE_CHECKING:
@@ -62,13 +63,7 @@ class DeviceType(Enum):
 
 
 def _pandas() -> Any:
-    try:
-        import pandas
-    except ImportError:  # pragma: no cover - pandas comes with the HTA facade's users
-        from ranksight.errors import MissingDataError
-
-        raise MissingDataError("the HTA facade returns pandas DataFrames: pip install pandas") from None
-    return pandas
+    return _deps.pandas()
 
 
 class LabeledTrace:
@@ -89,6 +84,7 @@ class LabeledTrace:
     ) -> None:
         from ranksight.model.run import Run, load
 
+        _deps.pandas()
         if t is not None:
             self.run: Run = t if isinstance(t, Run) else t.run
         elif trace_dir is not None:

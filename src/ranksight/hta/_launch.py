@@ -30,6 +30,7 @@ from ranksight.analyses.op_kernels import op_kernel_sums, op_kernel_table
 from ranksight.analyses.queue import CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, queue_series, trace_duration_ns
 from ranksight.analyses.sequences import kernel_patterns
 from ranksight.errors import RanksightWarning, UsageError
+from ranksight.hta import _deps
 from ranksight.io.rewrite import rewrite_trace
 from ranksight.model.run import Run
 from ranksight.report import plots
@@ -53,13 +54,7 @@ class TimeSeriesTypes(Flag):
 
 
 def _pd() -> Any:
-    try:
-        import pandas
-    except ImportError:  # pragma: no cover - pandas is an HTA-facade requirement
-        from ranksight.errors import MissingDataError
-
-        raise MissingDataError("the HTA facade returns pandas DataFrames: pip install pandas") from None
-    return pandas
+    return _deps.pandas()
 
 
 def _show(draw: Callable[..., Any], *args: Any, renderer: str | None = None, **kwargs: Any) -> None:
