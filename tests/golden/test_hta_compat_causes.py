@@ -112,3 +112,80 @@ def test_ns_trace_launch_stats_are_htas_in_compat() -> None:
     # default mode keeps exact ns (fractional µs)
     native = analyzer(path, False).get_cuda_kernel_launch_stats(ranks=[0], visualize=False)[0]
     assert (native["cpu_duration"] % 1 != 0).any()
+
+
+def test_triton_host_op_with_stream_is_a_kernel_in_compat_only() -> None:
+    """HTA's GPU rows are ``stream != -1``: Inductor's Triton launch ``cpu_op`` carries a ``stream``
+    arg, so HTA counts its 94 µs (rounded) as kernel time beside the 1.76 µs kernel."""
+    g = GOLDEN / "triton_example"
+    o = pd.read_csv(g / "temporal_breakdown.csv", index_col=0)
+    path = str(DATA / "hta/triton_example")
+    mine = analyzer(path, True).get_temporal_breakdown(visualize=False)
+    for c in ("kernel_time(us)", "compute_time(us)", "idle_time(us)"):
+        assert mine[c].tolist() == o[c].tolist(), c
+    assert float(mine["kernel_time(us)"].iloc[0]) == 94.0
+    ko = pd.read_csv(g / "gpu_kernel_breakdown_kernels.csv", index_col=0)
+    _, k = analyzer(path, True).get_gpu_kernel_breakdown(visualize=False)
+    row = k[k["name"] == "triton_poi_fused_add_cos_sin_0"].iloc[0]
+    orow = ko[ko["name"] == "triton_poi_fused_add_cos_sin_0"].iloc[0]
+    assert (row["sum (us)"], row["max (us)"], row["mean (us)"]) == (orow["sum (us)"], orow["max (us)"], 47.5)
+    # default mode: the host op is CPU time; only the kernel counts
+    native = analyzer(path, False).get_temporal_breakdown(visualize=False)
+    assert float(native["kernel_time(us)"].iloc[0]) < 5
+
+
+def _aten_table(folder: str, path: str, ranks: list[int], oracles: Path = GOLDEN) -> tuple[pd.DataFrame, pd.DataFrame]:
+    o = pd.read_csv(oracles / folder / "aten_op_kernels_and_delay.csv", index_col=0)
+    got = analyzer(path, True).get_aten_op_kernels_and_delay(ranks=ranks)
+    mine = pd.concat([d.assign(rank=r) for r, d in got.items()])
+    keys = ["rank", "aten_op_name", "kernel_sequence"]
+    j = o.merge(mine, on=keys, how="outer", suffixes=("_o", ""), indicator=True)
+    return j, o
+
+
+def test_deepest_op_ties_go_to_the_first_in_file_order_in_compat() -> None:
+    """HTA's deepest op is ``sort_values("ts", ascending=False).iloc[0]`` over ops of any thread;
+    among ops starting in the same µs pandas keeps file order, so ``aten::matmul`` (the outer op)
+    wins over ``aten::mm``. Every row and value of the oracle, exactly."""
+    j, o = _aten_table("timeline_analysis_sampled_rank0", str(DATA / "hta/trace_filter/sampled_rank-0.json.gz"), [0])
+    assert (j["_merge"] == "both").all(), j[j["_merge"] != "both"][["aten_op_name", "_merge"]].head()
+    assert (j["occurrence_count"] == j["occurrence_count_o"]).all()
+    for c in ("avg_aten_op_launch_delay", "avg_runtime_delay"):
+        assert (j[c] == j[f"{c}_o"]).all(), c
+    assert {"aten::matmul", "aten::mm"} <= set(j["aten_op_name"])
+
+
+def test_mtia_launch_wrapped_by_an_op_of_another_thread_in_compat() -> None:
+    """HTA matches a launch to aten ops of every thread: the MTIA ``runFunction`` on a runtime
+    thread is wrapped by ``aten::split_with_sizes`` of the main thread (ranksight: same thread only,
+    so the default mode's table is empty)."""
+    from tests.conftest import SHARED
+
+    path = SHARED / "traces/hta/mtia_inference_trace"
+    if not path.exists():
+        pytest.skip(f"SKIPPED LOUDLY: {path} is absent")
+    j, _ = _aten_table("mtia_inference_trace", str(path), [0], SHARED / "oracles" / "hta-0.6")
+    assert (j["_merge"] == "both").all()
+    row = j.iloc[0]
+    assert (row["aten_op_name"], row["kernel_sequence"], row["occurrence_count"]) == (
+        "aten::split_with_sizes",
+        "merge",
+        1,
+    )
+    assert (row["avg_aten_op_launch_delay"], row["avg_runtime_delay"]) == (18.0, 873.0)
+    assert len(analyzer(str(path), False).get_aten_op_kernels_and_delay(ranks=[0])[0]) == 0
+
+
+def test_op_delay_means_are_float_us_rounded_by_numpy_in_compat() -> None:
+    """HTA averages µs delays and rounds with numpy: 548.612 (the exact ns mean, 548.6125, rounds
+    to 548.613 in the default mode)."""
+    from tests.conftest import SHARED
+
+    path = SHARED / "traces/hta/df_index_resolver"
+    if not path.exists():
+        pytest.skip(f"SKIPPED LOUDLY: {path} is absent")
+    j, _ = _aten_table("df_index_resolver", str(path), [1])
+    assert (j["_merge"] == "both").all()
+    for c in ("occurrence_count", "avg_aten_op_launch_delay", "avg_runtime_delay"):
+        assert (j[c] == j[f"{c}_o"]).all(), c
+    assert 548.612 in set(j["avg_runtime_delay"])

@@ -71,7 +71,9 @@ def idle_gaps_rank(
     Columns ``rank, stream, step, row, ts_ns, prev_end_ns, gap_ns, idle_category``; ``gap_ns`` and
     ``prev_end_ns`` are null for the first event of each stream.
     """
-    g = gpu_work(trace, hta_compat=hta_compat).filter(pl.col("kind") != "sync")
+    # HTA's idle analysis reads kernel, memcpy and memset categories only: no sync events and no
+    # host op carrying a stream arg (both in gpu_work's hta_compat row set)
+    g = gpu_work(trace, hta_compat=hta_compat).filter(~pl.col("kind").is_in(["sync", "cpu_op"]))
     if streams is not None:
         g = g.filter(pl.col("stream").is_in(list(streams)))
     if g.height == 0:

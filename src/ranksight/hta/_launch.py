@@ -26,7 +26,7 @@ from ranksight.analyses.annotations import annotation_events
 from ranksight.analyses.cupti_counters import cupti_table
 from ranksight.analyses.launches import hta_launch_stats, launch_table
 from ranksight.analyses.memcpy_bw import bw_series, copies
-from ranksight.analyses.op_kernels import op_kernel_sums, op_kernel_table
+from ranksight.analyses.op_kernels import hta_launch_rows, hta_pooled_tables, op_kernel_table
 from ranksight.analyses.queue import CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, queue_series, trace_duration_ns
 from ranksight.analyses.sequences import kernel_patterns
 from ranksight.errors import RanksightWarning, UsageError
@@ -117,30 +117,6 @@ def _cupti_table(trace: Trace) -> tuple[tuple[pl.DataFrame | None, str | None], 
     return cupti_table(trace), trace.meta.base_time_ns
 
 
-def _hta_pooled_op_tables(sums: dict[int, pl.DataFrame], ranks: list[int]) -> dict[int, pl.DataFrame]:
-    """HTA's ``get_aten_op_kernels_and_delay`` tables: HTA collects the op instances in one list
-    outside its loop over ranks, so rank k's table pools the instances of every rank before it in
-    ``ranks`` (counts add up; averages are over the pooled instances, rounded to 3 d.p.)."""
-    out: dict[int, pl.DataFrame] = {}
-    seen: list[pl.DataFrame] = []
-    for r in ranks:
-        seen.append(sums[r])
-        pooled = (
-            pl.concat(seen)
-            .group_by("aten_op_name", "kernel_sequence")
-            .agg(pl.col("occurrence_count", "aten_sum_ns", "aten_n", "runtime_sum_ns", "runtime_n").sum())
-        )
-        out[r] = pooled.select(
-            pl.lit(r, pl.Int32).alias("rank"),
-            "aten_op_name",
-            "kernel_sequence",
-            "occurrence_count",
-            (pl.col("aten_sum_ns") / pl.col("aten_n") / 1e3).round(3).alias("avg_aten_op_launch_delay"),
-            (pl.col("runtime_sum_ns") / pl.col("runtime_n") / 1e3).round(3).alias("avg_runtime_delay"),
-        )
-    return out
-
-
 def _step_numbers(trace: Trace) -> list[int]:
     return [int(s) for s in trace.steps["step"].to_list()]
 
@@ -218,7 +194,7 @@ class LaunchMixin:
         out: dict[int, pd.DataFrame] = {}
         rs = self._ranks(ranks)
         if self.hta_compat:
-            per = _hta_pooled_op_tables(self._session().map(op_kernel_sums, rs, hta_apis=True), rs)
+            per = hta_pooled_tables(self._session().map(hta_launch_rows, rs), rs)
         else:
             per = self._session().map(op_kernel_table, rs, hta_apis=False)
         for r in rs:

@@ -10,7 +10,8 @@ ranksight (default)
 
 HTA v0.6 (``hta_compat=True``)
     HTA's ``stream != -1`` row set, i.e. GPU work plus sync events that carry a stream (``Context
-    Sync``, ``Stream Sync``, ``Stream Wait Event``; ``Event Sync`` has stream −1). When any event of
+    Sync``, ``Stream Sync``, ``Stream Wait Event``; ``Event Sync`` has stream −1) and host ops that
+    carry a ``stream`` arg (Inductor's Triton launch ``cpu_op``, counted as a kernel). When any event of
     the trace has a fractional µs timestamp, times are rounded like HTA's loader
     (``ts = ceil(ts)``, ``end = floor(ts + dur)`` in float64 µs, so durations can become 0 or −1).
     Kernel type from HTA's name regexes (``get_kernel_type``; sync events are ``OTHER``).
@@ -118,6 +119,16 @@ def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
     cond = pl.col("kind").is_in(kinds) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
     if hta_compat:
         cond = cond & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
+        # HTA's row set is ``stream != -1``: a host event carrying a ``stream`` arg (Inductor's
+        # Triton launch ``cpu_op``) is a GPU event there
+        host_with_stream = (
+            (pl.col("kind") == "cpu_op")
+            & pl.col("stream").is_not_null()
+            & (pl.col("stream") != -1)
+            & pl.col("dur_ns").is_not_null()
+            & pl.col("ts_ns").is_not_null()
+        )
+        cond = cond | host_with_stream
     g = (
         trace.scan()
         .filter(cond)
