@@ -15,25 +15,7 @@ pytest.importorskip("pandas")
 
 from tests.golden import hta_cells  # noqa: E402
 
-#: equal-µs ties HTA orders with numpy's unstable quicksort over its own frame order
-_QUEUE = "queue change points at equal µs ordered by HTA's unstable sort"
 REMAINING: dict[tuple[str, str], tuple[int, str]] = {
-    ("critical_path_simple_add", "queue_length_summary.csv"): (2, _QUEUE),
-    ("critical_path_simple_add", "queue_length_time_series.csv"): (3, _QUEUE),
-    ("df_index_resolver", "queue_length_summary.csv"): (4, _QUEUE),
-    ("df_index_resolver", "queue_length_time_series.csv"): (27, _QUEUE),
-    ("dlrm_8ranks", "queue_length_summary.csv"): (14, _QUEUE),
-    ("dlrm_8ranks", "queue_length_time_series.csv"): (21, _QUEUE),
-    ("nccl_parser_config", "queue_length_summary.csv"): (2, _QUEUE),
-    ("nccl_parser_config", "queue_length_time_series.csv"): (27, _QUEUE),
-    ("negative_queue_length_values_check", "queue_length_summary.csv"): (4, _QUEUE),
-    ("negative_queue_length_values_check", "queue_length_time_series.csv"): (33, _QUEUE),
-    ("ns_resolution_trace", "queue_length_summary.csv"): (3, _QUEUE),
-    ("ns_resolution_trace", "queue_length_time_series.csv"): (45, _QUEUE),
-    ("trace_diff_control", "queue_length_summary.csv"): (2, _QUEUE),
-    ("trace_diff_control", "queue_length_time_series.csv"): (45, _QUEUE),
-    ("trace_diff_test", "queue_length_summary.csv"): (2, _QUEUE),
-    ("trace_diff_test", "queue_length_time_series.csv"): (9, _QUEUE),
     ("df_index_resolver", "gpu_kernel_breakdown_kernel_type.csv"): (
         3,
         "zero-length overlap label from HTA's unstable sort of kernel-type edges",
@@ -64,5 +46,5 @@ def test_remaining_cells_are_documented() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "hta-differences.md").read_text()
     section = doc.split("## Cells of the HTA oracles not reproduced", 1)
     assert len(section) == 2, "docs/hta-differences.md lacks the section"
-    for key in ("unstable", "overlap label"):
+    for key in ("overlap label",):
         assert key in section[1], key

@@ -189,3 +189,19 @@ def test_op_delay_means_are_float_us_rounded_by_numpy_in_compat() -> None:
     for c in ("occurrence_count", "avg_aten_op_launch_delay", "avg_runtime_delay"):
         assert (j[c] == j[f"{c}_o"]).all(), c
     assert 548.612 in set(j["avg_runtime_delay"])
+
+
+def test_queue_points_at_equal_us_in_htas_sort_order_in_compat() -> None:
+    """HTA argsorts launches-then-kernels (each in file order) by time with numpy's quicksort, so
+    at equal µs a kernel start can come before a launch; compat reproduces the series and its
+    summary (mean, std); the default mode puts launches first."""
+    o = pd.read_csv(GOLDEN / "ns_resolution_trace" / "queue_length_time_series.csv")
+    path = str(DATA / "hta/ns_resolution_trace")
+    got = analyzer(path, True).get_queue_length_time_series(ranks=[0])[0].reset_index()
+    assert got["index"].tolist()[: len(o)] == o["index"].tolist()
+    assert got["queue_length"].tolist()[: len(o)] == o["queue_length"].tolist()
+    s = pd.read_csv(GOLDEN / "dlrm_8ranks" / "queue_length_summary.csv", header=[0, 1], index_col=[0, 1])
+    mine = analyzer(str(DLRM), True).get_queue_length_summary(ranks=list(range(8)))
+    np.testing.assert_allclose(mine.to_numpy(float), s.to_numpy(float), rtol=1e-12, equal_nan=True)
+    native = analyzer(path, False).get_queue_length_time_series(ranks=[0])[0].reset_index()
+    assert native["index"].tolist()[: len(o)] != o["index"].tolist()

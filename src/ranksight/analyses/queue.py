@@ -62,12 +62,17 @@ _SERIES_SCHEMA = {
 }
 
 
-def queue_series(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
+def queue_series(trace: Trace, *, hta_apis: bool = False, hta_order: bool = False) -> pl.DataFrame:
     """Queue length change points of one rank, sorted by stream then time.
 
     Columns ``rank, stream, ts_ns, pid, tid`` (the GPU device/stream of the activity), ``row``
     (the launch call for +1 points, the GPU activity for −1 points), ``event`` (``launch`` /
     ``start``) and ``queue_length``.
+
+    Points at the same time are ordered launches first, then by row. ``hta_order`` (the HTA
+    facade's ``hta_compat``) orders them as HTA v0.6 does instead: launches in file order, then GPU
+    activities in file order, argsorted by time with numpy's default (unstable) quicksort, then
+    grouped by stream keeping that order.
     """
     ch = launch_children(trace, HTA_QUEUE_APIS if hta_apis else None)
     if ch.height == 0:
@@ -89,7 +94,12 @@ def queue_series(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
     down = ch.select(
         "stream", "ts_ns", "pid", "tid", "row", pl.lit(1, pl.Int8).alias("__o"), pl.lit(-1, pl.Int64).alias("__d")
     )
-    s = pl.concat([up, down]).sort(["stream", "ts_ns", "__o", "row"])
+    if hta_order:
+        m = pl.concat([up.sort("row"), down.sort("row")])
+        order = np.argsort(m["ts_ns"].to_numpy(), kind="quicksort")
+        s = m[order].with_row_index("__i").sort(["stream", "__i"]).drop("__i")
+    else:
+        s = pl.concat([up, down]).sort(["stream", "ts_ns", "__o", "row"])
     return s.select(
         pl.lit(trace.rank, pl.Int32).alias("rank"),
         "stream",

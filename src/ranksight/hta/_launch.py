@@ -106,7 +106,7 @@ def _launch_stats(trace: Trace, hta_compat: bool, include_memory: bool) -> pl.Da
 
 
 def _queue_series(trace: Trace, hta_apis: bool) -> tuple[pl.DataFrame, int | None]:
-    return queue_series(trace, hta_apis=hta_apis), trace.meta.base_time_ns
+    return queue_series(trace, hta_apis=hta_apis, hta_order=hta_apis), trace.meta.base_time_ns
 
 
 def _bw_series(trace: Trace, hta_compat: bool) -> tuple[pl.DataFrame, int | None]:
