@@ -1,10 +1,9 @@
 """Every cell of every HTA v0.6 oracle table (``../shared/oracles/hta-0.6``) against the facade
 with ``hta_compat=True``, compared as :mod:`tests.golden.hta_cells` describes.
 
-Each oracle file is expected to be equal cell for cell, except the cells listed in ``REMAINING``:
-(folder, file) → the number of differing cells and the cause (each cause is an entry of
-docs/hta-differences.md, "Cells of the HTA oracles not reproduced"). A file with fewer differing
-cells than listed fails too, so the list shrinks as causes are fixed. The total share is printed.
+Each oracle file is expected to be equal cell for cell (``REMAINING`` would list a file's differing
+cells with their cause, an entry of docs/hta-differences.md "Cells of the HTA oracles not
+reproduced"; it is empty).
 """
 
 from __future__ import annotations
@@ -15,13 +14,8 @@ pytest.importorskip("pandas")
 
 from tests.golden import hta_cells  # noqa: E402
 
-REMAINING: dict[tuple[str, str], tuple[int, str]] = {
-    ("df_index_resolver", "gpu_kernel_breakdown_kernel_type.csv"): (
-        3,
-        "zero-length overlap label from HTA's unstable sort of kernel-type edges",
-    ),
-    ("df_index_resolver", "gpu_kernel_breakdown_all_kernel_type.csv"): (3, "same"),
-}
+#: none left (issue 21 item 8): a cause found later is listed here with its count
+REMAINING: dict[tuple[str, str], tuple[int, str]] = {}
 
 FOLDERS = [f for f in hta_cells.TRACES if (hta_cells.ORACLES / f).is_dir()]
 
@@ -40,11 +34,10 @@ def test_every_oracle_cell_equals_hta(folder: str) -> None:
 
 
 def test_remaining_cells_are_documented() -> None:
-    """Every cause in REMAINING has an entry in docs/hta-differences.md."""
+    """The section of docs/hta-differences.md states the count the test holds (none left)."""
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "hta-differences.md").read_text()
     section = doc.split("## Cells of the HTA oracles not reproduced", 1)
     assert len(section) == 2, "docs/hta-differences.md lacks the section"
-    for key in ("overlap label",):
-        assert key in section[1], key
+    assert not REMAINING and "No cell is left" in section[1]

@@ -205,3 +205,45 @@ def test_queue_points_at_equal_us_in_htas_sort_order_in_compat() -> None:
     np.testing.assert_allclose(mine.to_numpy(float), s.to_numpy(float), rtol=1e-12, equal_nan=True)
     native = analyzer(path, False).get_queue_length_time_series(ranks=[0])[0].reset_index()
     assert native["index"].tolist()[: len(o)] != o["index"].tolist()
+
+
+def test_zero_length_overlap_label_in_compat_only() -> None:
+    """HTA re-sorts its kernel-type edges with numpy's quicksort once per type and keeps the pieces
+    of zero length, so a start sorted before an end at the same µs leaves a label with sum 0
+    (``COMPUTATION overlapping MEMORY, 0`` on df_index_resolver); the default mode sorts ends first
+    and has no such row."""
+    from tests.conftest import SHARED
+
+    path = SHARED / "traces/hta/df_index_resolver"
+    if not path.exists():
+        pytest.skip(f"SKIPPED LOUDLY: {path} is absent")
+    o = pd.read_csv(GOLDEN / "df_index_resolver" / "gpu_kernel_breakdown_kernel_type.csv", index_col=0)
+    mine, _ = analyzer(str(path), True).get_gpu_kernel_breakdown(visualize=False)
+    got = dict(zip(mine["kernel_type"], mine["sum"], strict=True))
+    assert got == dict(zip(o["kernel_type"], o["sum"], strict=True))
+    assert got["COMPUTATION overlapping MEMORY"] == 0
+    native, _ = analyzer(str(path), False).get_gpu_kernel_breakdown(visualize=False)
+    assert "COMPUTATION overlapping MEMORY" not in set(native["kernel_type"])
+
+
+def test_hta_segments_keep_zero_length_pieces_in_the_order_numpy_sorts_ties() -> None:
+    """Hand-built: COMPUTATION [10, 20), MEMORY [0, 10). HTA's edges after MEMORY are appended are
+    [10, 20, 0, 10] (+C, −C, +M, −M), sorted by numpy's quicksort; whichever way it breaks the tie
+    at 10, every piece with a running type is counted, zero length included."""
+    from ranksight.views.gpu_work import hta_segments, segments
+
+    groups = [(1, (np.array([10]), np.array([20]))), (2, (np.array([], np.int64), np.array([], np.int64)))]
+    groups.append((4, (np.array([0]), np.array([10]))))
+    p = np.array([10, 20, 0, 10])
+    d = np.array([1, -1, 4, -4])
+    first = np.argsort(np.array([10, 20]), kind="quicksort")  # after COMPUTATION
+    p, d = p[np.r_[first, 2, 3]], d[np.r_[first, 2, 3]]
+    o = np.argsort(p, kind="quicksort")
+    running = np.cumsum(d[o])[:-1]
+    expect: dict[int, int] = {}
+    for v, n in zip(running, np.diff(p[o]), strict=True):
+        if v > 0:
+            expect[int(v)] = expect.get(int(v), 0) + int(n)
+    assert hta_segments(groups) == expect
+    assert expect[1] == 10 and expect[4] == 10  # and 5 -> 0 when +C sorts before -M at 10
+    assert segments({1: groups[0][1], 4: groups[2][1]}) == {1: 10, 4: 10}  # default: no zero-length label

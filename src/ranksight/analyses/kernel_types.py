@@ -7,7 +7,8 @@ Definition, per rank (GPU work as in :mod:`ranksight.views.gpu_work`; OTHER rows
 - the timeline is cut at every merged start and end; each piece where at least one type runs is
   labelled with the set of running types in that order, joined by ``" overlapping "``, e.g.
   ``COMPUTATION overlapping COMMUNICATION`` (see :func:`~ranksight.views.gpu_work.segments`; at
-  equal timestamps ends sort before starts, so no zero-length piece gets a label);
+  equal timestamps ends sort before starts, so no zero-length piece gets a label; with
+  ``hta_compat``, HTA's order and its zero-length labels: :func:`~ranksight.views.gpu_work.hta_segments`);
 - ``sum_us`` per label is summed over the selected ranks; ``pct = round(100 × sum / Σ sums, 1)``;
   rows sorted by sum, largest first. The pieces of one rank are disjoint, so Σ sums per rank is
   the union of its GPU work of these types.
@@ -23,7 +24,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.views.gpu_work import TYPE_BITS, gpu_work, merge, parse_bool, pct, segments
+from ranksight.views.gpu_work import TYPE_BITS, gpu_work, hta_segments, merge, parse_bool, pct, segments
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -47,9 +48,9 @@ def kernel_type_rank(trace: Trace, *, include_memory: bool = True, hta_compat: b
         if t == "MEMORY" and not include_memory:
             continue
         sub = g.filter(pl.col("kernel_type") == t)
-        if sub.height:
+        if sub.height or hta_compat:  # HTA sorts its edges again for every type, empty or not
             groups[bit] = merge(sub["ts_ns"].to_numpy(), sub["end_ns"].to_numpy(), hta_compat=hta_compat)
-    seg = segments(groups)
+    seg = hta_segments(list(groups.items())) if hta_compat else segments(groups)
     rows = sorted(seg.items())
     return pl.DataFrame(
         {

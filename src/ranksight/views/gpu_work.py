@@ -40,6 +40,7 @@ __all__ = [
     "needs_hta_rounding",
     "merge",
     "segments",
+    "hta_segments",
     "covered_in_windows",
     "step_windows",
     "pct",
@@ -244,6 +245,34 @@ def segments(groups: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict[int, int]
     vals, inv = np.unique(run[keep], return_inverse=True)
     sums = np.bincount(inv, weights=length[keep].astype(np.float64)).astype(np.int64)
     return {int(v): int(s) for v, s in zip(vals, sums, strict=True)}
+
+
+def hta_segments(groups: list[tuple[int, tuple[np.ndarray, np.ndarray]]]) -> dict[int, int]:
+    """:func:`segments` as HTA v0.6 computes them (``_get_gpu_kernel_type_time``), for ``hta_compat``.
+
+    ``groups`` lists every analysed type in HTA's order (bit, merged intervals), empty ones included.
+    HTA appends each type's merged starts, then its ends, to the edges found so far and sorts them
+    all again by time with numpy's default (unstable) quicksort, once per type; a piece between
+    consecutive edges whose running value is > 0 is counted for that value, zero-length pieces
+    included (a label can appear with 0 µs: a start sorted before an end at the same time).
+    """
+    p = np.empty(0, dtype=np.int64)
+    d = np.empty(0, dtype=np.int64)
+    for bit, (s, e) in groups:
+        p = np.concatenate([p, np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)])
+        d = np.concatenate([d, np.full(len(s), bit, dtype=np.int64), np.full(len(e), -bit, dtype=np.int64)])
+        order = np.argsort(p, kind="quicksort")  # pandas sort_values' default, as HTA calls it
+        p, d = p[order], d[order]
+    if p.size == 0:
+        return {}
+    run = np.cumsum(d)[:-1]
+    length = np.diff(p)
+    keep = run > 0
+    if not keep.any():
+        return {}
+    vals, inv = np.unique(run[keep], return_inverse=True)
+    sums = np.bincount(inv, weights=length[keep].astype(np.float64), minlength=vals.size).astype(np.int64)
+    return {int(v): int(x) for v, x in zip(vals, sums, strict=True)}
 
 
 def covered_in_windows(ms: np.ndarray, me: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
