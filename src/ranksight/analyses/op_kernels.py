@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["op_launches", "op_kernel_table", "op_kernel_sums", "op_kernels", "hta_launch_rows", "hta_pooled_tables"]
+__all__ = ["op_launches", "op_kernel_table", "op_kernels", "hta_launch_rows", "hta_pooled_tables"]
 
 _TABLE_SCHEMA = {
     "rank": pl.Int32,
@@ -142,37 +142,6 @@ def _rank_table(
     if not hta_apis:
         trace, share = attributed_operators(trace, capture)
     return _table(trace, hta_apis), share
-
-
-def op_kernel_sums(trace: Trace, *, hta_apis: bool = False) -> pl.DataFrame:
-    """Per (op name, kernel sequence) of one rank: ``aten_op_name, kernel_sequence,
-    occurrence_count``, and per delay its sum (ns) and count of known values (``aten_sum_ns,
-    aten_n, runtime_sum_ns, runtime_n``): what :func:`op_kernel_table` averages, kept additive so
-    several ranks' rows can be pooled (the HTA facade's ``hta_compat`` pooling)."""
-    per_op = _per_op(trace, hta_apis)
-    if per_op is None:
-        return pl.DataFrame(
-            schema={
-                "aten_op_name": pl.String,
-                "kernel_sequence": pl.String,
-                "occurrence_count": pl.Int64,
-                "aten_sum_ns": pl.Int64,
-                "aten_n": pl.Int64,
-                "runtime_sum_ns": pl.Int64,
-                "runtime_n": pl.Int64,
-            }
-        )
-    return (
-        per_op.group_by("op_name", "kernel_sequence", maintain_order=True)
-        .agg(
-            pl.len().cast(pl.Int64).alias("occurrence_count"),
-            pl.col("__aten_delay").sum().cast(pl.Int64).alias("aten_sum_ns"),
-            pl.col("__aten_delay").count().cast(pl.Int64).alias("aten_n"),
-            pl.col("__runtime_delay").sum().cast(pl.Int64).alias("runtime_sum_ns"),
-            pl.col("__runtime_delay").count().cast(pl.Int64).alias("runtime_n"),
-        )
-        .rename({"op_name": "aten_op_name"})
-    )
 
 
 def _table(trace: Trace, hta_apis: bool) -> pl.DataFrame:
