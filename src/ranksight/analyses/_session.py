@@ -30,6 +30,8 @@ from ranksight.analyses._base import REGISTRY, AnalysisResult, load_all, selecte
 from ranksight.errors import RanksightError, UsageError
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
@@ -235,9 +237,33 @@ class Session:
         rs = self.ranks if ranks is None else selected(self.run, ranks)
         return self.run.map(fn, rs, **kwargs)
 
+    def stacked_events(self) -> pl.DataFrame | None:
+        """The events of this session's ranks as one frame with a ``rank`` column (Int32), in rank
+        order, when there are several and every one is small and held in this process
+        (:attr:`Run.small_ranks <ranksight.model.run.Run.small_ranks>`): what an analysis written
+        over a rank column reads once instead of once per rank (issue 19). None otherwise (the
+        analysis maps over the ranks). Made once per session cache; the traces' columns are
+        referenced, not copied."""
+        run = self.run
+        if run is None or len(self.ranks) < 2 or not run.small_ranks:
+            return None
+        return self.memo(("stacked_events",), lambda: _stack([run[r] for r in self.ranks]))
+
     def trace(self, rank: int) -> Trace:
         """One rank's trace in this process (for work on one rank that is not per-rank work:
         prefer :meth:`map`)."""
         if self.run is None:
             raise TypeError("this session has no run, hence no traces")
         return self.run[rank]
+
+
+def _stack(traces: list[Trace]) -> pl.DataFrame | None:
+    """The traces' events stacked with their ``rank``; None when their schemas cannot be stacked
+    (the caller then works rank by rank, as before)."""
+    import polars as pl
+
+    frames = [t.events.with_columns(pl.lit(t.rank, pl.Int32).alias("rank")) for t in traces]
+    try:
+        return pl.concat(frames, how="vertical", rechunk=False)
+    except (pl.exceptions.SchemaError, pl.exceptions.ShapeError, pl.exceptions.InvalidOperationError):
+        return None

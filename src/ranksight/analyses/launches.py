@@ -31,14 +31,14 @@ MTIA ``runFunction``, plus ``cudaMemcpyAsync``/``cudaMemsetAsync`` with memory e
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import GPU_KINDS
-from ranksight.views.links import HTA_LAUNCH_STATS_APIS, HTA_MEMORY_APIS, launch_children
+from ranksight.views.links import HTA_LAUNCH_STATS_APIS, HTA_MEMORY_APIS, launch_children, launch_children_of
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "launch_table",
+    "launch_table_of",
     "hta_launch_stats",
     "launch_summary",
     "launches",
@@ -95,10 +96,29 @@ def launch_table(
     hta_apis: bool = False,
 ) -> pl.DataFrame:
     """One row per launch of one rank (see the module docstring for the definitions)."""
-    ch = launch_children(trace, _apis(hta_apis, include_memory))
+    return launch_table_of(
+        trace.scan().with_columns(pl.lit(trace.rank, pl.Int32).alias("rank")),
+        runtime_cutoff_us=runtime_cutoff_us,
+        launch_delay_cutoff_us=launch_delay_cutoff_us,
+        include_memory=include_memory,
+        hta_apis=hta_apis,
+    )
+
+
+def launch_table_of(
+    ev: pl.LazyFrame,
+    *,
+    runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
+    launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US,
+    include_memory: bool = True,
+    hta_apis: bool = False,
+) -> pl.DataFrame:
+    """:func:`launch_table` of events with a ``rank`` column (one rank's, or a run's stacked
+    events: every rank in one pass), in rank then launch order."""
+    ch = launch_children_of(ev, _apis(hta_apis, include_memory), by=["rank"])
     if ch.height == 0:
         return pl.DataFrame(schema=_LAUNCH_SCHEMA)
-    agg = ch.group_by("launch_row", maintain_order=True).agg(
+    agg = ch.group_by("rank", "launch_row", maintain_order=True).agg(
         pl.col("correlation").first(),
         pl.col("api").first().cast(pl.String),
         pl.col("cpu_tid").first().alias("tid"),
@@ -115,7 +135,7 @@ def launch_table(
     )
     if not include_memory and not hta_apis:
         agg = agg.filter(pl.col("has_kernel"))
-    agg = agg.join(_stream_busy_until(trace, agg), on="launch_row", how="left")
+    agg = agg.join(_stream_busy_until(ev, agg), on=["rank", "launch_row"], how="left", maintain_order="left")
     cpu = pl.col("cpu_dur_ns") / 1e3
     gpu = pl.col("gpu_dur_ns") / 1e3
     delay = ((pl.col("first_gpu_ns") - pl.col("cpu_end_ns")).clip(lower_bound=0)) / 1e3
@@ -124,7 +144,7 @@ def launch_table(
     )
     idle_delay = delay - queued
     return agg.select(
-        pl.lit(trace.rank, pl.Int32).alias("rank"),
+        pl.col("rank").cast(pl.Int32),
         pl.col("launch_row").alias("row"),
         "correlation",
         "api",
@@ -146,31 +166,32 @@ def launch_table(
     ).cast(_LAUNCH_SCHEMA)  # type: ignore[arg-type]
 
 
-def _stream_busy_until(trace: Trace, agg: pl.DataFrame) -> pl.DataFrame:
-    """Per launch: the latest end of GPU work on its first child's stream that started before that
-    child (``__busy_until``; null when none did)."""
+def _stream_busy_until(ev: pl.LazyFrame, agg: pl.DataFrame) -> pl.DataFrame:
+    """Per launch: the latest end of GPU work on its first child's stream (of its rank) that
+    started before that child (``__busy_until``; null when none did)."""
     g = (
-        trace.scan()
-        .filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("end_ns").is_not_null())
-        .select("stream", "ts_ns", "end_ns")
-        .sort("stream", "ts_ns")
+        ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("end_ns").is_not_null())
+        .select("rank", "stream", "ts_ns", "end_ns")
+        .sort("rank", "stream", "ts_ns")
         .collect()
-        .with_columns(pl.col("end_ns").cum_max().over("stream").alias("__busy_until"))
+        .with_columns(pl.col("end_ns").cum_max().over("rank", "stream").alias("__busy_until"))
         .with_columns(pl.col("ts_ns") + 1)  # work starting at the child's start is not before it
-        .unique(["stream", "ts_ns"], keep="last")
-        .sort("stream", "ts_ns")
+        .unique(["rank", "stream", "ts_ns"], keep="last")
+        .sort("rank", "stream", "ts_ns")
     )
-    first = agg.select("launch_row", "stream", pl.col("first_gpu_ns").alias("ts_ns")).drop_nulls().sort("ts_ns")
+    first = agg.select("rank", "launch_row", "stream", pl.col("first_gpu_ns").alias("ts_ns")).drop_nulls()
     if first.height == 0 or g.height == 0:
-        return pl.DataFrame(schema={"launch_row": agg.schema["launch_row"], "__busy_until": pl.Int64})
-    j = first.sort("stream", "ts_ns").join_asof(
-        g.select("stream", "ts_ns", "__busy_until"),
+        return pl.DataFrame(
+            schema={"rank": agg.schema["rank"], "launch_row": agg.schema["launch_row"], "__busy_until": pl.Int64}
+        )
+    j = first.sort("rank", "stream", "ts_ns").join_asof(
+        g.select("rank", "stream", "ts_ns", "__busy_until"),
         on="ts_ns",
-        by="stream",
+        by=["rank", "stream"],
         strategy="backward",
         check_sortedness=False,
     )
-    return j.select("launch_row", "__busy_until")
+    return j.select("rank", "launch_row", "__busy_until")
 
 
 def hta_launch_stats(trace: Trace, *, include_memory: bool = True) -> pl.DataFrame:
@@ -244,18 +265,22 @@ def launches(
 ) -> AnalysisResult:
     """Launch statistics per rank (see the module docstring)."""
     sess = Session.of(run, ranks)
-    per = sess.map(
-        launch_table,
-        runtime_cutoff_us=runtime_cutoff_us,
-        launch_delay_cutoff_us=launch_delay_cutoff_us,
-        include_memory=include_memory,
-        hta_apis=hta_apis,
-    )
-    tables = list(per.values())
-    table = pl.concat(tables) if tables else pl.DataFrame(schema=_LAUNCH_SCHEMA)
+    opts: dict[str, Any] = {
+        "runtime_cutoff_us": runtime_cutoff_us,
+        "launch_delay_cutoff_us": launch_delay_cutoff_us,
+        "include_memory": include_memory,
+        "hta_apis": hta_apis,
+    }
+    stacked = sess.stacked_events()
+    if stacked is not None:  # many small ranks: one pass over all of them (equal to rank by rank)
+        table = launch_table_of(stacked.lazy(), **opts)
+    else:
+        tables = list(sess.map(launch_table, **opts).values())
+        table = pl.concat(tables) if tables else pl.DataFrame(schema=_LAUNCH_SCHEMA)
     summary, by_api, findings = launch_summary(table)
     notes = []
-    no_launch = [r for r, t in per.items() if t.height == 0]
+    present = set(table["rank"].unique().to_list())
+    no_launch = [r for r in sess.ranks if r not in present]
     if no_launch:
         notes.append(f"rank(s) {no_launch}: no launch linked to GPU work (CPU-only trace or no correlation ids)")
     return AnalysisResult({"summary": summary, "findings": findings, "by_api": by_api, "launches": table}, notes)

@@ -24,6 +24,7 @@ __all__ = [
     "HTA_QUEUE_APIS",
     "HTA_KERNEL_LAUNCH_RE",
     "launch_children",
+    "launch_children_of",
     "name_filter",
 ]
 
@@ -65,10 +66,17 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
     (cast to strings only where needed: long kernel names are costly). Restricted to launches named in ``apis``
     when given. Sorted by launch row, then GPU start, then GPU row.
     """
-    ev = trace.scan()
+    return launch_children_of(trace.scan(), apis, by=[])
+
+
+def launch_children_of(ev: pl.LazyFrame, apis: Iterable[str] | None = None, *, by: list[str]) -> pl.DataFrame:
+    """:func:`launch_children` of events that may hold several traces: ``by`` are the columns that
+    tell them apart (``["rank"]`` over a run's stacked events; empty for one trace), kept in front
+    and used in the join and the order (one query for every rank instead of two per rank)."""
     g = (
         ev.filter(pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("launch_row").is_not_null())
         .select(
+            *by,
             "row",
             "kind",
             "name",
@@ -86,6 +94,7 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
         .collect()
     )
     launches = ev.filter(pl.col("gpu_count") > 0).select(
+        *by,
         pl.col("row").alias("launch_row"),
         "correlation",
         pl.col("name").alias("api"),
@@ -98,7 +107,7 @@ def launch_children(trace, apis: Iterable[str] | None = None) -> pl.DataFrame:  
     )
     if apis is not None:
         launches = launches.filter(name_filter(apis))
-    return g.join(launches.collect(), on="launch_row", how="inner").sort(["launch_row", "ts_ns", "row"])
+    return g.join(launches.collect(), on=[*by, "launch_row"], how="inner").sort([*by, "launch_row", "ts_ns", "row"])
 
 
 def names_matching(df: pl.DataFrame, test: Callable[[pl.Series], pl.Series], col: str = "name") -> pl.Expr:
