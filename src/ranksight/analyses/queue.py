@@ -32,7 +32,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.views.links import HTA_QUEUE_APIS, launch_children
+from ranksight.views.links import HTA_QUEUE_APIS, launch_children_of
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "queue_series",
+    "queue_series_of",
     "queue_summary",
     "blocked_on_full_queue",
     "trace_duration_ns",
@@ -74,15 +75,46 @@ def queue_series(trace: Trace, *, hta_apis: bool = False, hta_order: bool = Fals
     activities in file order, argsorted by time with numpy's default (unstable) quicksort, then
     grouped by stream keeping that order.
     """
-    ch = launch_children(trace, HTA_QUEUE_APIS if hta_apis else None)
+    if not hta_order:
+        return queue_series_of(trace.scan().with_columns(pl.lit(trace.rank, pl.Int32).alias("rank")), hta_apis=hta_apis)
+    ch = _queue_children(trace.scan().with_columns(pl.lit(trace.rank, pl.Int32).alias("rank")), hta_apis)
     if ch.height == 0:
         return pl.DataFrame(schema=_SERIES_SCHEMA)
+    up, down = _points(ch)
+    m = pl.concat([up.sort("row"), down.sort("row")])
+    order = np.argsort(m["ts_ns"].to_numpy(), kind="quicksort")
+    s = m[order].with_row_index("__i").sort(["stream", "__i"]).drop("__i")
+    return _series(s)
+
+
+def queue_series_of(ev: pl.LazyFrame, *, hta_apis: bool = False) -> pl.DataFrame:
+    """:func:`queue_series` (ranksight's order) of events with a ``rank`` column: one rank's, or a
+    run's stacked events (every rank in one pass), sorted by rank, stream, then time."""
+    ch = _queue_children(ev, hta_apis)
+    if ch.height == 0:
+        return pl.DataFrame(schema=_SERIES_SCHEMA)
+    up, down = _points(ch)
+    return _series(pl.concat([up, down]).sort(["rank", "stream", "ts_ns", "__o", "row"]))
+
+
+def _queue_children(ev: pl.LazyFrame, hta_apis: bool) -> pl.DataFrame:
+    """The launch children that make queue points: one per graph launch and stream (a graph
+    launch is one queue entry per stream, not one per node)."""
+    ch = launch_children_of(ev, HTA_QUEUE_APIS if hta_apis else None, by=["rank"])
+    if ch.height == 0:
+        return ch
     graph = pl.col("api").cast(pl.String).str.contains("GraphLaunch")
-    if ch.select(graph.any()).item():  # one queue entry per graph launch and stream, not one per node
-        ch = pl.concat([ch.filter(~graph), ch.filter(graph).unique(["launch_row", "stream"], keep="first")]).sort(
-            ["launch_row", "ts_ns", "row"]
-        )
+    if ch.select(graph.any()).item():
+        ch = pl.concat(
+            [ch.filter(~graph), ch.filter(graph).unique(["rank", "launch_row", "stream"], keep="first")]
+        ).sort(["rank", "launch_row", "ts_ns", "row"])
+    return ch
+
+
+def _points(ch: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """+1 at each launch call's start, −1 at each GPU activity's start."""
     up = ch.select(
+        "rank",
         "stream",
         pl.col("cpu_ts_ns").alias("ts_ns"),
         "pid",
@@ -92,24 +124,29 @@ def queue_series(trace: Trace, *, hta_apis: bool = False, hta_order: bool = Fals
         pl.lit(1, pl.Int64).alias("__d"),
     )
     down = ch.select(
-        "stream", "ts_ns", "pid", "tid", "row", pl.lit(1, pl.Int8).alias("__o"), pl.lit(-1, pl.Int64).alias("__d")
+        "rank",
+        "stream",
+        "ts_ns",
+        "pid",
+        "tid",
+        "row",
+        pl.lit(1, pl.Int8).alias("__o"),
+        pl.lit(-1, pl.Int64).alias("__d"),
     )
-    if hta_order:
-        m = pl.concat([up.sort("row"), down.sort("row")])
-        order = np.argsort(m["ts_ns"].to_numpy(), kind="quicksort")
-        s = m[order].with_row_index("__i").sort(["stream", "__i"]).drop("__i")
-    else:
-        s = pl.concat([up, down]).sort(["stream", "ts_ns", "__o", "row"])
+    return up, down
+
+
+def _series(s: pl.DataFrame) -> pl.DataFrame:
     return s.select(
-        pl.lit(trace.rank, pl.Int32).alias("rank"),
+        pl.col("rank").cast(pl.Int32),
         "stream",
         "ts_ns",
         "pid",
         "tid",
         pl.col("row").cast(pl.UInt32),
         pl.when(pl.col("__o") == 0).then(pl.lit("launch")).otherwise(pl.lit("start")).alias("event"),
-        pl.col("__d").cum_sum().over("stream").alias("queue_length"),
-    )
+        pl.col("__d").cum_sum().over("rank", "stream").alias("queue_length"),
+    ).cast(_SERIES_SCHEMA)  # type: ignore[arg-type]  # pid/tid are Int32 in some traces: one schema
 
 
 def _tw_stats(ts: np.ndarray, q: np.ndarray) -> tuple[float, float, float, float, float]:
@@ -224,13 +261,28 @@ def queue(
     """Queue length summary, blocked time and the series per rank and stream."""
     sess = Session.of(run, ranks)
     rs = sess.ranks
-    per = sess.map(_rank_queue, hta_apis=hta_apis)
-    parts = [per[r][0] for r in rs]
-    series = pl.concat(parts) if parts else pl.DataFrame(schema=_SERIES_SCHEMA)
+    stacked = sess.stacked_events()
+    if stacked is not None:  # many small ranks: one pass over all of them (equal to rank by rank)
+        ev = stacked.lazy()
+        series = queue_series_of(ev, hta_apis=hta_apis)
+        span = (
+            ev.filter(pl.col("dur_ns").is_not_null())
+            .group_by("rank")
+            .agg((pl.col("ts_ns").max() - pl.col("ts_ns").min()).alias("d"))
+            .collect()
+        )
+        got = dict(zip(span["rank"].to_list(), span["d"].to_list(), strict=True))
+        durations = {r: int(got.get(r) or 0) for r in rs}  # trace_duration_ns of each rank
+    else:
+        per = sess.map(_rank_queue, hta_apis=hta_apis)
+        parts = [per[r][0] for r in rs]
+        series = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=_SERIES_SCHEMA)
+        durations = {r: per[r][1] for r in rs}
     summary = queue_summary(series)
-    blocked = blocked_on_full_queue(series, {r: per[r][1] for r in rs}, max_queue_length)
+    blocked = blocked_on_full_queue(series, durations, max_queue_length)
     notes = []
-    empty = [r for r in rs if per[r][0].height == 0]
+    present = set(series["rank"].unique().to_list())
+    empty = [r for r in rs if r not in present]
     if empty:
         notes.append(f"rank(s) {empty}: no launch linked to GPU work, so no queue")
     if blocked.height == 0 and series.height:
