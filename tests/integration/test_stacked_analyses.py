@@ -21,6 +21,7 @@ from ranksight.analyses import Session, run_analysis
 STACKED: dict[str, list[dict[str, Any]]] = {
     "launches": [{}, {"hta_apis": True}, {"include_memory": False}, {"launch_delay_cutoff_us": 5.0}],
     "queue": [{}, {"hta_apis": True}, {"max_queue_length": 2}],
+    "temporal": [{}, {"per_step": True}],
 }
 
 

@@ -29,13 +29,14 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.views.gpu_work import covered_in_windows, gpu_work, merge, pct, step_windows
+from ranksight.views.gpu_work import covered_in_windows, gpu_work, gpu_work_of, merge, pct, step_windows
+from ranksight.views.intervals import union_length_by
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["temporal_rank", "temporal_steps_rank", "over_steps", "temporal", "to_hta", "HTA_COLUMNS"]
+__all__ = ["temporal_rank", "temporal_of", "temporal_steps_rank", "over_steps", "temporal", "to_hta", "HTA_COLUMNS"]
 
 _RANK_SCHEMA = {
     "rank": pl.Int64,
@@ -86,6 +87,46 @@ HTA_COLUMNS = {
 
 def _merged(g: pl.DataFrame, hta_compat: bool) -> tuple[np.ndarray, np.ndarray]:
     return merge(g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(), hta_compat=hta_compat)
+
+
+def temporal_of(ev: pl.LazyFrame, ranks: Sequence[int]) -> pl.DataFrame:
+    """:func:`temporal_rank` (ranksight's definitions) of events with a ``rank`` column: one row per
+    rank of ``ranks`` in that order, every rank in one pass (a rank without GPU work: nulls)."""
+    g = gpu_work_of(ev, by=["rank"]).select("rank", "ts_ns", "end_ns", "kernel_type")
+    whole = union_length_by(g, "rank").rename({"covered_ns": "busy"})
+    comp = union_length_by(g.filter(pl.col("kernel_type") == "COMPUTATION"), "rank").rename({"covered_ns": "comp"})
+    span = g.group_by("rank").agg(
+        (pl.max_horizontal("ts_ns", "end_ns").max() - pl.col("ts_ns").min()).alias("span")  # as merge()'s last end
+    )
+    t = (
+        pl.DataFrame({"rank": list(ranks)}, schema={"rank": g.schema["rank"]})
+        .join(span, on="rank", how="left", maintain_order="left")
+        .join(whole, on="rank", how="left", maintain_order="left")
+        .join(comp, on="rank", how="left", maintain_order="left")
+        .with_columns(pl.col("comp").fill_null(0))
+    )
+    has = ~t["span"].is_null().to_numpy()
+    sp = np.where(has, t["span"].fill_null(0).to_numpy(), 0).astype(np.int64)
+    busy = t["busy"].fill_null(0).to_numpy().astype(np.int64)
+    compute = t["comp"].to_numpy().astype(np.int64)
+    idle = sp - busy
+    non_compute = sp - compute - idle
+
+    def col(x: np.ndarray) -> pl.Series:
+        return pl.Series(np.where(has, x, np.nan)).fill_nan(None)
+
+    return pl.DataFrame(
+        {
+            "rank": t["rank"],
+            "kernel_time_us": col(sp / 1e3),
+            "idle_us": col(idle / 1e3),
+            "compute_us": col(compute / 1e3),
+            "non_compute_us": col(non_compute / 1e3),
+            "idle_pct": col(pct(idle, sp)),
+            "compute_pct": col(pct(compute, sp)),
+            "non_compute_pct": col(pct(non_compute, sp)),
+        }
+    ).cast(_RANK_SCHEMA)  # type: ignore[arg-type]
 
 
 def temporal_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
@@ -195,7 +236,11 @@ def temporal(
 ) -> AnalysisResult:
     """Idle / compute / non-compute time per rank (and per ProfilerStep with ``per_step``)."""
     sess = Session.of(run, ranks)
-    per_rank = pl.concat(list(sess.map(temporal_rank, hta_compat=hta_compat).values()))
+    stacked = None if hta_compat else sess.stacked_events()
+    if stacked is not None:  # many small ranks: one pass over all of them (equal to rank by rank)
+        per_rank = temporal_of(stacked.lazy(), sess.ranks)
+    else:
+        per_rank = pl.concat(list(sess.map(temporal_rank, hta_compat=hta_compat).values()))
     tables = {"temporal": per_rank}
     notes = []
     missing = per_rank.filter(pl.col("kernel_time_us").is_null())["rank"].to_list()

@@ -36,6 +36,7 @@ __all__ = [
     "KERNEL_TYPES",
     "TYPE_BITS",
     "gpu_work",
+    "gpu_work_of",
     "hta_kernel_type",
     "needs_hta_rounding",
     "merge",
@@ -115,27 +116,18 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     return _with_string_names(g)
 
 
-def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
-    kinds = [*GPU_KINDS, "sync"] if hta_compat else list(GPU_KINDS)
-    cond = pl.col("kind").is_in(kinds) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
-    if hta_compat:
-        cond = cond & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
-        # HTA's row set is ``stream != -1``: a host event carrying a ``stream`` arg (Inductor's
-        # Triton launch ``cpu_op``) is a GPU event there
-        host_with_stream = (
-            (pl.col("kind") == "cpu_op")
-            & pl.col("stream").is_not_null()
-            & (pl.col("stream") != -1)
-            & pl.col("dur_ns").is_not_null()
-            & pl.col("ts_ns").is_not_null()
-        )
-        cond = cond | host_with_stream
+def gpu_work_of(ev: pl.LazyFrame, *, by: list[str]) -> pl.DataFrame:
+    """ranksight's GPU work (the default definition) of events that may hold several traces: the
+    columns of :func:`gpu_work` after ``by`` (``["rank"]`` over a run's stacked events), ``name``
+    categorical; the same rows and values as :func:`gpu_work` of each trace."""
     g = (
-        trace.scan()
-        .filter(cond)
+        ev.filter(
+            pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
+        )
         .select(
+            *by,
             "row",
-            "name",  # categorical while cached (strings of long kernel names are the bulk of the frame)
+            "name",
             pl.col("kind").cast(pl.String),
             "stream",
             "ts_ns",
@@ -147,24 +139,53 @@ def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
         )
         .collect()
     )
-    if hta_compat:
-        names = g["name"].unique().to_list()
-        mapping = {n: hta_kernel_type(n or "") for n in names}
-        g = g.with_columns(
-            pl.col("name").cast(pl.String).replace_strict(mapping, return_dtype=pl.String).alias("kernel_type")
-        )
-        if needs_hta_rounding(trace) and g.height:
-            ts, end = hta_round(g["ts_ns"].to_numpy(), g["dur_ns"].to_numpy(), trace.meta.base_time_ns or 0)
-            g = g.with_columns(pl.Series("ts_ns", ts), pl.Series("end_ns", end)).with_columns(
-                (pl.col("end_ns") - pl.col("ts_ns")).alias("dur_ns")
-            )
-    else:
-        g = g.with_columns(
-            pl.col("kernel_class")
-            .replace_strict(_CLASS_TO_TYPE, default="OTHER", return_dtype=pl.String)
-            .alias("kernel_type")
-        )
+    g = g.with_columns(
+        pl.col("kernel_class")
+        .replace_strict(_CLASS_TO_TYPE, default="OTHER", return_dtype=pl.String)
+        .alias("kernel_type")
+    )
     return g.drop("kernel_class").cast({c: t for c, t in _SCHEMA.items() if c != "name"})
+
+
+def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
+    if not hta_compat:
+        return gpu_work_of(trace.scan(), by=[])
+    # HTA's row set: GPU work and sync events on a stream; a host event carrying a ``stream`` arg
+    # (Inductor's Triton launch ``cpu_op``) is a GPU event there too (``stream != -1``)
+    timed = pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
+    cond = (
+        pl.col("kind").is_in([*GPU_KINDS, "sync"])
+        & timed
+        & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
+    )
+    host_with_stream = (pl.col("kind") == "cpu_op") & pl.col("stream").is_not_null() & (pl.col("stream") != -1) & timed
+    g = (
+        trace.scan()
+        .filter(cond | host_with_stream)
+        .select(
+            "row",
+            "name",  # categorical while cached (strings of long kernel names are the bulk of the frame)
+            pl.col("kind").cast(pl.String),
+            "stream",
+            "ts_ns",
+            "end_ns",
+            "dur_ns",
+            "launch_row",
+            "step",
+        )
+        .collect()
+    )
+    names = g["name"].unique().to_list()
+    mapping = {n: hta_kernel_type(n or "") for n in names}
+    g = g.with_columns(
+        pl.col("name").cast(pl.String).replace_strict(mapping, return_dtype=pl.String).alias("kernel_type")
+    )
+    if needs_hta_rounding(trace) and g.height:
+        ts, end = hta_round(g["ts_ns"].to_numpy(), g["dur_ns"].to_numpy(), trace.meta.base_time_ns or 0)
+        g = g.with_columns(pl.Series("ts_ns", ts), pl.Series("end_ns", end)).with_columns(
+            (pl.col("end_ns") - pl.col("ts_ns")).alias("dur_ns")
+        )
+    return g.cast({c: t for c, t in _SCHEMA.items() if c != "name"})
 
 
 def _with_string_names(g: pl.DataFrame) -> pl.DataFrame:

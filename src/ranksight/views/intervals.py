@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-__all__ = ["union", "union_length", "intersect", "subtract", "gaps", "with_outermost"]
+__all__ = ["union", "union_length", "union_length_by", "intersect", "subtract", "gaps", "with_outermost"]
 
 
 def with_outermost(df: pl.DataFrame, by: str) -> pl.DataFrame:
@@ -45,6 +45,23 @@ def union_length(start: np.ndarray, end: np.ndarray) -> int:
     """Total length covered by the intervals."""
     s, e = union(start, end)
     return int((e - s).sum())
+
+
+def union_length_by(df: pl.DataFrame, key: str) -> pl.DataFrame:
+    """Per ``key`` of ``df`` (columns ``key, ts_ns, end_ns``), the length its intervals cover, as
+    :func:`union_length` of each key's intervals (touching intervals merge, negative lengths count
+    0): ``key, covered_ns``, sorted by key; one query for every key."""
+    s, e = pl.col("ts_ns"), pl.max_horizontal("ts_ns", "end_ns")
+    blocks = (
+        df.select(key, s.alias("s"), e.alias("e"))
+        .sort(key, "s", maintain_order=True)
+        .with_columns(pl.col("e").cum_max().over(key).alias("run"))
+        .with_columns(pl.col("run").shift(1).over(key).alias("prev"))
+        .with_columns((pl.col("prev").is_null() | (pl.col("s") > pl.col("prev"))).cum_sum().alias("block"))
+        .group_by(key, "block")
+        .agg(pl.col("s").min(), pl.col("run").max())
+    )
+    return blocks.group_by(key).agg((pl.col("run") - pl.col("s")).sum().cast(pl.Int64).alias("covered_ns")).sort(key)
 
 
 def intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
