@@ -22,12 +22,18 @@ STACKED: dict[str, list[dict[str, Any]]] = {
     "launches": [{}, {"hta_apis": True}, {"include_memory": False}, {"launch_delay_cutoff_us": 5.0}],
     "queue": [{}, {"hta_apis": True}, {"max_queue_length": 2}],
     "temporal": [{}, {"per_step": True}],
+    # these read the GPU-work view per rank, which temporal (run first below) seeds from the stack
+    "idle": [{}],
+    "kernels": [{}],
+    "kernel-types": [{}],
+    "overlap": [{}],
 }
 
 
 def _both(path: Path, name: str, options: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     run = ranksight.load(path, cache=False)
     assert run.small_ranks and Session.of(run).stacked_events() is not None, path
+    run_analysis("temporal", run)  # seeds every rank's GPU-work view from the stacked events
     stacked = run_analysis(name, run, **options)
     with monkeypatch.context() as m:
         m.setattr(Session, "stacked_events", lambda self: None)
@@ -78,3 +84,18 @@ def test_stacked_equals_rank_by_rank_on_every_multi_rank_corpus_folder(shared_tr
 def test_no_stacking_for_one_rank_or_large_ranks():
     one = ranksight.load(data_path("hta/trace_filter"), cache=False, ranks=[0])
     assert Session.of(one).stacked_events() is None  # one rank: the per-rank code is the whole work
+
+
+def test_gpu_work_seeded_from_the_stacked_events_equals_each_ranks_own():
+    """temporal over a rank column gives each trace its GPU-work view (views/gpu_work.seed_gpu_work);
+    what the other analyses then read per rank equals the view computed on the rank alone."""
+    from ranksight.views.gpu_work import gpu_work_of
+
+    run = ranksight.load(DLRM, cache=False)
+    run_analysis("temporal", run)
+    for r in run.ranks:
+        t = run[r]
+        seeded = t.memo("gpu_work", lambda: None)
+        assert seeded is not None, r
+        own = gpu_work_of(t.scan(), by=[])
+        assert seeded.schema == own.schema and seeded.equals(own), r

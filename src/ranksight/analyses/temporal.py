@@ -29,7 +29,15 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.views.gpu_work import covered_in_windows, gpu_work, gpu_work_of, merge, pct, step_windows
+from ranksight.views.gpu_work import (
+    covered_in_windows,
+    gpu_work,
+    gpu_work_of,
+    merge,
+    pct,
+    seed_gpu_work,
+    step_windows,
+)
 from ranksight.views.intervals import union_length_by
 
 if TYPE_CHECKING:
@@ -89,10 +97,11 @@ def _merged(g: pl.DataFrame, hta_compat: bool) -> tuple[np.ndarray, np.ndarray]:
     return merge(g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(), hta_compat=hta_compat)
 
 
-def temporal_of(ev: pl.LazyFrame, ranks: Sequence[int]) -> pl.DataFrame:
-    """:func:`temporal_rank` (ranksight's definitions) of events with a ``rank`` column: one row per
-    rank of ``ranks`` in that order, every rank in one pass (a rank without GPU work: nulls)."""
-    g = gpu_work_of(ev, by=["rank"]).select("rank", "ts_ns", "end_ns", "kernel_type")
+def temporal_of(work: pl.DataFrame, ranks: Sequence[int]) -> pl.DataFrame:
+    """:func:`temporal_rank` (ranksight's definitions) from the GPU work of several ranks
+    (:func:`~ranksight.views.gpu_work.gpu_work_of` with a ``rank`` column): one row per rank of
+    ``ranks`` in that order, every rank in one pass (a rank without GPU work: nulls)."""
+    g = work.select("rank", "ts_ns", "end_ns", "kernel_type")
     whole = union_length_by(g, "rank").rename({"covered_ns": "busy"})
     comp = union_length_by(g.filter(pl.col("kernel_type") == "COMPUTATION"), "rank").rename({"covered_ns": "comp"})
     span = g.group_by("rank").agg(
@@ -238,7 +247,9 @@ def temporal(
     sess = Session.of(run, ranks)
     stacked = None if hta_compat else sess.stacked_events()
     if stacked is not None:  # many small ranks: one pass over all of them (equal to rank by rank)
-        per_rank = temporal_of(stacked.lazy(), sess.ranks)
+        work = gpu_work_of(stacked.lazy(), by=["rank"])
+        seed_gpu_work([sess.trace(r) for r in sess.ranks], work)  # for the analyses that read it per rank
+        per_rank = temporal_of(work, sess.ranks)
     else:
         per_rank = pl.concat(list(sess.map(temporal_rank, hta_compat=hta_compat).values()))
     tables = {"temporal": per_rank}

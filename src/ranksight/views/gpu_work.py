@@ -20,6 +20,7 @@ HTA v0.6 (``hta_compat=True``)
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ __all__ = [
     "TYPE_BITS",
     "gpu_work",
     "gpu_work_of",
+    "seed_gpu_work",
     "hta_kernel_type",
     "needs_hta_rounding",
     "merge",
@@ -145,6 +147,21 @@ def gpu_work_of(ev: pl.LazyFrame, *, by: list[str]) -> pl.DataFrame:
         .alias("kernel_type")
     )
     return g.drop("kernel_class").cast({c: t for c, t in _SCHEMA.items() if c != "name"})
+
+
+def seed_gpu_work(traces: list[Trace], work: pl.DataFrame) -> None:
+    """Give each trace its :func:`gpu_work` (ranksight's definition) from :func:`gpu_work_of` of
+    their stacked events (``work`` has a ``rank`` column): one query for every rank, and the
+    analyses that read the view per rank then find it made."""
+    parts = work.partition_by("rank", as_dict=True, include_key=False, maintain_order=True)
+    empty = work.drop("rank").clear()
+    for t in traces:
+        part: pl.DataFrame = parts.get((t.rank,), empty)
+        t.memo("gpu_work", functools.partial(_same, part))
+
+
+def _same(df: pl.DataFrame) -> pl.DataFrame:
+    return df
 
 
 def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
