@@ -99,3 +99,36 @@ def test_gpu_work_seeded_from_the_stacked_events_equals_each_ranks_own():
         assert seeded is not None, r
         own = gpu_work_of(t.scan(), by=[])
         assert seeded.schema == own.schema and seeded.equals(own), r
+
+
+def test_temporal_of_edge_ranks_exact():
+    """A rank whose GPU work has zero span keeps NaN percentages (as rank by rank: 0 / 0), a rank
+    without GPU work a row of nulls; values exact."""
+    import math
+
+    import polars as pl
+
+    from ranksight.analyses.temporal import temporal_of
+
+    work = pl.DataFrame(
+        {
+            "rank": [0, 1, 1],
+            "ts_ns": [5, 10, 30],
+            "end_ns": [5, 20, 40],
+            "kernel_type": ["COMPUTATION", "COMPUTATION", "MEMORY"],
+        },
+        schema={"rank": pl.Int32, "ts_ns": pl.Int64, "end_ns": pl.Int64, "kernel_type": pl.String},
+    )
+    t = temporal_of(work, [0, 1, 2]).to_dicts()
+    assert t[0]["kernel_time_us"] == 0.0 and math.isnan(t[0]["idle_pct"])
+    assert t[1] == {
+        "rank": 1,
+        "kernel_time_us": 0.03,
+        "idle_us": 0.01,
+        "compute_us": 0.01,
+        "non_compute_us": 0.01,
+        "idle_pct": 33.33,
+        "compute_pct": 33.33,
+        "non_compute_pct": 33.33,
+    }
+    assert all(v is None for k, v in t[2].items() if k != "rank")

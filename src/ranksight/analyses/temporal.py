@@ -122,7 +122,8 @@ def temporal_of(work: pl.DataFrame, ranks: Sequence[int]) -> pl.DataFrame:
     non_compute = sp - compute - idle
 
     def col(x: np.ndarray) -> pl.Series:
-        return pl.Series(np.where(has, x, np.nan)).fill_nan(None)
+        # null for a rank without GPU work; a NaN percentage of a zero span stays NaN, as per rank
+        return pl.select(pl.when(pl.Series(has)).then(pl.Series(x, dtype=pl.Float64))).to_series()
 
     return pl.DataFrame(
         {
