@@ -240,12 +240,17 @@ class Session:
     def stacked_events(self) -> pl.DataFrame | None:
         """The events of this session's ranks as one frame with a ``rank`` column (Int32), in rank
         order, when there are several and every one is small and held in this process
-        (:attr:`Run.small_ranks <ranksight.model.run.Run.small_ranks>`): what an analysis written
+        (:attr:`Run.small_ranks <ranksight.model.run.Run.small_ranks>`) and the run's engine is this
+        process (with a process pool or Dask the per-rank work goes there): what an analysis written
         over a rank column reads once instead of once per rank (issue 19). None otherwise (the
         analysis maps over the ranks). Made once per session cache; the traces' columns are
         referenced, not copied."""
+        from ranksight.model.engine import LocalEngine
+
         run = self.run
         if run is None or len(self.ranks) < 2 or not run.small_ranks:
+            return None
+        if not isinstance(run.engine, LocalEngine):  # a process pool or Dask: the work goes there
             return None
         return self.memo(("stacked_events",), lambda: _stack([run[r] for r in self.ranks]))
 
