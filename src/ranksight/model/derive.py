@@ -207,14 +207,17 @@ def _step_rows(ev: pl.DataFrame | pl.LazyFrame, extra: list[str] | None = None) 
     return cand.with_columns(pl.col("name").cast(pl.String).replace_strict(nums, return_dtype=pl.Int64).alias("__step"))
 
 
-def build_steps(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """One row per ProfilerStep (CPU side), with the span of the GPU work it launched."""
-    st = (
-        _step_rows(ev)
+def build_steps(ev: pl.DataFrame | pl.LazyFrame, by: list[str] | None = None) -> pl.DataFrame:
+    """One row per ProfilerStep (CPU side), with the span of the GPU work it launched; ``by`` are
+    the columns that tell traces apart when ``ev`` holds several (kept in front)."""
+    by = by or []
+    return (
+        _step_rows(ev, by)
         .filter(pl.col("__step").is_not_null() & pl.col("dur_ns").is_not_null())
-        .sort("ts_ns", maintain_order=True)  # stable: the first of equal starts is the first row
-        .unique("__step", keep="first", maintain_order=True)
+        .sort([*by, "ts_ns"], maintain_order=True)  # stable: the first of equal starts is the first row
+        .unique([*by, "__step"], keep="first", maintain_order=True)
         .select(
+            *by,
             pl.col("__step").cast(pl.Int32).alias("step"),
             pl.col("name").cast(pl.String).alias("name"),
             "row",
@@ -223,7 +226,6 @@ def build_steps(ev: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
             pl.col("end_ns"),
         )
     )
-    return st
 
 
 def with_gpu_spans(st: pl.DataFrame, ev: pl.DataFrame | pl.LazyFrame, by: list[str]) -> pl.DataFrame:
@@ -257,21 +259,7 @@ def steps_many(ev: pl.DataFrame, sizes: list[int]) -> list[pl.DataFrame]:
     k = len(sizes)
     f = pl.Series("__f", np.repeat(np.arange(k, dtype=np.int32), np.asarray(sizes, dtype=np.int64)))
     evf = ev.select("name", "kind", "ts_ns", "dur_ns", "end_ns", "row", "tid", "step").with_columns(f)
-    st = (
-        _step_rows(evf, ["__f"])
-        .filter(pl.col("__step").is_not_null() & pl.col("dur_ns").is_not_null())
-        .sort("__f", "ts_ns", maintain_order=True)
-        .unique(["__f", "__step"], keep="first", maintain_order=True)
-        .select(
-            "__f",
-            pl.col("__step").cast(pl.Int32).alias("step"),
-            pl.col("name").cast(pl.String).alias("name"),
-            "row",
-            "tid",
-            pl.col("ts_ns").alias("start_ns"),
-            pl.col("end_ns"),
-        )
-    )
+    st = build_steps(evf, ["__f"])
     st = with_gpu_spans(st, evf, ["__f"])
     parts = st.partition_by("__f", as_dict=True, include_key=False, maintain_order=True)
     empty = st.drop("__f").clear()

@@ -118,6 +118,15 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     return _with_string_names(g)
 
 
+def _work_columns() -> list[pl.Expr]:
+    """The columns of the GPU work read from the events (``name`` stays categorical while cached:
+    the strings of long kernel names are the bulk of the frame)."""
+    return [
+        pl.col(c) if c != "kind" else pl.col("kind").cast(pl.String)
+        for c in ("row", "name", "kind", "stream", "ts_ns", "end_ns", "dur_ns", "launch_row", "step")
+    ]
+
+
 def gpu_work_of(ev: pl.LazyFrame, *, by: list[str]) -> pl.DataFrame:
     """ranksight's GPU work (the default definition) of events that may hold several traces: the
     columns of :func:`gpu_work` after ``by`` (``["rank"]`` over a run's stacked events), ``name``
@@ -126,19 +135,7 @@ def gpu_work_of(ev: pl.LazyFrame, *, by: list[str]) -> pl.DataFrame:
         ev.filter(
             pl.col("kind").is_in(list(GPU_KINDS)) & pl.col("dur_ns").is_not_null() & pl.col("ts_ns").is_not_null()
         )
-        .select(
-            *by,
-            "row",
-            "name",
-            pl.col("kind").cast(pl.String),
-            "stream",
-            "ts_ns",
-            "end_ns",
-            "dur_ns",
-            "launch_row",
-            "step",
-            pl.col("kernel_class").cast(pl.String),
-        )
+        .select(*by, *_work_columns(), pl.col("kernel_class").cast(pl.String))
         .collect()
     )
     g = g.with_columns(
@@ -176,22 +173,7 @@ def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:
         & ~((pl.col("kind") == "sync") & (pl.col("stream").is_null() | (pl.col("stream") == -1)))
     )
     host_with_stream = (pl.col("kind") == "cpu_op") & pl.col("stream").is_not_null() & (pl.col("stream") != -1) & timed
-    g = (
-        trace.scan()
-        .filter(cond | host_with_stream)
-        .select(
-            "row",
-            "name",  # categorical while cached (strings of long kernel names are the bulk of the frame)
-            pl.col("kind").cast(pl.String),
-            "stream",
-            "ts_ns",
-            "end_ns",
-            "dur_ns",
-            "launch_row",
-            "step",
-        )
-        .collect()
-    )
+    g = trace.scan().filter(cond | host_with_stream).select(*_work_columns()).collect()
     names = g["name"].unique().to_list()
     mapping = {n: hta_kernel_type(n or "") for n in names}
     g = g.with_columns(
