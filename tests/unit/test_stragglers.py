@@ -184,3 +184,21 @@ def test_an_even_fetch_is_not_the_data_cause(tmp_path: Path) -> None:
         p.write_text(json.dumps(doc))
     inst = run_analysis("stragglers", ranksight.load(d))["instances"]
     assert inst.filter(pl.col("instance") == 0)["cause"].item() == "host"  # a GPU collective launched late
+
+
+def test_evidence_ties_are_ordered_by_name_not_by_join_order() -> None:
+    """Two names that exceed the median rank's time by the same amount are listed by name (they
+    came in join order, which differed between runs of the same report)."""
+    from ranksight.analyses.stragglers import _evidence
+
+    names = [f"k{i:02d}" for i in range(40)][::-1]  # many ties, given in reverse order
+    rows = [(0, "gpu", n, r, 5_000 if r == 1 else 1_000) for n in names for r in (0, 1, 2)]
+    work = pl.DataFrame(rows, schema=["instance", "side", "name", "rank", "total_ns"], orient="row").with_columns(
+        pl.col("rank").cast(pl.Int32)
+    )
+    late = pl.DataFrame(
+        {"instance": [0], "rank": [1], "segment_ns": [20_000], "after_launch_ns": [0]},
+        schema_overrides={"rank": pl.Int32},
+    )
+    ev = _evidence(work, late, [0, 1, 2], top=3)
+    assert ev["evidence"].to_list() == ["[gpu] k00 +4.0 µs; [gpu] k01 +4.0 µs; [gpu] k02 +4.0 µs"]

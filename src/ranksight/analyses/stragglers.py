@@ -152,7 +152,8 @@ def _evidence(work: pl.DataFrame, late: pl.DataFrame, ranks: list[int], top: int
     own = pl.col("segment_ns") + pl.col("after_launch_ns")  # lateness that arose in this segment
     lw = lw.join(late.filter(own > 0).select("instance", (0.1 * own).alias("__min")), on="instance")
     lw = lw.filter((pl.col("excess_ns") >= 1000) & (pl.col("excess_ns") >= pl.col("__min"))).sort(
-        ["instance", "excess_ns"], descending=[False, True]
+        ["instance", "excess_ns", "side", "name"],
+        descending=[False, True, False, False],  # ties: by name
     )
     lw = lw.group_by("instance", maintain_order=True).head(top)
     text = pl.concat_str(
