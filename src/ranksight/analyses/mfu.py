@@ -387,7 +387,7 @@ def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> 
     cc = c.with_row_index("__i").join(per_op, on="__i", how="left")
     has_gpu = g.height > 0
     t = (
-        cc.group_by("name", "dtype", "phase")
+        cc.group_by("name", "dtype", "phase", maintain_order=True)  # the share's sum in one order: same bits every run
         .agg(
             pl.len().alias("calls"),
             (pl.col("flops").sum() / 1e9).alias("gflop"),
