@@ -3,7 +3,9 @@ with ``hta_compat=True``, compared as :mod:`tests.golden.hta_cells` describes.
 
 Each oracle file is expected to be equal cell for cell (``REMAINING`` would list a file's differing
 cells with their cause, an entry of docs/hta-differences.md "Cells of the HTA oracles not
-reproduced"; it is empty).
+reproduced"; it is empty). On a CPU without AVX-512, the queue and memory-bandwidth series and their
+summaries are compared up to the order of tied points (``hta_cells.TIE_ORDERED``: HTA orders ties
+with numpy's quicksort, whose result depends on the CPU).
 """
 
 from __future__ import annotations
