@@ -237,28 +237,31 @@ def argsort_as_oracles() -> bool:
     return bool(__cpu_features__.get("AVX512_SKX"))
 
 
-def _compare_tie_order(folder: str, file: str, name: str, oracle: pd.DataFrame, ours: pd.DataFrame) -> FileCount:
-    """A series of :data:`TIE_ORDERED` where tied points may come in another order: the same
-    points (every column but the running value, each tie group as a set), and the same running
-    value after each tie group (the state once every tied point is counted, whatever their order)."""
-    keys, value = TIE_ORDERED[name]
+def tie_order_diffs(
+    oracle: pd.DataFrame, ours: pd.DataFrame, keys: list[str], value: str, *, truncated: bool
+) -> tuple[int, list[tuple[str, str, object, object]]]:
+    """A series (``keys``, ``ts``, a running ``value``) against the oracle's where tied points may
+    come in another order: the same points (every column but the running value, each tie group as
+    a set) and the same running value after each tie group (the state once every tied point is
+    counted, whatever their order). ``truncated``: the oracle is a saved prefix, compared on the
+    tie groups it holds whole. Returns the cells compared and the differing ones."""
+    oracle = oracle.reset_index(drop=True)
+    ours = ours.reset_index(drop=True)
     cols = [c for c in oracle.columns if c != value]
     by = [*keys, "ts"]
-    diffs: list[tuple[str, str, object, object]] = []
-    truncated = manifest_file(folder, file)["truncated"]
     if (not truncated and len(ours) != len(oracle)) or any(c not in ours.columns for c in [*cols, value]):
-        return FileCount(folder, file, 1, 0, [("(table)", "rows", len(oracle), len(ours))])
-    if truncated:  # a saved prefix: compare the tie groups it holds whole (all but its last)
+        return 1, [("(table)", "rows", len(oracle), len(ours))]
+    if truncated:
         ours = ours.head(len(oracle))
         last = tuple(_canon(oracle[by]).iloc[-1])
         oracle = oracle[[tuple(r) != last for r in _canon(oracle[by]).itertuples(index=False)]]
         ours = ours[[tuple(r) != last for r in _canon(ours[by]).itertuples(index=False)]]
         if len(ours) != len(oracle):
-            return FileCount(folder, file, 1, 0, [("(table)", "rows of the saved prefix", len(oracle), len(ours))])
+            return 1, [("(table)", "rows of the saved prefix", len(oracle), len(ours))]
     o_pts = _canon(oracle[cols]).sort_values(cols).reset_index(drop=True)
     g_pts = _canon(ours[cols]).sort_values(cols).reset_index(drop=True)
     same = (o_pts.values == g_pts.values).all(axis=1)
-    diffs += [
+    diffs = [
         (f"point {i}", "point", tuple(o_pts.iloc[i]), tuple(g_pts.iloc[i])) for i in range(len(same)) if not same[i]
     ]
     o_end = oracle.assign(**_canon(oracle[by])).groupby(by, sort=True)[value].last()
@@ -267,7 +270,14 @@ def _compare_tie_order(folder: str, file: str, name: str, oracle: pd.DataFrame, 
         gv = g_end.get(k)
         if gv is None or not _equal(value, ov, gv):
             diffs.append((str(k), f"{value} after the tie group", ov, gv))
-    return FileCount(folder, file, len(oracle) + len(o_end), len(oracle) + len(o_end) - len(diffs), diffs)
+    return len(oracle) + len(o_end), diffs
+
+
+def _compare_tie_order(folder: str, file: str, name: str, oracle: pd.DataFrame, ours: pd.DataFrame) -> FileCount:
+    """A series of :data:`TIE_ORDERED` compared up to the order of tied points (:func:`tie_order_diffs`)."""
+    keys, value = TIE_ORDERED[name]
+    cells, diffs = tie_order_diffs(oracle, ours, keys, value, truncated=manifest_file(folder, file)["truncated"])
+    return FileCount(folder, file, cells, cells - len(diffs), diffs)
 
 
 def _compare_tie_summary(folder: str, file: str, name: str, oracle: pd.DataFrame, ours: pd.DataFrame) -> FileCount:

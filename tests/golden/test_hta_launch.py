@@ -270,6 +270,16 @@ def test_memory_bw_summary(folder: str) -> None:
         assert mine is None or len(mine) == 0
         return
     assert list(mine.index) == list(o.index)
+    from tests.golden.hta_cells import argsort_as_oracles
+
+    if not argsort_as_oracles():  # ties at equal µs in another order (docs/hta-differences.md):
+        # the summary is describe() of the facade's own series (compared with the oracle's below)
+        got = analyzer(folder).get_memory_bw_time_series(ranks=all_ranks(folder))
+        series = pd.concat([d.assign(rank=r) for r, d in got.items()])
+        own = series[series["memory_bw_gbps"] > 0].groupby(["rank", "name"])["memory_bw_gbps"].describe()
+        assert list(own.index) == list(mine.index)
+        assert np.allclose(mine.to_numpy(float), own.to_numpy(float), rtol=1e-9, equal_nan=True)
+        return
     assert np.allclose(mine.to_numpy(float), o.to_numpy(float), rtol=1e-9, equal_nan=True)
 
 
@@ -280,9 +290,14 @@ def test_memory_bw_time_series(folder: str) -> None:
     if o is None or len(o) == 0:
         assert not got
         return
-    mine = pd.concat([d.assign(rank=r) for r, d in got.items()])[["rank", "ts", "pid", "name", "memory_bw_gbps"]].head(
-        len(o)
-    )
+    mine = pd.concat([d.assign(rank=r) for r, d in got.items()])[["rank", "ts", "pid", "name", "memory_bw_gbps"]]
+    from tests.golden.hta_cells import argsort_as_oracles, tie_order_diffs
+
+    if not argsort_as_oracles():  # ties at equal µs in another order (docs/hta-differences.md)
+        cells, diffs = tie_order_diffs(o, mine, ["rank", "name"], "memory_bw_gbps", truncated=len(mine) > len(o))
+        assert cells > 1 and not diffs, diffs[:5]
+        return
+    mine = mine.head(len(o))
     assert mine["name"].tolist() == o["name"].tolist()
     assert np.array_equal(mine["ts"].to_numpy(float), o["ts"].to_numpy(float))
     assert np.allclose(
