@@ -12,7 +12,7 @@ import multiprocessing
 import os
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -182,6 +182,49 @@ def apply(fn: Callable[..., Any], trace: Trace, kwargs: dict[str, Any]) -> Any:
         with pl.Config(engine_affinity="in-memory"):
             return fn(trace, **kwargs)
     return fn(trace, **kwargs)
+
+
+#: Ranks of one per-rank map that run on threads of this process (:func:`apply_many`); the
+#: environment variable ``RANKSIGHT_RANK_THREADS`` sets it (1: one rank after the other).
+RANK_THREADS_DEFAULT = 4
+#: Fewer ranks than this run one after the other (a pool's start costs more than it saves).
+RANK_THREADS_MIN_RANKS = 4
+
+
+def rank_threads() -> int:
+    """Threads for a per-rank map in this process: ``RANKSIGHT_RANK_THREADS`` when set (1 turns
+    them off), else the smaller of the cores and :data:`RANK_THREADS_DEFAULT`."""
+    env = os.environ.get("RANKSIGHT_RANK_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            return 1
+    return max(1, min(os.cpu_count() or 1, RANK_THREADS_DEFAULT))
+
+
+def apply_many(fn: Callable[..., Any], traces: Sequence[Trace], kwargs: dict[str, Any]) -> list[Any]:
+    """``[fn(t, **kwargs) for t in traces]`` in this process. Small traces held in memory (each
+    under :data:`IN_MEMORY_EVENTS`) run on a few threads (:func:`rank_threads`), on polars'
+    in-memory engine set once for all of them (issue 19): a small rank's per-rank work is a few
+    hundred polars queries of ~0.1 ms, and polars releases the GIL while a query runs, so another
+    rank's Python runs meanwhile (the 64-rank report: 45 s -> 35 s on 2 cores). Each call gets
+    its own trace, and per-rank functions read only their trace: the results are those of the
+    loop, in the same order; the first error in trace order is raised, as the loop would."""
+    n = min(rank_threads(), len(traces))
+    small = all(t.events_resident and t.n_events < IN_MEMORY_EVENTS for t in traces)
+    if n < 2 or len(traces) < RANK_THREADS_MIN_RANKS or not small:
+        return [apply(fn, t, kwargs) for t in traces]
+    import polars as pl
+
+    def one(t: Trace) -> Any:
+        return fn(t, **kwargs)
+
+    if os.environ.get("POLARS_ENGINE_AFFINITY") == "in-memory":  # set for the whole analysis
+        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="ranksight-rank") as pool:
+            return list(pool.map(one, traces))
+    with pl.Config(engine_affinity="in-memory"), ThreadPoolExecutor(n, thread_name_prefix="ranksight-rank") as pool:
+        return list(pool.map(one, traces))
 
 
 def predecode(sources: Sequence[TraceSource]) -> dict[int, Trace]:

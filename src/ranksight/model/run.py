@@ -26,7 +26,7 @@ from ranksight.model.engine import (
     LocalEngine,
     ProcessEngine,
     TraceSource,
-    apply,
+    apply_many,
     batches,
     predecode,
 )
@@ -147,7 +147,7 @@ class Run:
         if isinstance(self.engine, ProcessEngine) and not all(self._sources[r].key for r in rs):
             local = True  # uncached (small) traces would be decoded again in every worker
         if local:
-            return {r: apply(fn, self[r], kwargs) for r in rs}
+            return dict(zip(rs, apply_many(fn, [self[r] for r in rs], kwargs), strict=True))
         results = self.engine.map(fn, [self._sources[r] for r in rs], kwargs)
         return dict(zip(rs, results, strict=True))
 
