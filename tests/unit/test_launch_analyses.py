@@ -288,3 +288,29 @@ def test_counters_cli_writes_tracks_and_refuses_overwrites(graph_trace, cli, tmp
     before = graph_trace.read_bytes()
     clash = cli("counters", str(graph_trace), "-o", str(graph_trace.parent))
     assert clash.returncode == 0 and graph_trace.read_bytes() == before  # a new name next to the input
+
+
+def test_memcpy_per_key_exact_over_several_ranks_in_one_pass() -> None:
+    """``copies, bytes, busy_us, tw_mean_gbps`` per (rank, stream, kind) computed for every key at
+    once: overlapping copies count their union once, a copy of unknown bandwidth counts in the busy
+    time but not in the time-weighted mean, a key where no copy has bytes has null bytes."""
+    from ranksight.analyses.memcpy_bw import _COPY_SCHEMA, bw_per_stream
+
+    rows = [
+        # rank, row, name, kind, pid, stream, ts, dur, bytes, bw
+        (0, 1, "Memcpy HtoD", "Memcpy HtoD", 0, 7, 0, 1_000, 1_000, 1.0),
+        (0, 2, "Memcpy HtoD", "Memcpy HtoD", 0, 7, 500, 1_000, 4_000, 4.0),  # overlaps: union 1,500 ns
+        (0, 3, "Memcpy HtoD", "Memcpy HtoD", 0, 7, 3_000, 500, None, None),  # unknown bw: busy only
+        (0, 4, "Memset (Device)", "Memset", 0, 8, 0, 2_000, None, 2.0),
+        (1, 1, "Memcpy HtoD", "Memcpy HtoD", 0, 7, 0, 2_000, 6_000, 3.0),
+    ]
+    cp = pl.DataFrame([(*r[:10], "arg" if r[9] is not None else None) for r in rows], schema=_COPY_SCHEMA, orient="row")
+    got = bw_per_stream(cp)
+    assert got.to_dicts() == [
+        {"rank": 0, "stream": 7, "copy_kind": "Memcpy HtoD", "copies": 3, "bytes": 5_000, "busy_us": 2.0,
+         "tw_mean_gbps": (1.0 * 1_000 + 4.0 * 1_000) / 1_500},
+        {"rank": 0, "stream": 8, "copy_kind": "Memset", "copies": 1, "bytes": None, "busy_us": 2.0,
+         "tw_mean_gbps": 2.0},
+        {"rank": 1, "stream": 7, "copy_kind": "Memcpy HtoD", "copies": 1, "bytes": 6_000, "busy_us": 2.0,
+         "tw_mean_gbps": 3.0},
+    ]  # fmt: skip

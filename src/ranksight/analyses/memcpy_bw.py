@@ -33,7 +33,7 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import GPU_KINDS
-from ranksight.views.intervals import union_length
+from ranksight.views.intervals import union_length_by
 from ranksight.views.names import trace_values_matching
 
 if TYPE_CHECKING:
@@ -177,32 +177,44 @@ def bw_series(cp: pl.DataFrame, *, hta_order: bool = False) -> pl.DataFrame:
     )
 
 
-def _busy_ns(g: pl.DataFrame) -> int:
-    return union_length(g["ts_ns"].to_numpy(), (g["ts_ns"] + g["dur_ns"]).to_numpy())
-
-
 def _per_key(cp: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    rows = []
-    for key, g in cp.group_by(keys, maintain_order=True):
-        known = g.filter(pl.col("bw_gbps").is_not_null())
-        busy = _busy_ns(known) if known.height else 0
-        work = float((known["bw_gbps"] * known["dur_ns"]).sum()) if known.height else 0.0
-        rows.append(
-            {
-                **dict(zip(keys, key, strict=True)),
-                "copies": g.height,
-                "bytes": g["bytes"].sum() if g["bytes"].null_count() < g.height else None,
-                "busy_us": _busy_ns(g) / 1e3,
-                "tw_mean_gbps": work / busy if busy else None,
-            }
+    """Per ``keys``: copies, bytes (null when no copy has them), busy time (union of the copies'
+    intervals) and the time-weighted bandwidth over the copies of known bandwidth; one pass over
+    every key (every rank at once), not a query per key."""
+    ids = cp.select(keys).unique(maintain_order=True).with_row_index("__k")
+    k = cp.join(ids, on=keys, how="left", nulls_equal=True, maintain_order="left").with_columns(
+        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")
+    )
+    known = k.filter(pl.col("bw_gbps").is_not_null())
+    busy_all = union_length_by(k.select("__k", "ts_ns", "end_ns"), "__k")
+    busy_known = union_length_by(known.select("__k", "ts_ns", "end_ns"), "__k").rename({"covered_ns": "__bk"})
+    work = known.group_by("__k").agg((pl.col("bw_gbps") * pl.col("dur_ns")).sum().alias("__w"))
+    agg = k.group_by("__k").agg(
+        pl.len().cast(pl.Int64).alias("copies"),
+        pl.when(pl.col("bytes").null_count() < pl.len()).then(pl.col("bytes").sum()).alias("bytes"),
+    )
+    out = (
+        ids.join(agg, on="__k", how="left")
+        .join(busy_all, on="__k", how="left")
+        .join(busy_known, on="__k", how="left")
+        .join(work, on="__k", how="left")
+        .select(
+            *keys,
+            "copies",
+            "bytes",
+            pl.col("covered_ns").fill_null(0),
+            pl.when(pl.col("__bk") > 0).then(pl.col("__w").fill_null(0.0) / pl.col("__bk")).alias("tw_mean_gbps"),
         )
+    )
     schema = {k: cp.schema[k] for k in keys} | {
         "copies": pl.Int64,
         "bytes": pl.Int64,
         "busy_us": pl.Float64,
         "tw_mean_gbps": pl.Float64,
     }
-    return pl.DataFrame(rows, schema=schema).sort(keys)
+    # ns -> µs in numpy: correctly rounded (polars' Int64 / 1e3 can land one ulp off: 585.4350000000001)
+    busy_us = pl.Series("busy_us", out["covered_ns"].to_numpy() / 1e3, dtype=pl.Float64)
+    return out.with_columns(busy_us).select(list(schema)).cast(schema).sort(keys)  # type: ignore[arg-type]
 
 
 def bw_summary(cp: pl.DataFrame, series: pl.DataFrame) -> pl.DataFrame:
