@@ -22,9 +22,9 @@ STACKED: dict[str, list[dict[str, Any]]] = {
     "launches": [{}, {"hta_apis": True}, {"include_memory": False}, {"launch_delay_cutoff_us": 5.0}],
     "queue": [{}, {"hta_apis": True}, {"max_queue_length": 2}],
     "temporal": [{}, {"per_step": True}],
+    "kernels": [{}, {"num_kernels": 3}, {"include_memory": False, "duration_ratio": 0.5}],
     # these read the GPU-work view per rank, which temporal (run first below) seeds from the stack
     "idle": [{}],
-    "kernels": [{}],
     "kernel-types": [{}],
     "overlap": [{}],
 }

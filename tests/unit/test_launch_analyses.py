@@ -314,3 +314,28 @@ def test_memcpy_per_key_exact_over_several_ranks_in_one_pass() -> None:
         {"rank": 1, "stream": 7, "copy_kind": "Memcpy HtoD", "copies": 1, "bytes": 6_000, "busy_us": 2.0,
          "tw_mean_gbps": 3.0},
     ]  # fmt: skip
+
+
+def test_kernel_top_n_is_per_rank_and_type_over_a_rank_column() -> None:
+    """kernel_stats_of over two ranks at once: HTA's top-N rule runs per (rank, kernel type), so
+    two ranks of two kernels each keep every name with ``num_kernels=2`` (a rule over both ranks'
+    four names would fold two into ``others``); statistics exact."""
+    from ranksight.analyses.kernels import kernel_stats_of
+
+    work = pl.DataFrame(
+        {
+            "rank": [0, 0, 0, 1, 1],
+            "kernel_type": ["COMPUTATION"] * 5,
+            "name": ["a", "a", "b", "c", "d"],
+            "dur_ns": [1_000, 3_000, 500, 7_000, 2_000],
+        }
+    )
+    got = kernel_stats_of(work, num_kernels=2).select("rank", "name", "count", "sum_us", "mean_us", "std_us")
+    assert got.rows() == [
+        (0, "a", 2, 4.0, 2.0, 2.0**0.5),
+        (0, "b", 1, 0.5, 0.5, 0.0),
+        (1, "c", 1, 7.0, 7.0, 0.0),
+        (1, "d", 1, 2.0, 2.0, 0.0),
+    ]
+    three = kernel_stats_of(work.with_columns(pl.lit(0).alias("rank")), num_kernels=2)  # one rank, four names
+    assert "others" in three["name"].to_list()

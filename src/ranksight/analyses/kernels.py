@@ -23,7 +23,7 @@ grouped by launch configuration).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -31,13 +31,13 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
 from ranksight.errors import UsageError
-from ranksight.views.gpu_work import TYPE_BITS, gpu_work, parse_bool
+from ranksight.views.gpu_work import TYPE_BITS, gpu_work, gpu_work_of, parse_bool
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["kernel_stats_rank", "select_top", "kernels", "OTHERS"]
+__all__ = ["kernel_stats_rank", "kernel_stats_of", "select_top", "kernels", "OTHERS"]
 
 OTHERS = "others"
 _SCHEMA = {
@@ -87,45 +87,68 @@ def kernel_stats_rank(
 ) -> pl.DataFrame:
     """Per-kernel statistics of one rank (see the module docstring): ``rank, kernel_type, name,
     count, sum_us, mean_us, min_us, max_us, std_us, names``."""
+    work = gpu_work(trace, hta_compat=hta_compat).with_columns(pl.lit(trace.rank, pl.Int64).alias("rank"))
+    return kernel_stats_of(
+        work,
+        num_kernels=num_kernels,
+        duration_ratio=duration_ratio,
+        include_memory=include_memory,
+        hta_compat=hta_compat,
+    )
+
+
+def kernel_stats_of(
+    work: pl.DataFrame,
+    *,
+    num_kernels: int = 10,
+    duration_ratio: float = 0.8,
+    include_memory: bool = True,
+    hta_compat: bool = False,
+) -> pl.DataFrame:
+    """:func:`kernel_stats_rank` of GPU work with a ``rank`` column (one rank's, or every rank's
+    stacked: :func:`~ranksight.views.gpu_work.gpu_work_of`), every rank in one pass; sorted by
+    rank, kernel type, time (descending), name."""
     types = [t for t in TYPE_BITS if include_memory or t != "MEMORY"]
-    g = (
-        gpu_work(trace, hta_compat=hta_compat)
-        .filter(pl.col("kernel_type").is_in(types))
-        .select("kernel_type", "name", "dur_ns")
+    g = work.filter(pl.col("kernel_type").is_in(types)).select(
+        pl.col("rank").cast(pl.Int64), "kernel_type", pl.col("name").cast(pl.String), "dur_ns"
     )
     if g.height == 0:
         return pl.DataFrame(schema=_SCHEMA)
-    per_name = g.group_by(["kernel_type", "name"]).agg(pl.col("dur_ns").sum().alias("__sum"))
-    parts = []
-    grouped: list[str] = []  # types with more than num_kernels names (HTA regroups them)
-    for t in types:  # one iteration per kernel type
-        p = per_name.filter(pl.col("kernel_type") == t).sort(["__sum", "name"], descending=[True, False])
-        if p.height == 0:
-            continue
-        if p.height > num_kernels:
-            grouped.append(t)
-        other = select_top(p["__sum"].to_numpy(), num_kernels, duration_ratio)
-        parts.append(
-            p.with_columns(pl.Series("__group", np.where(other, OTHERS, p["name"].to_numpy()), dtype=pl.String))
-        )
-    groups = pl.concat(parts).select("kernel_type", "name", "__group")
-    labelled = g.join(groups, on=["kernel_type", "name"], how="left")
-    out = _stats(labelled, ["kernel_type", "__group"]).rename({"__group": "name"})
-    if hta_compat and grouped:
+    keys = ["rank", "kernel_type"]
+    per_name = (
+        g.group_by([*keys, "name"])
+        .agg(pl.col("dur_ns").sum().alias("__sum"))
+        .sort([*keys, "__sum", "name"], descending=[False, False, True, False])
+    )
+    # HTA's top-N rule per (rank, kernel type), on each group's names by time (numpy per group:
+    # a few µs each, no query)
+    gid = per_name.select(pl.struct(keys).rle_id()).to_series().to_numpy()
+    starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+    ends = np.r_[starts[1:], gid.size]
+    sums = per_name["__sum"].to_numpy()
+    other = np.zeros(gid.size, dtype=bool)
+    big = np.zeros(gid.size, dtype=bool)  # in a group with more than num_kernels names (HTA regroups it)
+    for a, b in zip(starts, ends, strict=True):
+        other[a:b] = select_top(sums[a:b], num_kernels, duration_ratio)
+        big[a:b] = b - a > num_kernels
+    per_name = per_name.with_columns(
+        pl.Series("__group", np.where(other, OTHERS, per_name["name"].to_numpy()), dtype=pl.String),
+        pl.Series("__big", big),
+    )
+    groups = per_name.select(*keys, "name", "__group")
+    labelled = g.join(groups, on=[*keys, "name"], how="left", maintain_order="left")
+    out = _stats(labelled, [*keys, "__group"]).rename({"__group": "name"})
+    if hta_compat and big.any():
         # HTA (step 3 of its rule) recomputes every row of a regrouped type from the per-name
         # totals: named rows get max = min = mean = sum and std 0, ``others`` the statistics of
         # its names' totals. Count and names stay per event.
-        totals = (
-            per_name.filter(pl.col("kernel_type").is_in(grouped))
-            .join(groups, on=["kernel_type", "name"], how="left")
-            .select("kernel_type", "__group", "name", pl.col("__sum").alias("dur_ns"))
-        )
-        hta = _stats(totals, ["kernel_type", "__group"]).rename({"__group": "name"}).drop("count", "names")
-        out = out.update(hta, on=["kernel_type", "name"])
+        totals = per_name.filter(pl.col("__big")).select(*keys, "__group", "name", pl.col("__sum").alias("dur_ns"))
+        hta = _stats(totals, [*keys, "__group"]).rename({"__group": "name"}).drop("count", "names")
+        out = out.update(hta, on=[*keys, "name"])
     return (
-        out.select(pl.lit(trace.rank, dtype=pl.Int64).alias("rank"), *[c for c in _SCHEMA if c != "rank"])
+        out.select(*_SCHEMA)
         .cast(_SCHEMA)  # type: ignore[arg-type]
-        .sort(["kernel_type", "sum_us", "name"], descending=[False, True, False])
+        .sort(["rank", "kernel_type", "sum_us", "name"], descending=[False, False, True, False])
     )
 
 
@@ -148,17 +171,17 @@ def kernels(
     if num_kernels < 1 or not 0.0 <= duration_ratio <= 1.0:
         raise UsageError("num_kernels must be ≥ 1 and duration_ratio within [0, 1]")
     sess = Session.of(run, ranks)
-    df = pl.concat(
-        list(
-            sess.map(
-                kernel_stats_rank,
-                num_kernels=num_kernels,
-                duration_ratio=duration_ratio,
-                include_memory=include_memory,
-                hta_compat=hta_compat,
-            ).values()
-        )
-    )
+    opts: dict[str, Any] = {
+        "num_kernels": num_kernels,
+        "duration_ratio": duration_ratio,
+        "include_memory": include_memory,
+    }
+    stacked = None if hta_compat else sess.stacked_events()
+    if stacked is not None:  # many small ranks: one pass over all of them (equal to rank by rank)
+        work = sess.memo(("gpu_work_of",), lambda: gpu_work_of(stacked.lazy(), by=["rank"]))
+        df = kernel_stats_of(work, **opts)
+    else:
+        df = pl.concat(list(sess.map(kernel_stats_rank, hta_compat=hta_compat, **opts).values()))
     notes = [] if df.height else ["no GPU kernels in these traces"]
     return AnalysisResult({"kernels": df}, notes)
 
