@@ -38,7 +38,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.views.gpu_work import gpu_work, launch_ts
+from ranksight.views.gpu_work import gpu_work, gpu_work_of, launch_ts
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -81,12 +81,18 @@ def idle_gaps_rank(
     g = g.with_columns(launch_ts(trace, g["launch_row"], hta_compat=hta_compat))
     if hta_compat:
         g = _hta_unlinked_launch_ts(trace, g)
-    g = g.sort(["stream", "ts_ns", "end_ns", "row"])
+    return idle_gaps_of(g.with_columns(pl.lit(trace.rank, dtype=pl.Int64).alias("rank")), kernel_wait_us, hta_compat)
+
+
+def idle_gaps_of(g: pl.DataFrame, kernel_wait_us: float = 30.0, hta_compat: bool = False) -> pl.DataFrame:
+    """:func:`idle_gaps_rank` of GPU events with a ``rank`` column and their ``launch_ts_ns`` (one
+    rank's, or every rank's stacked), every rank in one pass; sorted by rank, stream, time."""
+    g = g.sort(["rank", "stream", "ts_ns", "end_ns", "row"])
     if hta_compat:
-        prev_end = pl.col("end_ns").shift(1).over("stream")
+        prev_end = pl.col("end_ns").shift(1).over("rank", "stream")
         gap = pl.col("ts_ns") - pl.col("prev_end_ns")
     else:
-        prev_end = pl.col("end_ns").cum_max().shift(1).over("stream")
+        prev_end = pl.col("end_ns").cum_max().shift(1).over("rank", "stream")
         gap = pl.max_horizontal(pl.col("ts_ns") - pl.col("prev_end_ns"), pl.lit(0, dtype=pl.Int64))
     g = g.with_columns(prev_end.alias("prev_end_ns")).with_columns(
         pl.when(pl.col("prev_end_ns").is_null()).then(None).otherwise(gap).alias("gap_ns")
@@ -102,7 +108,7 @@ def idle_gaps_rank(
         .otherwise(pl.lit("other"))
     )
     return g.select(
-        pl.lit(trace.rank, dtype=pl.Int64).alias("rank"),
+        pl.col("rank").cast(pl.Int64),
         "stream",
         "step",
         "row",
@@ -111,6 +117,23 @@ def idle_gaps_rank(
         "gap_ns",
         cat.alias("idle_category"),
     ).cast(_GAP_SCHEMA)  # type: ignore[arg-type]
+
+
+def _idle_gaps_stacked(
+    sess: Session, stacked: pl.DataFrame, kernel_wait_us: float, streams: Sequence[int] | None
+) -> pl.DataFrame:
+    """:func:`idle_gaps_rank` (ranksight's definitions) of every rank from their stacked events."""
+    work = sess.memo(("gpu_work_of",), lambda: gpu_work_of(stacked.lazy(), by=["rank"]))
+    g = work.filter(~pl.col("kind").is_in(["sync", "cpu_op"]))
+    if streams is not None:
+        g = g.filter(pl.col("stream").is_in(list(streams)))
+    if g.height == 0:
+        return pl.DataFrame(schema=_GAP_SCHEMA)
+    calls = stacked.select("rank", pl.col("row").cast(pl.UInt32).alias("__lr"), pl.col("ts_ns").alias("launch_ts_ns"))
+    g = g.with_columns(pl.col("launch_row").cast(pl.UInt32).alias("__lr")).join(
+        calls, on=["rank", "__lr"], how="left", maintain_order="left"
+    )
+    return idle_gaps_of(g, kernel_wait_us)
 
 
 def _hta_unlinked_launch_ts(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
@@ -197,9 +220,15 @@ def idle(
     """Idle time per rank, stream and cause; optional interval statistics and per-step table."""
     sess = Session.of(run, ranks)
     rs = sess.ranks
-    gaps = pl.concat(
-        list(sess.map(idle_gaps_rank, kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat).values())
-    )
+    stacked = None if hta_compat else sess.stacked_events()
+    if stacked is not None:  # many small ranks: one pass over all of them (equal to rank by rank)
+        gaps = _idle_gaps_stacked(sess, stacked, kernel_wait_us, streams)
+    else:
+        gaps = pl.concat(
+            list(
+                sess.map(idle_gaps_rank, kernel_wait_us=kernel_wait_us, streams=streams, hta_compat=hta_compat).values()
+            )
+        )
     tables = {"idle": idle_totals(gaps, ["rank", "stream"])}
     notes = [
         "idle_us here is stream idle (each stream's own gaps); summed over streams it is not the GPU idle time, "
