@@ -24,9 +24,8 @@ STACKED: dict[str, list[dict[str, Any]]] = {
     "temporal": [{}, {"per_step": True}],
     "kernels": [{}, {"num_kernels": 3}, {"include_memory": False, "duration_ratio": 0.5}],
     "idle": [{}, {"kernel_wait_us": 5.0, "per_step": True, "stats": True}, {"streams": [7, 20]}],
-    # these read the GPU-work view per rank, which temporal (run first below) seeds from the stack
-    "kernel-types": [{}],
     "overlap": [{}],
+    "kernel-types": [{}, {"include_memory": False}],
 }
 
 

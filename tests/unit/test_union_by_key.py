@@ -47,3 +47,29 @@ def test_equals_union_length_of_each_key(rows):
     k = np.array(key)
     want = {int(x): union_length(np.array(ts)[k == x], np.array(end)[k == x]) for x in sorted(set(key))}
     assert got == want
+
+
+def test_intervals_by_type_groups_in_row_order_and_misses_are_empty():
+    """views/gpu_work.intervals_by_type: each (rank, type) its intervals in the work's row order
+    (not sorted by time: merge sorts them itself), a key without work empty."""
+    import numpy as np
+    import polars as pl
+
+    from ranksight.views.gpu_work import intervals_by_type, intervals_of
+
+    work = pl.DataFrame(
+        {
+            "rank": [1, 0, 1, 0, 1],
+            "kernel_type": ["COMPUTATION", "MEMORY", "COMPUTATION", "MEMORY", "COMMUNICATION"],
+            "ts_ns": [50, 10, 20, 5, 7],
+            "end_ns": [60, 12, 30, 6, 9],
+        }
+    )
+    iv = intervals_by_type(work, ["rank"])
+    assert sorted(iv) == [(0, "MEMORY"), (1, "COMMUNICATION"), (1, "COMPUTATION")]
+    s, e = iv[(1, "COMPUTATION")]
+    assert s.tolist() == [50, 20] and e.tolist() == [60, 30]
+    assert iv[(0, "MEMORY")][0].tolist() == [10, 5]
+    s, e = intervals_of(iv, (0, "COMPUTATION"))
+    assert s.size == 0 and e.size == 0 and s.dtype == np.int64
+    assert intervals_by_type(work.clear(), ["rank"]) == {}

@@ -16,7 +16,7 @@ Definition, per rank (GPU work as in :mod:`ranksight.views.gpu_work`; OTHER rows
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +24,18 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.views.gpu_work import TYPE_BITS, gpu_work, hta_segments, merge, parse_bool, pct, segments
+from ranksight.views.gpu_work import (
+    TYPE_BITS,
+    gpu_work,
+    gpu_work_of,
+    hta_segments,
+    intervals_by_type,
+    intervals_of,
+    merge,
+    parse_bool,
+    pct,
+    segments,
+)
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -42,24 +53,41 @@ def label_of(value: int) -> str:
 
 def kernel_type_rank(trace: Trace, *, include_memory: bool = True, hta_compat: bool = False) -> pl.DataFrame:
     """Time per overlap label on one rank: ``rank, kernel_type, sum_ns``."""
-    g = gpu_work(trace, hta_compat=hta_compat)
+    iv = intervals_by_type(gpu_work(trace, hta_compat=hta_compat), [])
+    rows = _type_sums(lambda t: intervals_of(iv, (t,)), include_memory, hta_compat)
+    return _rows_frame([(trace.rank, label, ns) for label, ns in rows])
+
+
+def _type_sums(
+    of: Callable[[str], tuple[np.ndarray, np.ndarray]], include_memory: bool, hta_compat: bool
+) -> list[tuple[str, int]]:
+    """``(label, ns)`` per overlap label of one rank, its intervals by type given by ``of``."""
     groups = {}
     for t, bit in TYPE_BITS.items():
         if t == "MEMORY" and not include_memory:
             continue
-        sub = g.filter(pl.col("kernel_type") == t)
-        if sub.height or hta_compat:  # HTA sorts its edges again for every type, empty or not
-            groups[bit] = merge(sub["ts_ns"].to_numpy(), sub["end_ns"].to_numpy(), hta_compat=hta_compat)
+        s, e = of(t)
+        if s.size or hta_compat:  # HTA sorts its edges again for every type, empty or not
+            groups[bit] = merge(s, e, hta_compat=hta_compat)
     seg = hta_segments(list(groups.items())) if hta_compat else segments(groups)
-    rows = sorted(seg.items())
-    return pl.DataFrame(
-        {
-            "rank": [trace.rank] * len(rows),
-            "kernel_type": [label_of(v) for v, _ in rows],
-            "sum_ns": [s for _, s in rows],
-        },
-        schema=_SCHEMA,
-    )
+    return [(label_of(v), n) for v, n in sorted(seg.items())]
+
+
+def _rows_frame(rows: list[tuple[int, str, int]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=_SCHEMA, orient="row")
+
+
+def kernel_types_of(work: pl.DataFrame, ranks: Sequence[int], *, include_memory: bool = True) -> pl.DataFrame:
+    """:func:`kernel_type_rank` (ranksight's definitions) of every rank of stacked GPU work
+    (:func:`~ranksight.views.gpu_work.gpu_work_of` with a ``rank`` column), in ``ranks``' order:
+    the work partitioned once, then numpy per rank (no query per rank)."""
+    iv = intervals_by_type(work, ["rank"])
+    rows = [
+        (r, label, ns)
+        for r in ranks
+        for label, ns in _type_sums(lambda t, r=r: intervals_of(iv, (r, t)), include_memory, False)  # type: ignore[misc]
+    ]
+    return _rows_frame(rows)
 
 
 def kernel_types(
@@ -67,7 +95,12 @@ def kernel_types(
 ) -> AnalysisResult:
     """Time by kernel type and overlap segment over the selected ranks, and per rank."""
     sess = Session.of(run, ranks)
-    per = pl.concat(list(sess.map(kernel_type_rank, include_memory=include_memory, hta_compat=hta_compat).values()))
+    stacked = None if hta_compat else sess.stacked_events()
+    if stacked is not None:  # many small ranks: one pass over all of them (equal to rank by rank)
+        work = sess.memo(("gpu_work_of",), lambda: gpu_work_of(stacked.lazy(), by=["rank"]))
+        per = kernel_types_of(work, sess.ranks, include_memory=include_memory)
+    else:
+        per = pl.concat(list(sess.map(kernel_type_rank, include_memory=include_memory, hta_compat=hta_compat).values()))
     total = (
         per.group_by("kernel_type")
         .agg(pl.col("sum_ns").sum())

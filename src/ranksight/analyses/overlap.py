@@ -20,14 +20,15 @@ window is the rank's GPU span, not the step windows of ``exposed-comm``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.views.gpu_work import gpu_work, merge, pct, segments
+from ranksight.views.gpu_work import gpu_work, gpu_work_of, intervals_by_type, intervals_of, merge, pct, segments
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -60,39 +61,62 @@ def overlap_rank(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     """One row: compute, communication, their union and overlap, exposed communication, HTA's
     percentage, and the hidden share of the shorter activity (all over the GPU span)."""
     g = gpu_work(trace, hta_compat=hta_compat)
-    if g.height == 0:  # no GPU work (CPU-only trace): nothing to compute, not zeros
-        return pl.DataFrame({"rank": [trace.rank]}, schema={"rank": pl.Int64}).with_columns(
-            pl.lit(None, dtype=t).alias(c) for c, t in _SCHEMA.items() if c != "rank"
-        )
+    iv = intervals_by_type(g, [])
+    return pl.DataFrame(
+        [_overlap_row(trace.rank, g.height > 0, lambda t: intervals_of(iv, (t,)), hta_compat)],
+        schema=_SCHEMA,
+        orient="row",
+    )
+
+
+def _overlap_row(
+    rank: int, has_work: bool, of: Callable[[str], tuple[np.ndarray, np.ndarray]], hta_compat: bool
+) -> tuple[Any, ...]:
+    """:func:`overlap_rank`'s row of one rank whose intervals by kernel type ``of`` gives."""
+    if not has_work:  # no GPU work (CPU-only trace): nothing to compute, not zeros
+        return (rank, *([None] * (len(_SCHEMA) - 1)))
     groups = {}
     lengths = {}
     for bit, ktype in ((1, "COMPUTATION"), (2, "COMMUNICATION")):
-        sub = g.filter(pl.col("kernel_type") == ktype)
-        s, e = merge(sub["ts_ns"].to_numpy(), sub["end_ns"].to_numpy(), hta_compat=hta_compat)
+        s, e = merge(*of(ktype), hta_compat=hta_compat)
         groups[bit] = (s, e)
         lengths[bit] = int((e - s).sum())
     both = segments(groups).get(3, 0)
     c, m = lengths[1], lengths[2]
     t = c + m - both
-    return pl.DataFrame(
-        {
-            "rank": [trace.rank],
-            "compute_us": [c / 1e3],
-            "comm_us": [m / 1e3],
-            "union_us": [t / 1e3],
-            "overlap_us": [both / 1e3],
-            "exposed_comm_us": [(m - both) / 1e3],
-            "comp_comm_overlap_pctg": [float(pct(both, m))],
-            "hidden_share_of_shorter": [shorter_hidden(c, m, t)],
-        },
-        schema=_SCHEMA,
+    return (
+        rank,
+        c / 1e3,
+        m / 1e3,
+        t / 1e3,
+        both / 1e3,
+        (m - both) / 1e3,
+        float(pct(both, m)),
+        shorter_hidden(c, m, t),
     )
+
+
+def overlap_of(work: pl.DataFrame, ranks: Sequence[int]) -> pl.DataFrame:
+    """:func:`overlap_rank` (ranksight's definitions) of every rank of stacked GPU work (with a
+    ``rank`` column), in ``ranks``' order: partitioned once, then numpy per rank."""
+    iv = intervals_by_type(work, ["rank"])
+    present = set(work["rank"].unique().to_list()) if work.height else set()
+    rows = [
+        _overlap_row(r, r in present, lambda t, r=r: intervals_of(iv, (r, t)), False)  # type: ignore[misc]
+        for r in ranks
+    ]
+    return pl.DataFrame(rows, schema=_SCHEMA, orient="row")
 
 
 def overlap(run: Run, *, ranks: Sequence[int] | None = None, hta_compat: bool = False) -> AnalysisResult:
     """Communication/computation overlap per rank over the GPU span."""
     sess = Session.of(run, ranks)
-    df = pl.concat(list(sess.map(overlap_rank, hta_compat=hta_compat).values()))
+    stacked = None if hta_compat else sess.stacked_events()
+    if stacked is not None:  # many small ranks: one pass over all of them (equal to rank by rank)
+        work = sess.memo(("gpu_work_of",), lambda: gpu_work_of(stacked.lazy(), by=["rank"]))
+        df = overlap_of(work, sess.ranks)
+    else:
+        df = pl.concat(list(sess.map(overlap_rank, hta_compat=hta_compat).values()))
     notes = []
     no_gpu = df.filter(pl.col("comm_us").is_null())["rank"].to_list()
     if no_gpu:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -155,6 +155,33 @@ def seed_gpu_work(traces: list[Trace], work: pl.DataFrame) -> None:
     for t in traces:
         part: pl.DataFrame = parts.get((t.rank,), empty)
         t.memo("gpu_work", functools.partial(_same, part))
+
+
+_EMPTY_I64 = np.empty(0, dtype=np.int64)
+
+
+def intervals_by_type(work: pl.DataFrame, by: list[str]) -> dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]]:
+    """``{(*values of by, kernel_type): (ts_ns, end_ns)}`` of GPU work (``by=[]`` for one rank's,
+    ``["rank"]`` for stacked work), each in the work's row order: one partition, no query per key.
+    A missing key has no intervals (:func:`intervals_of`)."""
+    if work.height == 0:
+        return {}
+    keys = [*by, "kernel_type"]
+    # one stable sort and numpy slices (partition_by runs a query per part: 0.3 s on 256 ranks)
+    w = work.select(*keys, "ts_ns", "end_ns").sort(keys, maintain_order=True)
+    gid = w.select(pl.struct(keys).rle_id()).to_series().to_numpy()
+    starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+    ends = np.r_[starts[1:], gid.size]
+    heads = w.select(keys)[starts].rows()
+    ts, end = w["ts_ns"].to_numpy(), w["end_ns"].to_numpy()
+    return {k: (ts[a:b], end[a:b]) for k, a, b in zip(heads, starts, ends, strict=True)}
+
+
+def intervals_of(
+    iv: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]], key: tuple[Any, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of ``key`` in :func:`intervals_by_type`'s mapping (empty arrays when none)."""
+    return iv.get(key, (_EMPTY_I64, _EMPTY_I64))
 
 
 def _same(df: pl.DataFrame) -> pl.DataFrame:
