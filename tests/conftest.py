@@ -25,11 +25,16 @@ SHARED = TESTS.parents[1] / "shared"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # never write into the user's cache from tests
-    if "RANKSIGHT_CACHE_DIR" not in os.environ:
-        import tempfile
+    # never write into the user's cache from tests; with pytest-xdist (`-n auto`) each worker has a
+    # cache folder of its own, so a test that clears or counts cache entries sees only its own
+    import tempfile
 
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if "RANKSIGHT_CACHE_DIR" not in os.environ:
         os.environ["RANKSIGHT_CACHE_DIR"] = tempfile.mkdtemp(prefix="ranksight-test-cache-")
+        os.environ["_RANKSIGHT_TEST_CACHE"] = "1"  # made here, not the user's: workers make their own
+    elif worker and os.environ.get("_RANKSIGHT_TEST_CACHE") == "1":
+        os.environ["RANKSIGHT_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"ranksight-test-cache-{worker}-")
 
 
 def data_path(rel: str) -> Path:

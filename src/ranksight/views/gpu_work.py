@@ -150,11 +150,21 @@ def seed_gpu_work(traces: list[Trace], work: pl.DataFrame) -> None:
     """Give each trace its :func:`gpu_work` (ranksight's definition) from :func:`gpu_work_of` of
     their stacked events (``work`` has a ``rank`` column): one query for every rank, and the
     analyses that read the view per rank then find it made."""
-    parts = work.partition_by("rank", as_dict=True, include_key=False, maintain_order=True)
-    empty = work.drop("rank").clear()
+    # a stable sort by rank (none when the ranks come in order, as stacked) and zero-copy slices:
+    # partition_by runs a query per part (0.3 s on 256 ranks)
+    rk = work["rank"].to_numpy()
+    if rk.size > 1 and (np.diff(rk) < 0).any():
+        work = work.sort("rank", maintain_order=True)
+        rk = work["rank"].to_numpy()
+    body = work.drop("rank")
+    bounds: dict[int, tuple[int, int]] = {}
+    if rk.size:
+        starts = np.flatnonzero(np.r_[True, rk[1:] != rk[:-1]])
+        ends = np.r_[starts[1:], rk.size]
+        bounds = {int(rk[a]): (int(a), int(b)) for a, b in zip(starts, ends, strict=True)}
     for t in traces:
-        part: pl.DataFrame = parts.get((t.rank,), empty)
-        t.memo("gpu_work", functools.partial(_same, part))
+        a, b = bounds.get(t.rank, (0, 0))
+        t.memo("gpu_work", functools.partial(_same, body.slice(a, b - a)))
 
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
