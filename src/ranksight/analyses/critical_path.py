@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -1033,13 +1033,13 @@ def _what_if(
         .head(5)["name"]
         .to_list()
     )
-    e_rank, e_attr = E["rank"].to_numpy(), E["attr_row"].to_numpy()
-    for op in ops:
-        mask = np.zeros(E.height, bool)
-        for r in ranks:
-            marked = _op_rows(per[r][0], per[r][2], op)
-            if marked.size:
-                mask |= (e_rank == r) & np.isin(e_attr, marked)
+    # one key per (rank, row) so that each operator is one np.isin over all ranks' edges (a
+    # per-rank isin over every edge grew with ranks squared)
+    e_key = E["rank"].to_numpy().astype(np.int64) * _ROW_SPAN + E["attr_row"].to_numpy().astype(np.int64)
+    marked = {r: _ops_rows(per[r][0], per[r][2], ops) for r in ranks} if ops else {}
+    for i, op in enumerate(ops):
+        keys = [r * _ROW_SPAN + marked[r][i] for r in ranks if marked[r][i].size]
+        mask = np.isin(e_key, np.concatenate(keys)) if keys else np.zeros(E.height, bool)
         if mask.any():
             est(
                 "operator removed", op, np.where(mask, 0, d0), f"{op}, its nested calls and their GPU work take no time"
@@ -1057,38 +1057,64 @@ def _what_if(
     )
 
 
-def _op_rows(g: CriticalGraph, attr: pl.DataFrame, op: str) -> np.ndarray:
-    """Rows of the CPU events named ``op``, their descendants on the call stack and the GPU
-    activities launched from any of them, and of the GPU activities named ``op``."""
-    gpu_hit = g.events.filter((pl.col("stream") != -1) & (pl.col("name") == op))["row"].cast(pl.Int64).to_numpy()
+def _no_null(s: pl.Series, fill: Any = "\0") -> pl.Series:
+    """``s`` without nulls (``fill`` in their place; no polars query when there is none): a
+    comparison then gives a plain boolean array."""
+    return s.fill_null(fill) if s.null_count() else s
+
+
+#: (rank, event row) keys of the what-if scenarios: ``rank * _ROW_SPAN + row`` (rows are below it)
+_ROW_SPAN = 1 << 40
+
+
+def _ops_rows(g: CriticalGraph, attr: pl.DataFrame, ops: Sequence[str]) -> list[np.ndarray]:
+    """For each operator name of ``ops``, in order: the rows of the CPU events of that name, their
+    descendants on the call stack and the GPU activities launched from any of them, and of the GPU
+    activities of that name (one pass over the rank's graph for all names: a bit per name)."""
+    ev = g.events
+    ev_rows = ev["row"].cast(pl.Int64).to_numpy()
+    ev_names = _no_null(ev["name"].cast(pl.String))
+    on_gpu = _no_null(ev["stream"].cast(pl.Int64), -1).to_numpy() != -1
+    gpu_hit = [ev_rows[on_gpu & (ev_names == op).to_numpy()] for op in ops]
     t = g.tree
     if t.height == 0:
         return gpu_hit
-    named = pl.concat([g.events.select(pl.col("row").cast(pl.Int64), "name"), attr.select("row", "name")])
-    hit = (
-        t.select(pl.col("row").cast(pl.Int64))
-        .join(named.filter(pl.col("name") == op).unique("row"), on="row", how="semi")["row"]
-        .to_numpy()
-    )
-    rows = t["row"].to_numpy()
-    parent = t["parent_row"].to_numpy()
+    rows = t["row"].cast(pl.Int64).to_numpy()
+    parent = t["parent_row"].cast(pl.Int64).to_numpy()
     size = int(max(rows.max(), parent.max(), 0)) + 1
-    mark = np.zeros(size, bool)
-    if hit.size == 0:
-        return gpu_hit
-    mark[hit] = True
-    par = np.full(size, -1, np.int64)
-    par[rows] = parent
-    for _ in range(256):
-        nxt = mark.copy()
+    in_tree = np.zeros(size, bool)
+    in_tree[rows] = True
+    at_rows = attr["row"].cast(pl.Int64).to_numpy()
+    at_names = _no_null(attr["name"].cast(pl.String))
+    out: list[np.ndarray] = []
+    for lo in range(0, len(ops), 64):  # 64 names per pass (one bit each)
+        chunk = ops[lo : lo + 64]
+        mark = np.zeros(size, np.uint64)
+        for i, op in enumerate(chunk):
+            hit = np.concatenate([ev_rows[(ev_names == op).to_numpy()], at_rows[(at_names == op).to_numpy()]])
+            hit = hit[(hit >= 0) & (hit < size)]
+            hit = hit[in_tree[hit]]
+            mark[hit] |= np.uint64(1) << np.uint64(i)
+        par = np.full(size, -1, np.int64)
+        par[rows] = parent
         ok = par[rows] >= 0
-        nxt[rows[ok]] |= mark[par[rows[ok]]]
-        if (nxt == mark).all():
-            break
-        mark = nxt
-    cpu_rows = np.flatnonzero(mark)
-    gpu = g.events.filter(pl.col("rt_row").is_in(pl.Series(cpu_rows).implode()))["row"].to_numpy()
-    return np.concatenate([cpu_rows, gpu.astype(np.int64), gpu_hit])
+        child, up = rows[ok], par[rows[ok]]
+        for _ in range(256):
+            nxt = mark.copy()
+            nxt[child] |= mark[up]
+            if (nxt == mark).all():
+                break
+            mark = nxt
+        rt = _no_null(ev["rt_row"].cast(pl.Int64), -1).to_numpy()
+        rt_ok = (rt >= 0) & (rt < size)
+        rt_mark = np.zeros(rt.size, np.uint64)
+        rt_mark[rt_ok] = mark[rt[rt_ok]]
+        for i in range(len(chunk)):
+            bit = np.uint64(1) << np.uint64(i)
+            cpu_rows = np.flatnonzero(mark & bit)
+            gpu = ev_rows[(rt_mark & bit) != 0]
+            out.append(np.concatenate([cpu_rows, gpu, gpu_hit[lo + i]]))
+    return out
 
 
 def critical_path_segments(
