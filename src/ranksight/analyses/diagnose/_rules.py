@@ -21,6 +21,7 @@ from ranksight.views.comm_extract import COLLECTIVE_OP_RE
 from ranksight.views.idle_gaps import HOST_SYNC_API_RE
 from ranksight.views.intervals import union_length, with_outermost
 from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
+from ranksight.views.rank_slices import RankSlices
 
 if TYPE_CHECKING:
     from ranksight.model.meta import TraceMeta
@@ -212,6 +213,12 @@ def _host_wait(ctx: Context) -> dict[int, tuple[float, float]]:
     return {int(r): (float(i), float(h or 0.0)) for r, i, h in t.iter_rows()}
 
 
+def _host_share(idle_host_us: tuple[float, float]) -> bool:
+    """Whether host wait is at least :data:`HOST_WAIT_SHARE` of the idle time (idle time > 0)."""
+    idle_us, host_us = idle_host_us
+    return idle_us > 0 and host_us / idle_us >= HOST_WAIT_SHARE
+
+
 def rule_launch_bound(ctx: Context) -> list[Finding]:
     """Host-bound steps: GPU busy (``temporal`` per step) < 70 % of the step windows minus the
     DataLoader time (idle spent loading data is the DataLoader rule's), ≥ 100 kernels in steps, and
@@ -229,6 +236,10 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         else pl.DataFrame({"rank": [], "dataloader_us": []})
     )
     out = []
+    waiting = [int(r) for r in busy["rank"].to_list() if _host_share(host.get(int(r), (0.0, 0.0)))]
+    ctx.per_rank(_kernel_stats, waiting)  # one map for the ranks the loop asks about
+    ctx.per_rank(_launch_facts, waiting)
+    dl_by = {int(r): v for r, v in dl.select("rank", "dataloader_us").iter_rows()}  # one row per rank
     for row in busy.iter_rows(named=True):
         r = int(row["rank"])
         idle_us, host_us = host.get(r, (0.0, 0.0))
@@ -237,7 +248,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         ks = ctx.on_rank(_kernel_stats, r)
         if not ks:
             continue
-        wait_dl = dl.filter(pl.col("rank") == r)["dataloader_us"].sum() if dl.height else 0.0
+        wait_dl = float(dl_by.get(r) or 0.0)
         util = 100.0 * row["busy_us"] / max(row["window_us"] - wait_dl, 1e-9)  # idle loading data is not launch
         if util >= LAUNCH_BOUND_UTIL_PCT:
             continue
@@ -471,12 +482,16 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
     ``cudaMemcpy``) whose blocked time (union of their spans) is ≥ 1 % of the step time; the count
     is of outermost spans (an ``item`` and the sync call inside it are one synchronisation)."""
     st = _mean_steps(ctx)
-    out = []
+    out: list[Finding] = []
+    if st is None:
+        return out
+    ctx.per_rank(_syncs, [r for r in ctx.ranks if ctx.has_gpu(r)])  # one map for the loop below
+    st_by = RankSlices(st)
     for r in ctx.ranks:
-        if not ctx.has_gpu(r) or st is None:
+        if not ctx.has_gpu(r):
             continue
         s = ctx.on_rank(_syncs, r)
-        steps = st.filter(pl.col("rank") == r)
+        steps = st_by[r]
         if s.height == 0 or steps.height == 0:
             continue
         blocked = union_length(s["ts_ns"].to_numpy(), s["end_ns"].to_numpy())
@@ -562,13 +577,15 @@ def rule_pageable_memcpy(ctx: Context) -> list[Finding]:
     at least 1 MiB in total: such copies are synchronous and slower than from pinned memory."""
     st = _mean_steps(ctx)
     out = []
+    ctx.per_rank(_pageable_copies)  # one map for the loop below
+    st_by = RankSlices(st) if st is not None else None
     for r in ctx.ranks:
         found = ctx.on_rank(_pageable_copies, r)
         if found is None:
             continue
         m, ops = found
         us = float(m["dur_ns"].sum()) / 1e3
-        total_us = float(st.filter(pl.col("rank") == r)["total_us"].sum()) if st is not None else 0.0
+        total_us = float(st_by[r]["total_us"].sum()) if st_by is not None else 0.0
         share = us / total_us if total_us else 0.0
         out.append(
             Finding(
@@ -664,6 +681,8 @@ def rule_low_tensor_core_use(ctx: Context) -> list[Finding]:
     tensor / matrix cores. Precision advice follows the run context: no autocast advice when the
     run's matrix work is already in a low precision (FP8, BF16, FP16, INT8, FP4)."""
     out = []
+    units = ctx.per_rank(_matrix_units, [r for r in ctx.ranks if ctx.has_gpu(r)])  # one map for the loop below
+    ctx.per_rank(_matrix_tc, [r for r, (has, _) in units.items() if has])
     for r in ctx.ranks:
         if not ctx.has_gpu(r):
             continue
@@ -1075,6 +1094,7 @@ def rule_memcpy_bound(ctx: Context) -> list[Finding]:
     ≥ 25 % of its steps (or its GPU span without steps): the GPU mostly moves data instead of
     computing."""
     out = []
+    ctx.per_rank(_copies)  # one map for the loop below
     for r in ctx.ranks:
         f = ctx.on_rank(_copies, r)
         if f is None or f["busy_ns"] <= 0 or f["window_ns"] <= 0:
@@ -1147,9 +1167,11 @@ def rule_allocator_sync(ctx: Context) -> list[Finding]:
     if st is None:
         return []
     out = []
+    ctx.per_rank(_allocator_calls)  # one map for the loop below
+    st_by = RankSlices(st)
     for r in ctx.ranks:
         a = ctx.on_rank(_allocator_calls, r)
-        steps = st.filter(pl.col("rank") == r)
+        steps = st_by[r]
         if a.height == 0 or steps.height == 0:
             continue
         blocked = union_length(a["ts_ns"].to_numpy(), a["end_ns"].to_numpy())
@@ -1212,6 +1234,7 @@ def rule_unfused_attention(ctx: Context) -> list[Finding]:
     attention scores are materialised in memory instead of computed by FlashAttention-style
     kernels."""
     out = []
+    ctx.per_rank(_attention_kernels, [r for r in ctx.ranks if ctx.has_gpu(r)])  # one map for the loop below
     for r in ctx.ranks:
         if not ctx.has_gpu(r):
             continue
@@ -1358,8 +1381,11 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
         return []
     per_step, by_step, gaps = tem["per_step"], ic["by_step"], ic["gaps"]
     out = []
+    # each rank's rows without a query over every rank's per rank
+    per_step_by, by_step_by, gaps_by = RankSlices(per_step), RankSlices(by_step), RankSlices(gaps)
+    ctx.per_rank(_idle_graph_facts, [r for r in ctx.ranks if r in per_step_by and ctx.has_gpu(r)])  # one map
     for r in ctx.ranks:
-        steps = per_step.filter(pl.col("rank") == r)
+        steps = per_step_by[r]
         if not ctx.has_gpu(r):
             continue
         if steps.height == 0:  # no ProfilerSteps (inference scripts, serving): judge the GPU span
@@ -1380,9 +1406,10 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
         fs = flagged["step"].implode()
         idle_us = float(flagged["idle_us"].sum())
         impact = idle_us / float(judged["step_time_us"].sum())
-        mine = gaps.filter((pl.col("rank") == r) & pl.col("step").is_in(fs))
+        mine = gaps_by[r].filter(pl.col("step").is_in(fs))
         causes = (
-            by_step.filter((pl.col("rank") == r) & pl.col("step").is_in(fs))
+            by_step_by[r]
+            .filter(pl.col("step").is_in(fs))
             .group_by("cause")
             .agg(pl.col("idle_us").sum())
             .sort(["idle_us", "cause"], descending=[True, False])
@@ -1560,8 +1587,9 @@ def rule_host_bound_serving(ctx: Context) -> list[Finding]:
     if steps is None:
         return []
     out = []
+    steps_by = RankSlices(steps)
     for r in ctx.ranks:
-        s = steps.filter((pl.col("rank") == r) & pl.col("gpu_ms").is_not_null())
+        s = steps_by[r].filter(pl.col("gpu_ms").is_not_null())
         if s.height == 0:
             continue
         between = float(s["gpu_idle_between_ms"].fill_null(0).sum())
@@ -1640,14 +1668,15 @@ def rule_decode_outside_graphs(ctx: Context) -> list[Finding]:
     if steps is None:
         return []
     out = []
+    steps_by = RankSlices(steps)
     for r in ctx.ranks:
-        dec = steps.filter((pl.col("rank") == r) & (pl.col("phase") == "decode"))
+        dec = steps_by[r].filter(pl.col("phase") == "decode")
         if dec.height == 0:
             continue
         eager = dec.filter((pl.col("graph_launches") == 0) & (pl.col("activities") >= EAGER_DECODE_MIN_ACTIVITIES))
         if eager.height == 0:
             continue
-        all_ms = float(steps.filter(pl.col("rank") == r)["step_ms"].sum())
+        all_ms = float(steps_by[r]["step_ms"].sum())
         eager_ms = float(eager["step_ms"].sum())
         impact = eager_ms / all_ms if all_ms else 0.0
         sizes = sorted({int(b) for b in eager["batch_size"].drop_nulls().to_list()})
@@ -1695,10 +1724,13 @@ def rule_small_decode_batch(ctx: Context) -> list[Finding]:
     if steps is None:
         return []
     out = []
+    steps_by = RankSlices(steps)
     for r in ctx.ranks:
-        dec = steps.filter(
-            (pl.col("rank") == r) & (pl.col("phase") == "decode") & pl.col("batch_size").is_not_null()
-        ).with_columns((100 * pl.col("gpu_busy_ms") / pl.col("gpu_ms")).alias("__busy"))
+        dec = (
+            steps_by[r]
+            .filter((pl.col("phase") == "decode") & pl.col("batch_size").is_not_null())
+            .with_columns((100 * pl.col("gpu_busy_ms") / pl.col("gpu_ms")).alias("__busy"))
+        )
         if dec.height == 0:
             continue
         small = dec.filter((pl.col("batch_size") < SMALL_DECODE_BATCH) & (pl.col("__busy") < SMALL_DECODE_BUSY_PCT))

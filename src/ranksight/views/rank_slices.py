@@ -1,0 +1,54 @@
+"""Each rank's rows of a frame with a ``rank`` column, as zero-copy slices of one sort.
+
+A loop over ranks that filters a table of every rank (``df.filter(pl.col("rank") == r)``) runs a
+polars query per rank over all the rows: its cost grows with ranks × rows (issue 19). A
+:class:`RankSlices` sorts once (stably: rows keep their order within a rank; no sort when the ranks
+already come in order) and hands out slices, which cost no query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import polars as pl
+
+__all__ = ["RankSlices"]
+
+
+class RankSlices:
+    """``slices[r]``: the rows of ``df`` whose ``col`` is ``r``, in their order (an empty frame
+    with ``df``'s schema when there is none); rows whose ``col`` is null belong to no rank. With
+    ``drop``, the slices lack ``col`` (dropped once, not per slice)."""
+
+    def __init__(self, df: pl.DataFrame, col: str = "rank", *, drop: bool = False) -> None:
+        if df[col].null_count():
+            df = df.filter(pl.col(col).is_not_null())
+        rk = df[col].to_numpy()
+        if rk.size > 1 and (np.diff(rk) < 0).any():
+            df = df.sort(col, maintain_order=True)
+            rk = df[col].to_numpy()
+        self._df = df.drop(col) if drop else df
+        self._bounds: dict[int, tuple[int, int]] = {}
+        if rk.size:
+            starts = np.flatnonzero(np.r_[True, rk[1:] != rk[:-1]])
+            ends = np.r_[starts[1:], rk.size]
+            self._bounds = {int(rk[a]): (int(a), int(b)) for a, b in zip(starts, ends, strict=True)}
+
+    @property
+    def frame(self) -> pl.DataFrame:
+        """The rows with a rank, sorted by rank (stably; without ``col`` with ``drop``)."""
+        return self._df
+
+    def __getitem__(self, rank: int) -> pl.DataFrame:
+        a, b = self._bounds.get(int(rank), (0, 0))
+        return self._df.slice(a, b - a)
+
+    def __contains__(self, rank: object) -> bool:
+        return isinstance(rank, int | np.integer) and int(rank) in self._bounds
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._bounds)
+
+    def __len__(self) -> int:
+        return len(self._bounds)
