@@ -402,3 +402,18 @@ def test_per_rank_notes_are_grouped() -> None:
     notes = [(0, "a 1 b"), (1, "a 1 b"), (2, "a 2 b"), (3, "c"), (5, "c")]
     assert _grouped_notes(notes) == ["ranks 0–2: a 1 b (on rank 0; likewise on the others)", "ranks 3, 5: c"]
     assert _grouped_notes([(4, "x")]) == ["rank 4: x"]
+
+
+def test_rank_not_late_for_the_latest_ranks_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one replay per late rank is over every rank's edges: only the ranks with the most lateness
+    # (rank 1's send: 200 µs late; rank 0's: 40 µs) get one, and a note says how many were left out
+    import ranksight.analyses.critical_path as cp
+
+    monkeypatch.setattr(cp, "WHAT_IF_LATE_RANKS", 1)
+    jp, _ = _segments(_pipeline(tmp_path), 0)
+    wi = _what_if(jp)
+    assert [k for k in wi if k[0] == "rank not late"] == [("rank not late", "rank 1")]
+    assert wi[("rank not late", "rank 1")] == 61
+    assert "what-if `rank not late` for the 1 ranks with the most lateness (of 2 ranks" in " ".join(jp.notes)
+    late = jp.late.group_by("rank").agg(pl.col("lateness_ns").sum())
+    assert dict(late.iter_rows()) == {0: 40 * US, 1: 200 * US}

@@ -48,6 +48,7 @@ from ranksight.views.critical_graph import (
     hta_window,
     longest_path,
 )
+from ranksight.views.rank_slices import RankSlices
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -66,6 +67,10 @@ __all__ = [
 #: Event names that are data loading (PyTorch's DataLoader iterator record).
 DATA_LOAD_PATTERNS = (r"^enumerate\(DataLoader\)#",)
 #: HTA's communication-kernel pattern (``is_comm_kernel``), compatibility mode only.
+#: ``rank not late`` what-if scenarios at most: the ranks with the most lateness summed over the
+#: collectives they were last to (ties: the lower rank). Each is a replay of every rank's edges.
+WHAT_IF_LATE_RANKS = 8
+
 HTA_COMM_KERNEL_RE = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
 #: Job-wide categories, in display order.
 CATEGORIES = ("compute", "communication", "host", "data_loading", "waiting_on_rank", "idle")
@@ -505,6 +510,12 @@ def _job_path(sess: Session, step: int | None) -> JobPath:
     cross = _crossings(path_nodes, p, late_info, ts, nrank, ev)
     segs = _segments(pe, ts, nrank, ncpu, ev, lo, hi, {r: per[r][1][0] - offsets[r] for r in ranks}, cross)
     wi = _what_if(n, E, ts, lo, hi, segs, late_info, ev, per, ranks, c_nodes.to_numpy())
+    n_late = late_info["rank"].n_unique() if late_info.height else 0
+    if n_late > WHAT_IF_LATE_RANKS:
+        notes.append(
+            f"what-if `rank not late` for the {WHAT_IF_LATE_RANKS} ranks with the most lateness "
+            f"(of {n_late} ranks that were last to a collective)"
+        )
     late = (
         late_info.select(list(_LATE_SCHEMA)).cast(_LATE_SCHEMA)  # type: ignore[arg-type]
         if late_info.height
@@ -725,16 +736,18 @@ def _gloo_links(
     if rows.height == 0:
         return None
     out = []
+    rows_by, se_by = RankSlices(rows), RankSlices(se)  # each rank's rows without a query over all ranks
     for r in sorted(set(rows["rank"].to_list())):
         g = per[r][0]
+        se_r = se_by[r]
         mine = (
-            rows.filter(pl.col("rank") == r)
+            rows_by[r]
             .select(
                 pl.col("row").cast(pl.Int64),
                 (pl.col("launch_ns") + offsets[r]).alias("launch_ns"),  # own clock, as the graph's events
                 "launch_tid",
             )
-            .join(se.filter(pl.col("rank") == r).select("row", "s", "e"), on="row", how="inner")
+            .join(se_r.select("row", "s", "e"), on="row", how="inner")
         )
         ops = g.events.filter((pl.col("kind") == "cpu_op") & (pl.col("stream") == -1)).select(
             pl.col("row").cast(pl.Int64).alias("op_row"),
@@ -746,7 +759,7 @@ def _gloo_links(
             .filter(pl.col("op_row") != pl.col("row"))
             .unique("row", keep="first", maintain_order=True)
             .join(
-                se.filter(pl.col("rank") == r).select(pl.col("row").alias("op_row"), pl.col("s").alias("op_s")),
+                se_r.select(pl.col("row").alias("op_row"), pl.col("s").alias("op_s")),
                 on="op_row",
                 how="inner",
             )
@@ -785,7 +798,7 @@ def _gloo_links(
                 pl.DataFrame({"e": mine_t["e"].to_numpy()[idle], "t_e": t_e[idle], "row": nxt_rows})
                 .sort("t_e", "e")
                 .unique("row", keep="last", maintain_order=True)
-                .join(se.filter(pl.col("rank") == r).select("row", pl.col("s").alias("dst")), on="row", how="inner")
+                .join(se_r.select("row", pl.col("s").alias("dst")), on="row", how="inner")
             )
             out.append(w.select(pl.col("e").alias("src"), "dst", pl.lit(SYNC).alias("type"), pl.lit(r).alias("rank")))
     if not out:
@@ -1011,19 +1024,28 @@ def _what_if(
     if comm.any():
         est("no exposed communication", "all ranks", np.where(comm, 0, d0), "collective transfers take no time")
     if late.height:
-        for r in sorted(set(late["rank"].to_list())):
-            lr = late.filter(pl.col("rank") == r).select(
-                pl.col("s").alias("src"), pl.col("R").alias("dst"), "lateness_ns"
+        # one join for every late rank's arrival edges, then a slice per rank; a replay per rank
+        # for the WHAT_IF_LATE_RANKS latest ranks only (a replay is over every rank's edges)
+        arrivals = RankSlices(
+            E.select("src", "dst")
+            .with_row_index("__i")
+            .join(
+                late.select(pl.col("s").alias("src"), pl.col("R").alias("dst"), "lateness_ns", "rank"),
+                on=["src", "dst"],
             )
-            k = E.select("src", "dst").with_row_index("__i").join(lr, on=["src", "dst"])
+        )
+        totals = late.group_by("rank").agg(pl.col("lateness_ns").sum().alias("t"), pl.len().alias("n"))
+        chosen = totals.sort(["t", "rank"], descending=[True, False]).head(WHAT_IF_LATE_RANKS)
+        for r, n_late, lateness in chosen.sort("rank").select("rank", "n", "t").iter_rows():
+            k = arrivals[int(r)]
             d = d0.copy()
             d[k["__i"].to_numpy()] = -k["lateness_ns"].to_numpy()
             est(
                 "rank not late",
                 f"rank {r}",
                 d,
-                f"rank {r} starts the {lr.height} collective(s) it was last to at their median start "
-                f"({int(lr['lateness_ns'].sum()) / 1e3:,.1f} µs of lateness removed)",
+                f"rank {r} starts the {n_late} collective(s) it was last to at their median start "
+                f"({int(lateness) / 1e3:,.1f} µs of lateness removed)",
             )
     ops = (
         segs.filter(pl.col("type").is_in(["cpu_op", "kernel"]) & pl.col("row").is_not_null())
