@@ -49,3 +49,12 @@ def test_ranks_already_in_order_are_not_reordered() -> None:
     assert s[0]["v"].to_list() == [5, 4]
     assert s[3]["v"].to_list() == [2, 1]
     assert s[2].height == 0
+
+
+def test_rank_rows_reads_slices_or_filters_the_same_rows() -> None:
+    from ranksight.views.rank_slices import rank_rows
+
+    df = _df()
+    for r in (0, 2, 9):
+        assert rank_rows(RankSlices(df), r).equals(rank_rows(df, r))
+    assert rank_rows(df, 2)["v"].to_list() == [10, 11, 12]

@@ -32,6 +32,7 @@ from ranksight.analyses._session import Session
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, rank_collectives
 from ranksight.views.comm_intervals import clip_union, compute_intervals, length, step_windows
 from ranksight.views.intervals import intersect, subtract
+from ranksight.views.rank_slices import RankSlices
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -90,8 +91,8 @@ def rank_exposed_comm(trace: Trace, waits: pl.DataFrame | None = None) -> tuple[
     return pl.DataFrame(rows, schema=SCHEMA), basis
 
 
-def _rank_exposed(trace: Trace, waits: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:
-    return rank_exposed_comm(trace, waits.filter(pl.col("rank") == trace.rank) if waits is not None else None)
+def _rank_exposed(trace: Trace, waits: RankSlices | None) -> tuple[pl.DataFrame, str]:
+    return rank_exposed_comm(trace, waits[trace.rank] if waits is not None else None)
 
 
 def exposed_comm(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool = False) -> AnalysisResult:
@@ -107,7 +108,7 @@ def exposed_comm(run: Run, *, ranks: Sequence[int] | None = None, no_align: bool
             (pl.col("start_ns") + pl.col("offset_ns")).alias("start_ns"),
             (pl.col("start_ns") + pl.col("wait_ns") + pl.col("offset_ns")).alias("end_ns"),
         )
-    res = sess.map(_rank_exposed, cd.ranks, waits=waits)
+    res = sess.map(_rank_exposed, cd.ranks, waits=RankSlices(waits) if waits is not None else None)
     frames = [res[r][0] for r in cd.ranks]
     bases = {res[r][1] for r in cd.ranks}
     per = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)

@@ -28,6 +28,7 @@ from ranksight.analyses._session import Missing, Session
 from ranksight.analyses.collectives import comm_data
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.views.idle_gaps import CAUSES, PIECE_SCHEMA, WAIT_SCHEMA, idle_pieces
+from ranksight.views.rank_slices import RankSlices, rank_rows
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -51,12 +52,12 @@ GAP_SCHEMA = {
 _NS = pl.col("end_ns") - pl.col("start_ns")
 
 
-def rank_idle_causes(trace: Trace, waits: pl.DataFrame | None = None) -> tuple[pl.DataFrame, bool]:
-    """The attributed idle pieces of one rank (``waits``: every rank's waits; this rank's are used)
-    and whether the rank has GPU work at all."""
+def rank_idle_causes(trace: Trace, waits: pl.DataFrame | RankSlices | None = None) -> tuple[pl.DataFrame, bool]:
+    """The attributed idle pieces of one rank (``waits``: every rank's waits, or them cut by rank;
+    this rank's are used) and whether the rank has GPU work at all."""
     own = None
     if waits is not None:
-        own = waits.filter(pl.col("rank") == trace.rank).drop("rank")
+        own = rank_rows(waits, trace.rank).drop("rank")
     p = idle_pieces(trace, own)
     has_gpu = trace.kind(*GPU_KINDS, columns=["row"]).height > 0
     return p.select(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"), *list(PIECE_SCHEMA)), has_gpu
@@ -114,7 +115,7 @@ def idle_causes(run: Run, *, ranks: Sequence[int] | None = None, top: int = 5) -
         waits = None
     elif waits is None:
         notes.append("one rank loaded: waits for late peers (collective_wait) need several ranks")
-    per = sess.map(rank_idle_causes, waits=waits)
+    per = sess.map(rank_idle_causes, waits=RankSlices(waits) if waits is not None else None)
     frames = [per[r][0] for r in sess.ranks]
     gaps = pl.concat(frames) if frames else pl.DataFrame(schema={c: t for c, t in GAP_SCHEMA.items() if c != "dur_us"})
     gaps = gaps.with_columns((_NS / 1e3).round(3).alias("dur_us")).select(list(GAP_SCHEMA))

@@ -37,6 +37,7 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Session
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
 from ranksight.views.comm_segments import DATA_FETCH_RE, WORK_SCHEMA, segment_work, segments
+from ranksight.views.rank_slices import RankSlices, rank_rows
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -49,18 +50,32 @@ NAMED_SHARE_MAX = 0.75
 __all__ = ["stragglers", "late_instances", "straggler_ranks", "rank_segments", "rank_segment_work"]
 
 
-def rank_segments(trace: Trace, per_rank: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
-    """The segments of one rank in aligned time (its steps aligned with the same offset)."""
+def rank_segments(
+    trace: Trace, per_rank: pl.DataFrame | RankSlices, offsets: pl.DataFrame | dict[int, int]
+) -> pl.DataFrame:
+    """The segments of one rank in aligned time (its steps aligned with the same offset);
+    ``per_rank`` may come cut by rank and ``offsets`` as ``{rank: offset_ns}`` (a caller mapping
+    over many ranks makes them once)."""
     r = trace.rank
-    off = int(offsets.filter(pl.col("rank") == r)["offset_ns"].item())
+    off = _offset(offsets, r)
     st = trace.steps.with_columns((pl.col("start_ns") - off).alias("start_ns"))
     span = trace.span_ns
-    return segments(per_rank.filter(pl.col("rank") == r), st, (span[0] - off) if span else None)
+    return segments(rank_rows(per_rank, r), st, (span[0] - off) if span else None)
+
+
+def _offset(offsets: pl.DataFrame | dict[int, int], rank: int) -> int:
+    if isinstance(offsets, dict):
+        return offsets[rank]
+    return int(offsets.filter(pl.col("rank") == rank)["offset_ns"].item())
+
+
+def _offset_map(offsets: pl.DataFrame) -> dict[int, int]:
+    return {int(r): int(o) for r, o in offsets.select("rank", "offset_ns").iter_rows()}
 
 
 def _segments_all(sess: Session, cd: CommData) -> pl.DataFrame:
     """Segments of every rank in aligned time."""
-    seg = sess.map(rank_segments, cd.ranks, per_rank=cd.per_rank, offsets=cd.offsets)
+    seg = sess.map(rank_segments, cd.ranks, per_rank=RankSlices(cd.per_rank), offsets=_offset_map(cd.offsets))
     return pl.concat([seg[r] for r in cd.ranks], how="vertical_relaxed") if seg else pl.DataFrame()
 
 
@@ -418,10 +433,12 @@ def stragglers(
     )
 
 
-def rank_segment_work(trace: Trace, seg: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
+def rank_segment_work(
+    trace: Trace, seg: pl.DataFrame | RankSlices, offsets: pl.DataFrame | dict[int, int]
+) -> pl.DataFrame:
     """Segment work of one rank (its segments moved back to its own clock)."""
-    off = int(offsets.filter(pl.col("rank") == trace.rank)["offset_ns"].item())
-    s = seg.filter(pl.col("rank") == trace.rank)
+    off = _offset(offsets, trace.rank)
+    s = rank_rows(seg, trace.rank)
     s = s.with_columns([(pl.col(c) + off) for c in ("cpu_from_ns", "cpu_to_ns", "gpu_from_ns", "gpu_to_ns")])
     return segment_work(trace, s)
 
@@ -429,7 +446,7 @@ def rank_segment_work(trace: Trace, seg: pl.DataFrame, offsets: pl.DataFrame) ->
 def _work(sess: Session, cd: CommData, seg: pl.DataFrame, late: pl.DataFrame) -> pl.DataFrame:
     """Segment work of every rank for the late instances only."""
     wanted = seg.filter(pl.col("instance").is_in(late["instance"].unique().implode()))
-    out = sess.map(rank_segment_work, cd.ranks, seg=wanted, offsets=cd.offsets)
+    out = sess.map(rank_segment_work, cd.ranks, seg=RankSlices(wanted), offsets=_offset_map(cd.offsets))
     return pl.concat([out[r] for r in cd.ranks], how="vertical_relaxed") if out else pl.DataFrame(schema=WORK_SCHEMA)
 
 

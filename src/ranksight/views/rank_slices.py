@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import polars as pl
 
-__all__ = ["RankSlices"]
+__all__ = ["RankSlices", "rank_rows"]
 
 
 class RankSlices:
@@ -52,3 +52,11 @@ class RankSlices:
 
     def __len__(self) -> int:
         return len(self._bounds)
+
+
+def rank_rows(table: pl.DataFrame | RankSlices, rank: int, col: str = "rank") -> pl.DataFrame:
+    """The rows of ``rank`` in ``table``: a slice when it is a :class:`RankSlices` (what a caller
+    that maps over many ranks passes, made once), else a filter."""
+    if isinstance(table, RankSlices):
+        return table[rank]
+    return table.filter(pl.col(col) == rank)
