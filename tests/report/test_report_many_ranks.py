@@ -278,3 +278,72 @@ def test_long_rank_lists_in_reasons_become_ranges():
     text = f"`launches`: rank(s) {list(range(4096))} have no launch; sizes [1, 2]"
     assert _short_rank_lists(text) == "`launches`: rank(s) [0–4095] have no launch; sizes [1, 2]"
     assert _short_rank_lists(str(list(range(32)))) == str(list(range(32)))  # 32 or fewer: as they are
+
+
+# ---- operator-level detail for the focus ranks ---------------------------------------------------
+
+
+def _detail_ctx(many_session, monkeypatch, detail_ranks=None):
+    """A context over a fresh session (no result computed yet) whose run counts as more than
+    DETAIL_RANKS_MAX ranks, with the `ops` section built."""
+    from ranksight.analyses import Session
+    from ranksight.report.html.build import _run_section, load_sections
+
+    monkeypatch.setattr(rkmod, "DETAIL_RANKS_MAX", 8)
+    ctx = Ctx(Session(many_session.run), detail_ranks=detail_ranks)
+    sec = next(s for s in load_sections() if s.slug == "ops")
+    out = _run_section(sec, ctx)
+    ctx.finish_tables()
+    return ctx, out
+
+
+def _ops_keys(ctx):
+    return [k[1] for k in ctx.session._store.results if k[0] == "ops"]
+
+
+def test_operator_detail_runs_on_the_focus_ranks_beyond_the_limit(many_session, monkeypatch):
+    ctx, out = _detail_ctx(many_session, monkeypatch)
+    focus = sorted(ctx.focus().ranks)
+    assert SLOW in focus and len(focus) < N
+    assert ctx.detail_subset() == focus
+    assert _ops_keys(ctx) == [tuple(focus)]  # `ops` never ran on the 40 ranks
+    assert out["shown"]
+    (table,) = [b for b in out["blocks"] if b["type"] == "table"]
+    assert table["rank_subset"] == {"ranks": focus, "of": N, "reason": "detail"}
+    rank_col = [c["name"] for c in table["columns"]].index("rank")
+    assert set(table["data"][rank_col]) == set(focus)
+    notes = [ctx.strings.strings[n] for n in out["notes"]]  # interned
+    assert any(n.startswith(f"operator-level detail for {len(focus)} of {N} ranks") for n in notes)
+    # what is not operator-level detail still covers every rank
+    assert ctx.detail_subset() is not None and ctx.result("temporal")["temporal"]["rank"].n_unique() == N
+
+
+def test_detail_ranks_asked_for_are_added_and_all_means_every_rank(many_session, monkeypatch):
+    ctx, _ = _detail_ctx(many_session, monkeypatch, detail_ranks=[0, 39])
+    assert ctx.detail_subset() == sorted(set(ctx.focus().ranks) | {0, 39})
+    ctx, out = _detail_ctx(many_session, monkeypatch, detail_ranks="all")
+    assert ctx.detail_subset() is None and _ops_keys(ctx) == [None]
+    (table,) = [b for b in out["blocks"] if b["type"] == "table"]
+    assert "rank_subset" not in table  # 40 ranks' rows fit the budget
+    assert not any(ctx.strings.strings[n].startswith("operator-level detail") for n in out["notes"])
+
+
+def test_detail_ranks_must_be_ranks_of_the_run(many_session):
+    from ranksight.errors import UsageError
+    from ranksight.report.html import build_payload
+
+    with pytest.raises(UsageError, match=r"detail ranks \[40, 99\] are not ranks of this run"):
+        build_payload(many_session, detail_ranks=[3, 40, 99])
+    with pytest.raises(UsageError, match="'all' or a list of ranks"):
+        build_payload(many_session, detail_ranks="some")
+
+
+def test_detail_ranks_option_parses_ranks_and_ranges():
+    import argparse
+
+    from ranksight.cli.report import _detail_ranks
+
+    assert _detail_ranks("all") == "all"
+    assert _detail_ranks("5, 17,40-43,5") == [5, 17, 40, 41, 42, 43]
+    with pytest.raises(argparse.ArgumentTypeError):
+        _detail_ranks("5,x")

@@ -53,10 +53,33 @@ def _add(p: argparse.ArgumentParser) -> None:
         "default: capture_traces/ beside the trace; 'none': no capture)",
     )
     p.add_argument(
+        "--detail-ranks",
+        metavar="RANKS",
+        type=_detail_ranks,
+        default=None,
+        help="a run of more than 64 ranks computes its operator-level sections (ops, op-perf, op-kernels, "
+        "kernel-config, modules) for the focus ranks (worst, outliers, minimum and maximum): 'all' for every "
+        "rank, or ranks to add, e.g. 5,17,40-47",
+    )
+    p.add_argument(
         "--snapshot",
         metavar="FILE",
         help="add a section on a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle)",
     )
+
+
+def _detail_ranks(text: str) -> str | list[int]:
+    """``all``, or ranks and ranges: ``5,17,40-47``."""
+    if text.strip() == "all":
+        return "all"
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            a, sep, b = part.strip().partition("-")
+            out += list(range(int(a), int(b) + 1)) if sep else [int(a)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'all' or ranks such as 5,17,40-47, not {text!r}") from None
+    return sorted(set(out))
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -88,6 +111,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             inputs=[os.path.basename(i) for i in inputs],
             baseline=baseline,
             snapshot=snapshot or None,
+            detail_ranks=args.detail_ranks,
         )
     if not ctx.quiet:
         shown = sum(1 for s in doc["sections"] if s["shown"])

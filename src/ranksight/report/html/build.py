@@ -103,6 +103,7 @@ def _run_section(sec: Section, ctx: Ctx) -> dict[str, Any]:
         "blocks": [],
     }
     ctx.notes = []
+    ctx._detail_used = None
     t0 = time.perf_counter()
     try:
         blocks = sec.build(ctx)
@@ -134,15 +135,31 @@ def build_payload(
     inputs: Sequence[str] = (),
     baseline: tuple[Any, tuple[str, str]] | None = None,
     snapshot: str | os.PathLike[str] | None = None,
+    detail_ranks: Sequence[int] | str | None = None,
 ) -> dict[str, Any]:
     """The report document (see ``docs/report-schema.json``) of a run or a
     :class:`~ranksight.analyses.Session` (pass the session to reuse the analysis results it
     holds, e.g. after :func:`ranksight.report.headline.build_summary`). ``baseline`` is
     ``(base run, (base label, this run's label))`` for the comparison section; ``snapshot`` a
-    PyTorch memory snapshot file for its section."""
+    PyTorch memory snapshot file for its section; ``detail_ranks`` the ranks of the operator-level
+    sections beyond the focus ranks of a run of many ranks, or ``"all"`` (see
+    :meth:`~ranksight.report.html.sections.Ctx.detail_subset`)."""
     from ranksight import __version__
+    from ranksight.errors import UsageError
 
-    ctx = Ctx(Session.of(run), baseline=baseline, snapshot=None if snapshot is None else os.fspath(snapshot))
+    session = Session.of(run)
+    if detail_ranks is not None and detail_ranks != "all":
+        if isinstance(detail_ranks, str):
+            raise UsageError(f"detail ranks: 'all' or a list of ranks, not {detail_ranks!r}")
+        unknown = sorted({int(r) for r in detail_ranks} - set(session.ranks))
+        if unknown:
+            raise UsageError(f"detail ranks {unknown} are not ranks of this run ({len(session.ranks)} ranks)")
+    ctx = Ctx(
+        session,
+        baseline=baseline,
+        snapshot=None if snapshot is None else os.fspath(snapshot),
+        detail_ranks=detail_ranks,
+    )
     run = ctx.run
     todo = _sections_to_run()
     # findings link to the sections that show their evidence: build them last, show them first

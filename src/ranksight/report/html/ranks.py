@@ -32,6 +32,8 @@ import polars as pl
 
 __all__ = [
     "MANY_RANKS",
+    "DETAIL_ANALYSES",
+    "DETAIL_RANKS_MAX",
     "OUTLIER_Z",
     "WORST_RANKS",
     "HIGHER_IS_WORSE",
@@ -48,6 +50,12 @@ __all__ = [
 
 #: Runs with more ranks than this get the many-rank report.
 MANY_RANKS = 32
+#: Operator-level analyses: one row per operator, kernel configuration or module of each rank,
+#: ~100 ms per rank and read by no headline or finding. A report of more than
+#: :data:`DETAIL_RANKS_MAX` ranks computes them for the focus ranks (and the ranks asked for with
+#: ``ranksight report --detail-ranks``), not every rank; ``--detail-ranks all`` for every rank.
+DETAIL_ANALYSES = frozenset({"ops", "op-perf", "op-kernels", "kernel-config", "modules"})
+DETAIL_RANKS_MAX = 64
 #: |robust z| above which a rank's value is an outlier.
 OUTLIER_Z = 3.5
 #: Ranks shown in full as "the worst ranks".

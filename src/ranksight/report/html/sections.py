@@ -62,6 +62,8 @@ class _Deferred:
     df: pl.DataFrame
     max_rows: int
     kw: dict[str, Any]
+    #: the ranks an operator-level analysis ran on (:meth:`Ctx.detail_subset`), None: every rank
+    detail: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,11 +118,16 @@ class Ctx:
     baseline: tuple[Any, tuple[str, str]] | None = None
     #: a PyTorch memory snapshot file (``ranksight report --snapshot``), if any
     snapshot: str | None = None
+    #: the ranks of the operator-level analyses (``ranksight report --detail-ranks``): ``"all"``,
+    #: ranks added to the focus ranks, or None (the default: see :meth:`detail_subset`)
+    detail_ranks: Sequence[int] | str | None = None
 
     #: per-rank tables of a many-rank report waiting for :meth:`finish_tables`
     deferred: list[_Deferred] = field(default_factory=list)
     _focus: rkmod.Focus | None = None
     _headlines: pl.DataFrame | None = None
+    #: the section being built read an operator-level analysis on a subset of ranks
+    _detail_used: list[int] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.session, Session):  # a Run
@@ -144,8 +151,22 @@ class Ctx:
 
     def result(self, name: str, **options: Any) -> AnalysisResult:
         """The analysis ``name`` (computed once per set of options by the session); its notes go
-        to the section. Raises :class:`Skip` with the reason when the result is :class:`Missing`."""
-        res = _skip_if_missing(self.session.try_result(name, **options))
+        to the section. Raises :class:`Skip` with the reason when the result is :class:`Missing`.
+        An operator-level analysis (:data:`~ranksight.report.html.ranks.DETAIL_ANALYSES`) runs on
+        :meth:`detail_subset`, and the section's per-rank tables say so."""
+        sess = self.session
+        sub = self.detail_subset() if name in rkmod.DETAIL_ANALYSES else None
+        if sub is not None:
+            sess = sess.with_ranks(sub)
+            self._detail_used = sub
+            note = (
+                f"operator-level detail for {len(sub)} of {len(self.session.ranks)} ranks (the focus ranks"
+                f"{' and those asked for' if self.detail_ranks not in (None, 'all') else ''}: "
+                f"{rkmod.rank_ranges(sub)}); `ranksight report --detail-ranks all` computes every rank's"
+            )
+            if note not in self.notes:
+                self.notes.append(note)
+        res = _skip_if_missing(sess.try_result(name, **options))
         for n in res.notes:
             if n not in self.notes:
                 self.notes.append(n)
@@ -187,7 +208,7 @@ class Ctx:
         rows while the size budget lasts, else the focus ranks' rows (the block says which)."""
         if self.many and "rank" in df.columns and df.schema["rank"].is_integer():
             block: dict[str, Any] = {"type": "table", "id": id, "title": title}
-            self.deferred.append(_Deferred(block, df, max_rows, kw))
+            self.deferred.append(_Deferred(block, df, max_rows, kw, self._detail_used))
             return block
         total = df.height
         if total > max_rows:
@@ -215,6 +236,22 @@ class Ctx:
                 else got.tables["per_rank"]
             )
         return self._headlines
+
+    def end_detail(self) -> None:
+        """The per-rank tables the section makes from here on are not an operator-level
+        analysis' (a section that reads one only to choose what to show, e.g. ``sequences``)."""
+        self._detail_used = None
+
+    def detail_subset(self) -> list[int] | None:
+        """The ranks the operator-level analyses run on: None (every rank) up to
+        :data:`~ranksight.report.html.ranks.DETAIL_RANKS_MAX` ranks or with ``detail_ranks="all"``;
+        beyond, the focus ranks and the ranks of ``detail_ranks``."""
+        ranks = list(self.session.ranks)
+        if self.detail_ranks == "all" or len(ranks) <= rkmod.DETAIL_RANKS_MAX:
+            return None
+        asked = [] if self.detail_ranks is None else [int(r) for r in self.detail_ranks]
+        sub = sorted((set(self.focus().ranks) | set(asked)) & set(ranks))
+        return sub if len(sub) < len(ranks) else None
 
     def focus(self) -> rkmod.Focus:
         """The ranks a many-rank report shows in full (worst, outliers, minimum and maximum ranks)."""
@@ -315,6 +352,8 @@ class Ctx:
                 budget -= est
                 budget_raw -= raw
                 d.block.update(encode_table(d.df, self.strings, id=d.block["id"], title=d.block["title"], **d.kw))
+                if d.detail is not None:  # every row there is, of the ranks the analysis ran on
+                    d.block["rank_subset"] = {"ranks": d.detail, "of": len(self.session.ranks), "reason": "detail"}
                 continue
             sub = d.df.filter(pl.col("rank").is_in(focus) | pl.col("rank").is_null())  # null: not a rank's row
             if sub.height > d.max_rows:
@@ -326,7 +365,7 @@ class Ctx:
             d.block["total_rows"] = d.df.height
             d.block["rank_subset"] = {
                 "ranks": sorted(int(r) for r in sub["rank"].drop_nulls().unique().to_list()),
-                "of": int(n_ranks),
+                "of": len(self.session.ranks) if d.detail is not None else int(n_ranks),
                 "reason": "size" if d.df.height <= rkmod.TABLE_MAX_ROWS else "rows",
             }
         self.deferred.clear()

@@ -126,6 +126,7 @@ def sequences(ctx: Ctx) -> list[dict[str, Any]]:
         .head(5)["name"]
         .to_list()
     )
+    ctx.end_detail()  # the operators are chosen from `ops`; the table is `sequences`' own
     for op in cand:
         try:
             tabs = ctx.tables("sequences", "patterns", op=op, min_pattern_len=2)

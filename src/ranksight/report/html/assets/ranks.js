@@ -382,7 +382,10 @@
         h("summary", null, d, t.sec.title + " · " + (t.b.title || t.b.id) + " — " +
           (sub ? "not embedded" : rows.length + " row" + (rows.length === 1 ? "" : "s")));
         if (sub) {
-          h("p", { "class": "rs-help" }, d, "This table embeds the rows of " + t.b.rank_subset.ranks.length + " of " +
+          if (t.b.rank_subset.reason === "detail") h("p", { "class": "rs-help" }, d, "This operator-level table was computed for " +
+            t.b.rank_subset.ranks.length + " of " + t.b.rank_subset.of + " ranks (the focus ranks): `ranksight report --detail-ranks " + r +
+            "` adds this rank; `ranksight analyze " + (t.sec.needs[0] || "…") + " --rank " + r + " --format csv` writes its rows.");
+          else h("p", { "class": "rs-help" }, d, "This table embeds the rows of " + t.b.rank_subset.ranks.length + " of " +
             t.b.rank_subset.of + " ranks (every rank's would exceed the report's size budget): `ranksight analyze " +
             (t.sec.needs[0] || "…") + " --rank " + r + " --format csv` writes this rank's.");
           return;

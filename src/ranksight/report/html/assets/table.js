@@ -41,7 +41,11 @@
     }
     var wrap = h("div", { "class": "rs-table-block", id: "table-" + b.id, "data-rows": n }, parent);
     if (b.title) h("h4", null, wrap, b.title);
-    if (b.rank_subset) h("p", { "class": "rs-help rs-truncated rs-subset" }, wrap, "Rows of " + b.rank_subset.ranks.length +
+    if (b.rank_subset && b.rank_subset.reason === "detail") h("p", { "class": "rs-help rs-truncated rs-subset" }, wrap,
+      "Operator-level detail computed for " + b.rank_subset.ranks.length + " of " + b.rank_subset.of + " ranks (the worst, " +
+      "outlier, minimum and maximum ranks and any asked for: " + RS.rankRanges(b.rank_subset.ranks) + "): " + RS.fmt(n) + " rows. " +
+      "`ranksight report --detail-ranks all` computes every rank's; `--detail-ranks N` adds rank N.");
+    else if (b.rank_subset) h("p", { "class": "rs-help rs-truncated rs-subset" }, wrap, "Rows of " + b.rank_subset.ranks.length +
       " of " + b.rank_subset.of + " ranks (the worst, outlier, minimum and maximum ranks: " + RS.rankRanges(b.rank_subset.ranks) +
       "): " + RS.fmt(n) + " of " + RS.fmt(b.total_rows) + " rows. " + (b.rank_subset.reason === "rows" ? "The table has too many rows" :
       "Every rank's rows would exceed the report's size budget") + "; `ranksight analyze … --rank N --format csv` writes any rank's.");
