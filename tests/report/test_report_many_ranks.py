@@ -347,3 +347,36 @@ def test_detail_ranks_option_parses_ranks_and_ranges():
     assert _detail_ranks("5, 17,40-43,5") == [5, 17, 40, 41, 42, 43]
     with pytest.raises(argparse.ArgumentTypeError):
         _detail_ranks("5,x")
+
+
+def test_critical_path_own_paths_for_the_focus_ranks_job_path_for_every_rank(many_session, monkeypatch):
+    """critical-path's per-rank paths (HTA's model) are operator-level detail; its job-wide path
+    joins every rank, and its tables are not marked."""
+    from ranksight.analyses import Session
+    from ranksight.report.html.build import _run_section, _sections_to_run
+
+    monkeypatch.setattr(rkmod, "DETAIL_RANKS_MAX", 8)
+    ctx = Ctx(Session(many_session.run))
+    focus = sorted(ctx.focus().ranks)
+    sec = next(s for s in _sections_to_run() if s.slug == "more-critical-path")
+    out = _run_section(sec, ctx)
+    ctx.finish_tables()
+    assert out["shown"], out["reason"]
+    res = ctx.session.result("critical-path", path_ranks=focus)
+    assert sorted(res["summary"]["rank"].unique().to_list()) == focus
+    assert sorted(res["job_by_rank"]["rank"].unique().to_list()) == sorted(
+        many_session.result("critical-path")["job_by_rank"]["rank"].unique().to_list()
+    )
+    blocks = {b["title"]: b for b in out["blocks"]}
+    for t in ("summary", "by_type", "by_operator", "breakdown"):
+        b = blocks[t]
+        assert b["rank_subset"]["reason"] == "detail" and b["rank_subset"]["ranks"] == focus, t
+        assert set(b["data"][[c["name"] for c in b["columns"]].index("rank")]) == set(focus), t
+    # the section asked for the focus ranks' own paths only
+    asked = [dict(k[2]) for k in ctx.session._store.results if k[0] == "critical-path"]
+    assert asked[0] == {"path_ranks": tuple(focus)}
+    for t in ("job_by_rank", "job_segments"):
+        assert "rank_subset" not in blocks[t], t
+    # the per-rank paths computed equal those of the run over every rank, rank by rank
+    full = many_session.result("critical-path")["summary"].filter(pl.col("rank").is_in(focus))
+    assert res["summary"].sort("rank", "bound_by").equals(full.sort("rank", "bound_by"))

@@ -1190,13 +1190,17 @@ def critical_path(
     instance_id: int | None = None,
     hta_compat: bool = False,
     per_rank_only: bool = False,
+    path_ranks: Sequence[int] | None = None,
 ) -> AnalysisResult:
-    """Per-rank critical paths (HTA's model) and the job-wide path of a step."""
+    """Per-rank critical paths (HTA's model) and the job-wide path of a step. ``path_ranks``: the
+    ranks whose own path is computed (default: every selected rank; the job-wide path always
+    joins every selected rank): the report of many ranks computes the focus ranks' own."""
     sess = Session.of(run, ranks)
-    per = sess.map(_rank_tables, step=step, annotation=annotation, instance_id=instance_id, hta_compat=hta_compat)
+    own = sess.ranks if path_ranks is None else [r for r in sess.ranks if r in set(path_ranks)]
+    per = sess.map(_rank_tables, own, step=step, annotation=annotation, instance_id=instance_id, hta_compat=hta_compat)
     parts = []
     rank_notes: list[tuple[int, str]] = []
-    for r in sess.ranks:
+    for r in own:
         bd, n = per[r]
         parts.append(bd)
         rank_notes += [(r, t.removeprefix(f"rank {r}: ")) for t in n]

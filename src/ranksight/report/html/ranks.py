@@ -34,6 +34,7 @@ __all__ = [
     "MANY_RANKS",
     "DETAIL_ANALYSES",
     "DETAIL_RANKS_MAX",
+    "PARTIAL_DETAIL",
     "OUTLIER_Z",
     "WORST_RANKS",
     "HIGHER_IS_WORSE",
@@ -56,6 +57,12 @@ MANY_RANKS = 32
 #: ``ranksight report --detail-ranks``), not every rank; ``--detail-ranks all`` for every rank.
 DETAIL_ANALYSES = frozenset({"ops", "op-perf", "op-kernels", "kernel-config", "modules"})
 DETAIL_RANKS_MAX = 64
+#: Analyses with operator-level per-rank tables beside tables over every rank: the option that
+#: restricts the former to some ranks, and those tables. ``critical-path``: each rank's own path
+#: (HTA's model; ~50 ms per rank); its job-wide path joins every rank.
+PARTIAL_DETAIL: dict[str, tuple[str, frozenset[str]]] = {
+    "critical-path": ("path_ranks", frozenset({"summary", "by_type", "by_operator", "breakdown"})),
+}
 #: |robust z| above which a rank's value is an outlier.
 OUTLIER_Z = 3.5
 #: Ranks shown in full as "the worst ranks".

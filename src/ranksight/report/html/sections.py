@@ -45,6 +45,9 @@ GROUPS = (
 )
 
 
+_obj_id = id  # Ctx.table's `id` is the block's
+
+
 class Skip(Exception):
     """Raised by a builder when the data does not support the section; the message says why."""
 
@@ -128,6 +131,8 @@ class Ctx:
     _headlines: pl.DataFrame | None = None
     #: the section being built read an operator-level analysis on a subset of ranks
     _detail_used: list[int] | None = None
+    #: tables (by id) of analyses in PARTIAL_DETAIL computed for a subset of ranks: that subset
+    _detail_tables: dict[int, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.session, Session):  # a Run
@@ -155,10 +160,14 @@ class Ctx:
         An operator-level analysis (:data:`~ranksight.report.html.ranks.DETAIL_ANALYSES`) runs on
         :meth:`detail_subset`, and the section's per-rank tables say so."""
         sess = self.session
-        sub = self.detail_subset() if name in rkmod.DETAIL_ANALYSES else None
+        partial = rkmod.PARTIAL_DETAIL.get(name)
+        sub = self.detail_subset() if name in rkmod.DETAIL_ANALYSES or partial is not None else None
         if sub is not None:
-            sess = sess.with_ranks(sub)
-            self._detail_used = sub
+            if partial is None:
+                sess = sess.with_ranks(sub)
+                self._detail_used = sub
+            else:  # the option restricts the operator-level tables; the others cover every rank
+                options = {**options, partial[0]: sub}
             note = (
                 f"operator-level detail for {len(sub)} of {len(self.session.ranks)} ranks (the focus ranks"
                 f"{' and those asked for' if self.detail_ranks not in (None, 'all') else ''}: "
@@ -167,6 +176,8 @@ class Ctx:
             if note not in self.notes:
                 self.notes.append(note)
         res = _skip_if_missing(sess.try_result(name, **options))
+        if sub is not None and partial is not None:
+            self._detail_tables.update({id(res.tables[t]): sub for t in partial[1] if t in res.tables})
         for n in res.notes:
             if n not in self.notes:
                 self.notes.append(n)
@@ -208,7 +219,8 @@ class Ctx:
         rows while the size budget lasts, else the focus ranks' rows (the block says which)."""
         if self.many and "rank" in df.columns and df.schema["rank"].is_integer():
             block: dict[str, Any] = {"type": "table", "id": id, "title": title}
-            self.deferred.append(_Deferred(block, df, max_rows, kw, self._detail_used))
+            detail = self._detail_tables.get(_obj_id(df), self._detail_used)
+            self.deferred.append(_Deferred(block, df, max_rows, kw, detail))
             return block
         total = df.height
         if total > max_rows:
