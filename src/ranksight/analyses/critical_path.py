@@ -621,10 +621,15 @@ def _simulate(n: int, E: pl.DataFrame, d: np.ndarray, ts: np.ndarray, lo: int) -
         raise MissingDataError(f"the job-wide critical-path graph cannot be ordered: {err}") from err
     if nodes.size < 2:
         return 0
-    k = pl.DataFrame({"s": nodes[:-1], "d": nodes[1:]}).join(
-        pl.DataFrame({"s": s2, "d": d2, "w": w2}).unique(["s", "d"], keep="last"), on=["s", "d"], how="left"
-    )
-    return int(k["w"].sum())
+    # the path's edges by (src, dst) key: E has one edge per pair (made unique before) and the
+    # root edges leave the extra node n, so each key is one edge
+    key = s2 * (n + 1) + d2
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    want = nodes[:-1] * (n + 1) + nodes[1:]
+    pos = np.minimum(np.searchsorted(sk, want), sk.size - 1)
+    hit = sk[pos] == want
+    return int(w2[order[pos[hit]]].sum())
 
 
 def _collective_nodes(  # noqa: ANN202
