@@ -1,5 +1,6 @@
 """1,024 small rank files through ``info``, ``summary`` and ``report`` (issue 19): every rank read
-and shown, the slow rank named, the report under 10 MB with every rank's data in it.
+and shown, the slow rank named, the report under 10 MB with every rank's data in it (the
+operator-level tables: the focus ranks').
 
 The run is the hand-built one of tests/report/many_ranks.py at 1,024 ranks (rank 13 slow by known
 amounts before each all-reduce). Heavy (minutes on the 2-core development machine: the analyses
@@ -64,6 +65,14 @@ def test_report_is_small_and_holds_every_rank(run_dir, tmp_path):
     # the slow rank is the one the others wait for, the only outlier, and shown first
     detail = blocks["ranks-detail"]
     assert detail["ranks"] == list(range(N)) and detail["worst"][0] == SLOW and SLOW in detail["outliers"]
+    # operator-level tables: computed for the focus ranks only (more than 64 ranks), and say so
+    details = sorted(b for b in blocks if blocks[b].get("rank_subset", {}).get("reason") == "detail")
+    assert "ops-table" in details
+    for bid in details:
+        sub = blocks[bid]["rank_subset"]
+        assert sub["reason"] == "detail" and sub["of"] == N and sub["ranks"] == sorted(detail["focus"]), bid
+        ranks = blocks[bid]["data"][[c["name"] for c in blocks[bid]["columns"]].index("rank")]
+        assert set(ranks) <= set(detail["focus"]) and SLOW in ranks, bid
     S = doc["strings"]
     spread = blocks["ranks-spread"]
     names = [c["name"] for c in spread["columns"]]

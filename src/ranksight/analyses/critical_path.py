@@ -66,11 +66,10 @@ __all__ = [
 
 #: Event names that are data loading (PyTorch's DataLoader iterator record).
 DATA_LOAD_PATTERNS = (r"^enumerate\(DataLoader\)#",)
-#: HTA's communication-kernel pattern (``is_comm_kernel``), compatibility mode only.
 #: ``rank not late`` what-if scenarios at most: the ranks with the most lateness summed over the
 #: collectives they were last to (ties: the lower rank). Each is a replay of every rank's edges.
 WHAT_IF_LATE_RANKS = 8
-
+#: HTA's communication-kernel pattern (``is_comm_kernel``), compatibility mode only.
 HTA_COMM_KERNEL_RE = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
 #: Job-wide categories, in display order.
 CATEGORIES = ("compute", "communication", "host", "data_loading", "waiting_on_rank", "idle")

@@ -58,8 +58,8 @@ def _add(p: argparse.ArgumentParser) -> None:
         type=_detail_ranks,
         default=None,
         help="a run of more than 64 ranks computes its operator-level sections (ops, op-perf, op-kernels, "
-        "kernel-config, modules) for the focus ranks (worst, outliers, minimum and maximum): 'all' for every "
-        "rank, or ranks to add, e.g. 5,17,40-47",
+        "kernel-config, modules, each rank's own critical path) for the focus ranks (worst, outliers, minimum "
+        "and maximum): 'all' for every rank, or ranks to add, e.g. 5,17,40-47",
     )
     p.add_argument(
         "--snapshot",

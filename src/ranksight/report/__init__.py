@@ -25,8 +25,8 @@ def write_html(
     """Write the self-contained HTML report of ``run`` (a :class:`~ranksight.model.run.Run`, a
     :class:`~ranksight.analyses.Session` whose results it reuses, or the paths ``ranksight.load``
     takes) to ``path`` and return the path. Never over an input; an existing file only with
-    ``force``. ``options``: ``baseline=(run, (base_label, test_label))``, ``snapshot=FILE``
-    (:func:`ranksight.report.html.write_report`)."""
+    ``force``. ``options``: ``baseline=(run, (base_label, test_label))``, ``snapshot=FILE``,
+    ``detail_ranks="all"`` or ranks (:func:`ranksight.report.html.write_report`)."""
     from ranksight import load
     from ranksight.io.output import check_output
     from ranksight.report.html import write_report

@@ -24,8 +24,8 @@ def write_report(
     run: Any, path: str | os.PathLike[str], *, title: str | None = None, inputs: Sequence[str] = (), **options: Any
 ) -> dict[str, Any]:
     """Build the report of a run or a :class:`~ranksight.analyses.Session` (whose results it
-    reuses) and write it to ``path`` atomically; returns the payload. ``options``: ``baseline``
-    and ``snapshot`` of :func:`build_payload`."""
+    reuses) and write it to ``path`` atomically; returns the payload. ``options``: ``baseline``,
+    ``snapshot`` and ``detail_ranks`` of :func:`build_payload`."""
     doc = build_payload(run, title=title, inputs=inputs, **options)
     write_atomic(render_html(doc), os.fspath(path))
     return doc

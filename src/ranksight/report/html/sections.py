@@ -259,7 +259,7 @@ class Ctx:
         :data:`~ranksight.report.html.ranks.DETAIL_RANKS_MAX` ranks or with ``detail_ranks="all"``;
         beyond, the focus ranks and the ranks of ``detail_ranks``."""
         ranks = list(self.session.ranks)
-        if self.detail_ranks == "all" or len(ranks) <= rkmod.DETAIL_RANKS_MAX:
+        if self.detail_ranks == "all" or len(ranks) <= rkmod.DETAIL_RANKS_MAX or not self.many:
             return None
         asked = [] if self.detail_ranks is None else [int(r) for r in self.detail_ranks]
         sub = sorted((set(self.focus().ranks) | set(asked)) & set(ranks))
