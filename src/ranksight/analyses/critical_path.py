@@ -389,7 +389,7 @@ def _offsets(sess: Session) -> tuple[dict[int, int], list[str]]:
         cd = comm_data(sess)
     except RanksightError as err:
         return zeros, [f"clocks not aligned (offsets 0): {err}"]
-    off = {int(r): int(o) for r, o in zip(cd.offsets["rank"].to_list(), cd.offsets["offset_ns"].to_list(), strict=True)}
+    off = cd.offset_map()
     return {r: off.get(r, 0) for r in sess.ranks}, []
 
 

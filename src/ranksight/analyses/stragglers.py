@@ -69,13 +69,9 @@ def _offset(offsets: pl.DataFrame | dict[int, int], rank: int) -> int:
     return int(offsets.filter(pl.col("rank") == rank)["offset_ns"].item())
 
 
-def _offset_map(offsets: pl.DataFrame) -> dict[int, int]:
-    return {int(r): int(o) for r, o in offsets.select("rank", "offset_ns").iter_rows()}
-
-
 def _segments_all(sess: Session, cd: CommData) -> pl.DataFrame:
     """Segments of every rank in aligned time."""
-    seg = sess.map(rank_segments, cd.ranks, per_rank=RankSlices(cd.per_rank), offsets=_offset_map(cd.offsets))
+    seg = sess.map(rank_segments, cd.ranks, per_rank=RankSlices(cd.per_rank), offsets=cd.offset_map())
     return pl.concat([seg[r] for r in cd.ranks], how="vertical_relaxed") if seg else pl.DataFrame()
 
 
@@ -446,7 +442,7 @@ def rank_segment_work(
 def _work(sess: Session, cd: CommData, seg: pl.DataFrame, late: pl.DataFrame) -> pl.DataFrame:
     """Segment work of every rank for the late instances only."""
     wanted = seg.filter(pl.col("instance").is_in(late["instance"].unique().implode()))
-    out = sess.map(rank_segment_work, cd.ranks, seg=RankSlices(wanted), offsets=_offset_map(cd.offsets))
+    out = sess.map(rank_segment_work, cd.ranks, seg=RankSlices(wanted), offsets=cd.offset_map())
     return pl.concat([out[r] for r in cd.ranks], how="vertical_relaxed") if out else pl.DataFrame(schema=WORK_SCHEMA)
 
 

@@ -308,3 +308,7 @@ class CommData:
     ranks: list[int]
     aligned: bool
     notes: list[str] = field(default_factory=list)
+
+    def offset_map(self) -> dict[int, int]:
+        """``{rank: offset_ns}`` of :attr:`offsets` (what a per-rank map is handed)."""
+        return {int(r): int(o) for r, o in self.offsets.select("rank", "offset_ns").iter_rows()}
