@@ -25,6 +25,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
+from ranksight.analyses.run_context import seed_taxonomy
 from ranksight.model.taxonomy import MATRIX_FAMILIES
 from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
 
@@ -42,6 +43,7 @@ def _share(col: str, over: str | list[str] | None = None) -> pl.Expr:
 def kernel_taxonomy(run: Run, *, ranks: Sequence[int] | None = None, top: int = 30) -> AnalysisResult:
     """The kernel taxonomy of the selected ranks (see the module doc)."""
     sess = Session.of(run, ranks)
+    seed_taxonomy(sess)  # many small ranks: one pass over all of them
     per = [t for t in sess.map(kernel_taxonomy_table).values() if t.height]
     if not per:
         return AnalysisResult(

@@ -24,6 +24,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Session
+from ranksight.views.kernel_taxonomy import seed_kernel_taxonomy
 from ranksight.views.run_context import RunContext, context_line, run_context
 
 if TYPE_CHECKING:
@@ -54,8 +55,21 @@ def run_contexts(run: Run | Session, ranks: Sequence[int] | None = None) -> dict
     """``{rank: RunContext}`` over the session's ranks, computed once per session (the accessor
     for rules: ``ctx.is_inference``, ``ctx.is_capture``, ``ctx.low_precision``, ...)."""
     sess = Session.of(run, ranks)
-    ctxs: dict[int, RunContext] = sess.memo(("run_context",), lambda: sess.map(run_context))
+    ctxs: dict[int, RunContext] = sess.memo(("run_context",), lambda: _contexts(sess))
     return ctxs
+
+
+def _contexts(sess: Session) -> dict[int, RunContext]:
+    seed_taxonomy(sess)
+    return sess.map(run_context)
+
+
+def seed_taxonomy(sess: Session) -> None:
+    """Many small ranks held here: every rank's kernel taxonomy in one pass over the stacked events
+    (each distinct kernel name classified once, issue 19), before the per-rank work reads it."""
+    stacked = sess.stacked_events()
+    if stacked is not None:
+        seed_kernel_taxonomy([sess.trace(r) for r in sess.ranks], stacked)
 
 
 def run_context_line(ctxs: dict[int, RunContext]) -> str | None:

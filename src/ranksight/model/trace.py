@@ -267,6 +267,11 @@ class Trace:
             self._memos[key] = compute()
         return self._memos[key]
 
+    def has_memo(self, key: str) -> bool:
+        """Whether :meth:`memo` holds ``key`` already (a run-wide pass seeds only the traces
+        that lack it)."""
+        return key in self._memos
+
     @property
     def events_resident(self) -> bool:
         """Whether the events table is held in memory (else read from the cache entry per query)."""
