@@ -27,7 +27,8 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Missing, Session
 from ranksight.analyses.collectives import comm_data
 from ranksight.model.kinds import GPU_KINDS
-from ranksight.views.idle_gaps import CAUSES, PIECE_SCHEMA, WAIT_SCHEMA, idle_pieces
+from ranksight.views.gpu_work import gpu_work_categorical, step_windows
+from ranksight.views.idle_gaps import CAUSES, PIECE_SCHEMA, WAIT_SCHEMA, idle_pieces, idle_pieces_many
 from ranksight.views.rank_slices import RankSlices, rank_rows
 
 if TYPE_CHECKING:
@@ -115,9 +116,23 @@ def idle_causes(run: Run, *, ranks: Sequence[int] | None = None, top: int = 5) -
         waits = None
     elif waits is None:
         notes.append("one rank loaded: waits for late peers (collective_wait) need several ranks")
-    per = sess.map(rank_idle_causes, waits=RankSlices(waits) if waits is not None else None)
-    frames = [per[r][0] for r in sess.ranks]
-    gaps = pl.concat(frames) if frames else pl.DataFrame(schema={c: t for c, t in GAP_SCHEMA.items() if c != "dur_us"})
+    stacked = sess.stacked_events()
+    if stacked is not None:  # many small ranks: every rank in one pass (equal to rank by rank)
+        traces = {r: sess.trace(r) for r in sess.ranks}
+        gaps = idle_pieces_many(
+            stacked.lazy(), {r: (gpu_work_categorical(t), step_windows(t)) for r, t in traces.items()}, waits
+        )
+        with_gpu = set(
+            stacked.lazy().filter(pl.col("kind").is_in(list(GPU_KINDS))).select("rank").unique().collect()["rank"]
+        )
+        has_gpu = {r: r in with_gpu for r in sess.ranks}
+    else:
+        per = sess.map(rank_idle_causes, waits=RankSlices(waits) if waits is not None else None)
+        frames = [per[r][0] for r in sess.ranks]
+        gaps = (
+            pl.concat(frames) if frames else pl.DataFrame(schema={c: t for c, t in GAP_SCHEMA.items() if c != "dur_us"})
+        )
+        has_gpu = {r: per[r][1] for r in sess.ranks}
     gaps = gaps.with_columns((_NS / 1e3).round(3).alias("dur_us")).select(list(GAP_SCHEMA))
     by_rank = _aggregate(gaps.filter("in_span"), ["rank"])
     by_step = _aggregate(gaps.filter(pl.col("step").is_not_null()), ["rank", "step"])
@@ -132,7 +147,7 @@ def idle_causes(run: Run, *, ranks: Sequence[int] | None = None, top: int = 5) -
         .sort(["rank", "idle_us", "cause", "call_site"], descending=[False, True, False, False])
     )
     gaps = gaps.sort(["dur_us", "rank", "start_ns"], descending=[True, False, False])
-    no_gpu = [r for r in sess.ranks if not per[r][1]]
+    no_gpu = [r for r in sess.ranks if not has_gpu[r]]
     if no_gpu:
         notes.append(
             f"rank(s) {no_gpu} have no GPU work (CPU-only): no GPU idle to explain, nothing attributed "

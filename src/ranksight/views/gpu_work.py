@@ -40,6 +40,7 @@ __all__ = [
     "gpu_work",
     "gpu_work_of",
     "seed_gpu_work",
+    "gpu_work_categorical",
     "hta_kernel_type",
     "needs_hta_rounding",
     "merge",
@@ -117,6 +118,13 @@ def gpu_work(trace: Trace, *, hta_compat: bool = False) -> pl.DataFrame:
     kernel_type`` (see the module docstring for the two definitions)."""
     g = trace.memo("gpu_work:hta" if hta_compat else "gpu_work", lambda: _gpu_work(trace, hta_compat))
     return _with_string_names(g)
+
+
+def gpu_work_categorical(trace: Trace) -> pl.DataFrame:
+    """:func:`gpu_work` (ranksight's definition) as cached: ``name`` categorical (no query; what a
+    pass over many ranks concatenates before it casts the names once)."""
+    g: pl.DataFrame = trace.memo("gpu_work", lambda: _gpu_work(trace, False))
+    return g
 
 
 def _work_columns() -> list[pl.Expr]:

@@ -54,7 +54,7 @@ from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.views.comm_extract import COLLECTIVE_OP_RE
 from ranksight.views.comm_segments import DATA_FETCH_RE
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
-from ranksight.views.gpu_work import gpu_work, step_windows
+from ranksight.views.gpu_work import gpu_work_categorical, step_windows
 from ranksight.views.intervals import intersect, subtract, union
 from ranksight.views.names import normalize_kernel
 
@@ -153,15 +153,22 @@ def _innermost(spans: pl.DataFrame, t: np.ndarray) -> np.ndarray:
 
 
 # ---- the gaps and their next work --------------------------------------------------------------
+#
+# Several ranks run in one pass (issue 19): each rank's busy blocks, scope and pieces are numpy work
+# on its own arrays; everything that needs the events (launches, thread spans) is one query over
+# the stacked events keyed by rank. The CPU attribution runs on *lanes*: each (rank, pid, tid)
+# thread's times are moved into a stretch of their own, [lane × stride, (lane + 1) × stride), so
+# the interval sweeps over every lane at once see each thread alone, exactly as one thread's sweep.
 
 
-def _launches(trace: Trace, rows: pl.Series) -> pl.DataFrame:
-    """``launch_row, l_ts_ns, pid, tid, api`` of the given launch rows."""
-    rows = rows.drop_nulls().unique().cast(pl.UInt32)
+def _launches(ev: pl.LazyFrame, w: pl.DataFrame) -> pl.DataFrame:
+    """``rank, launch_row, l_ts_ns, pid, tid, api`` of the launch rows of the GPU work ``w``."""
+    want = w.select("rank", pl.col("launch_row").alias("row")).drop_nulls().unique()
     return (
-        trace.scan()
-        .filter(pl.col("row").is_in(rows.implode()))
+        ev.select("rank", "row", "ts_ns", "pid", "tid", "name")
+        .join(want.lazy(), on=["rank", "row"], how="semi")
         .select(
+            "rank",
             pl.col("row").alias("launch_row"),
             pl.col("ts_ns").alias("l_ts_ns"),
             pl.col("pid").cast(pl.Int64),
@@ -172,23 +179,19 @@ def _launches(trace: Trace, rows: pl.Series) -> pl.DataFrame:
     )
 
 
-def _gap_heads(g: pl.DataFrame, ms: np.ndarray, me: np.ndarray, trace: Trace) -> pl.DataFrame:
-    """One row per gap ``k`` (0..nb): the next work (``next_name``, launch ``l_ts_ns``, ``pid``,
-    ``tid``, ``api``; ``has_next``) or, for the last gap, the launching thread of the work that
-    ends the last block (``has_next`` false, no ``l_ts_ns``)."""
-    nb = ms.size
-    ts = g["ts_ns"].to_numpy()
-    block = np.searchsorted(ms, ts, side="right") - 1
-    w = g.select("row", "name", "launch_row", "ts_ns", "end_ns").with_columns(pl.Series("block", block))
-    lw = _launches(trace, w["launch_row"])
-    w = w.join(lw, on="launch_row", how="left")
+def _gap_heads(w: pl.DataFrame, ev: pl.LazyFrame) -> pl.DataFrame:
+    """One row per rank and gap ``k`` (0..nb): the next work (``next_name``, launch ``l_ts_ns``,
+    ``pid``, ``tid``, ``api``; ``has_next``) or, for the last gap, the launching thread of the work
+    that ends the last block (``has_next`` false, no ``l_ts_ns``). ``w``: the GPU work with
+    ``rank, block, is_head`` (starts its block), ``is_tail`` (ends the last block) and ``nb``."""
+    w = w.join(_launches(ev, w), on=["rank", "launch_row"], how="left")
     first = (
-        w.with_columns(pl.Series("bstart", ms[block]))
-        .filter(pl.col("ts_ns") == pl.col("bstart"))
-        .sort(["block", "l_ts_ns", "row"], nulls_last=True)
-        .group_by("block", maintain_order=True)
+        w.filter("is_head")
+        .sort(["rank", "block", "l_ts_ns", "row"], nulls_last=True)
+        .group_by("rank", "block", maintain_order=True)
         .first()
         .select(
+            "rank",
             pl.col("block").cast(pl.Int64).alias("gap"),
             pl.col("name").alias("next_name"),
             "l_ts_ns",
@@ -199,11 +202,13 @@ def _gap_heads(g: pl.DataFrame, ms: np.ndarray, me: np.ndarray, trace: Trace) ->
         )
     )
     last = (
-        w.filter((pl.col("block") == nb - 1) & (pl.col("end_ns") == int(me[-1])))
-        .sort(["l_ts_ns", "row"], descending=[True, False], nulls_last=True)
-        .head(1)
+        w.filter("is_tail")
+        .sort(["rank", "l_ts_ns", "row"], descending=[False, True, False], nulls_last=True)
+        .group_by("rank", maintain_order=True)
+        .first()
         .select(
-            pl.lit(nb, dtype=pl.Int64).alias("gap"),
+            "rank",
+            pl.col("nb").cast(pl.Int64).alias("gap"),
             pl.lit(None, dtype=pl.String).alias("next_name"),
             pl.lit(None, dtype=pl.Int64).alias("l_ts_ns"),
             "pid",
@@ -215,15 +220,15 @@ def _gap_heads(g: pl.DataFrame, ms: np.ndarray, me: np.ndarray, trace: Trace) ->
     return pl.concat([first, last], how="vertical_relaxed")
 
 
-def _thread_spans(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
-    """Spans (``SPAN_KINDS``, positive length) of the given ``pid, tid`` threads with their roles:
-    ``is_sync``, ``is_fetch``, ``is_coll``; sorted by thread and start."""
-    ev = trace.scan()
+def _thread_spans(ev: pl.LazyFrame, threads: pl.DataFrame) -> pl.DataFrame:
+    """Spans (``SPAN_KINDS``, positive length) of the given ``rank, pid, tid`` threads with their
+    roles: ``is_sync``, ``is_fetch``, ``is_coll``; sorted by rank, thread and start."""
     sync_corr = (
         ev.filter((pl.col("kind") == "sync") & (pl.col("name").cast(pl.String) != _CUDA_SYNC_NOT_BLOCKING))
-        .select("correlation")
+        .select("rank", "correlation")
         .drop_nulls()
-        .collect()["correlation"]
+        .unique()
+        .with_columns(pl.lit(True).alias("__sc"))
     )
     sp = (
         ev.filter(
@@ -233,6 +238,7 @@ def _thread_spans(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
             & (pl.col("dur_ns") > 0)
         )
         .select(
+            "rank",
             "row",
             pl.col("pid").cast(pl.Int64),
             pl.col("tid").cast(pl.Int64),
@@ -242,8 +248,9 @@ def _thread_spans(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
             "name",
             "correlation",
         )
+        .join(threads.lazy(), on=["rank", "pid", "tid"], how="semi")
+        .join(sync_corr, on=["rank", "correlation"], how="left", maintain_order="left")
         .collect()
-        .join(threads, on=["pid", "tid"], how="semi")
     )
     names = sp["name"].cast(pl.String).unique().drop_nulls()
     sync_names = names.filter(names.str.contains(HOST_SYNC_API_RE))
@@ -256,22 +263,26 @@ def _thread_spans(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
         sp.with_columns(
             (
                 launch
-                & (n.is_in(sync_names.implode()) | pl.col("correlation").is_in(sync_corr.implode()))
+                & (n.is_in(sync_names.implode()) | pl.col("__sc").fill_null(False))
                 & ~n.is_in(query_names.implode())
             ).alias("is_sync"),
             n.is_in(fetch_names.implode()).alias("is_fetch"),
             n.is_in(coll_names.implode()).alias("is_coll"),
             n.alias("name"),
         )
-        .drop("correlation")
-        .sort(["pid", "tid", "ts_ns", "end_ns"], descending=[False, False, False, True])
+        .drop("correlation", "__sc")
+        .sort(
+            ["rank", "pid", "tid", "ts_ns", "end_ns"],
+            descending=[False, False, False, False, True],
+            maintain_order=True,
+        )
     )
 
 
 def _sync_sites(spans: pl.DataFrame) -> np.ndarray:
-    """Call site of each span of one thread read as a synchronisation: its parent op or Python
-    frame when it has one (``aten::_local_scalar_dense`` for ``.item()``, ``aten::copy_`` for
-    ``.cpu()``), else its own name."""
+    """Call site of each span read as a synchronisation (spans of one thread, or of every lane in
+    lane times): its parent op or Python frame when it has one (``aten::_local_scalar_dense`` for
+    ``.item()``, ``aten::copy_`` for ``.cpu()``), else its own name."""
     par = parent_spans(spans.select(pl.lit(0, dtype=pl.Int64).alias("k"), "ts_ns", "end_ns"), key="k")
     p = par.fill_null(0).cast(pl.Int64).to_numpy()
     kinds = spans["kind"].to_numpy()
@@ -287,11 +298,13 @@ def _rows_of(rows: np.ndarray, j: np.ndarray) -> np.ndarray:
     return np.where(j >= 0, rows[np.maximum(j, 0)], -1)
 
 
-def _attribute_thread(spans: pl.DataFrame, parts: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
-    """Attribute the CPU parts (``gap, step, in_span, start_ns, end_ns, a_ns``, in time order) of
-    one thread whose spans are ``spans`` (module doc, steps 1–6). Returns the pieces with
-    ``cause`` and the evidence columns ``span`` (index into ``spans``), ``wait`` (index into
-    ``waits``), ``blocked_ns`` (drained syncs)."""
+def _attribute(spans: pl.DataFrame, parts: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """Attribute the CPU parts (``gkey, rank, gap, step, in_span, tid, start_ns, end_ns, a_ns``, in
+    lane times, sorted by lane and start; ``gkey`` one value per rank and gap) of the threads whose
+    spans are ``spans`` (lane times, by lane and start; module doc, steps 1–6), ``waits`` each lane's
+    copy of its rank's waits (lane times). Returns the pieces with ``cause`` and the evidence
+    columns ``span`` (index into ``spans``), ``wait`` (index into ``waits``), ``blocked_ns``
+    (drained syncs); times still in lane times."""
     ss, se = spans["ts_ns"].to_numpy(), spans["end_ns"].to_numpy()
     role = {r: np.flatnonzero(spans[r].to_numpy()) for r in ("is_sync", "is_fetch", "is_coll")}
     sy = union(ss[role["is_sync"]], se[role["is_sync"]])
@@ -322,10 +335,10 @@ def _attribute_thread(spans: pl.DataFrame, parts: pl.DataFrame, waits: pl.DataFr
     blocked = np.where(drained, a - (sy[0][np.maximum(comp, 0)] if sy[0].size else 0), 0)
     drain_span = np.where(drained, _rows_of(role["is_sync"], _innermost(spans[role["is_sync"]], a)), -1)
     rest = cause == ""
-    gap = parts["gap"].to_numpy()[idx]
+    gap = parts["gkey"].to_numpy()[idx]
     length = pe - ps
     rl = np.where(rest, length, 0)
-    before = np.cumsum(rl) - rl  # rest time before each piece on this thread
+    before = np.cumsum(rl) - rl  # rest time before each piece of its gap
     first_of_gap = np.r_[0, np.flatnonzero(np.diff(gap)) + 1]
     before -= np.repeat(before[first_of_gap], np.diff(np.r_[first_of_gap, ps.size]))
     take = np.where(rest, np.clip(blocked - before, 0, length), 0)
@@ -344,7 +357,7 @@ def _attribute_thread(spans: pl.DataFrame, parts: pl.DataFrame, waits: pl.DataFr
     sp = np.concatenate([span[sel[:n1]], drain_span[sel[n1 : n1 + n2]], inner[sel[n1 + n2 :]]])
     drain = np.zeros(sel.size, dtype=bool)
     drain[n1 : n1 + n2] = True
-    meta = parts.select("gap", "step", "in_span")[idx[sel]]
+    meta = parts.select("rank", "gap", "step", "in_span", "tid", "shift")[idx[sel]]
     return meta.with_columns(
         pl.Series("start_ns", start, dtype=pl.Int64),
         pl.Series("end_ns", end, dtype=pl.Int64),
@@ -356,42 +369,38 @@ def _attribute_thread(spans: pl.DataFrame, parts: pl.DataFrame, waits: pl.DataFr
     )
 
 
-def _evidence(out: pl.DataFrame, spans: pl.DataFrame, waits: pl.DataFrame, tid: int) -> pl.DataFrame:
-    """``call_site`` and ``detail`` of attributed CPU pieces of one thread (from their evidence)."""
+def _evidence(out: pl.DataFrame, spans: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """``call_site`` and ``detail`` of attributed CPU pieces (from their evidence); times back in
+    the rank's clock."""
     sync_site = pl.Series(_sync_sites(spans) if spans.height else np.empty(0, dtype=object), dtype=pl.String)
     sp = out["span"]
     ok = sp >= 0
     at = sp.clip(0)
-
-    def take(col: pl.Series, idx: pl.Series, mask: pl.Series) -> pl.Series:
-        if col.len() == 0:
-            return pl.Series([None] * idx.len(), dtype=pl.String)
-        return pl.select(pl.when(mask).then(col.gather(idx))).to_series()
-
-    name = take(spans["name"], at, ok)
-    kind = take(spans["kind"], at, ok)
-    site = take(sync_site, at, ok)
     wok = out["wait"] >= 0
     wat = out["wait"].clip(0)
-    late = take(waits["late_rank"].cast(pl.String), wat, wok)
-    ctype = take(waits["coll_type"], wat, wok)
-    inst = take(waits["instance"].cast(pl.String), wat, wok)
+
+    def take(col: pl.Series, idx: pl.Series, mask: pl.Series) -> pl.Expr:
+        if col.len() == 0:
+            return pl.lit(None, dtype=pl.String)
+        return pl.when(mask).then(col.gather(idx))
+
     c = pl.col("cause")
-    t = pl.lit(f"tid {tid}")
+    t = pl.format("tid {}", "tid")
     blocked = (pl.col("blocked_ns") / 1e3).round(1).cast(pl.String)
     return out.with_columns(
-        name.alias("__name"),
-        kind.alias("__kind"),
-        site.alias("__site"),
-        late.alias("__late"),
-        ctype.alias("__ctype"),
-        inst.alias("__inst"),
+        take(spans["name"], at, ok).alias("__name"),
+        take(spans["kind"], at, ok).alias("__kind"),
+        take(sync_site, at, ok).alias("__site"),
+        take(waits["late_rank"].cast(pl.String), wat, wok).alias("__late"),
+        take(waits["coll_type"], wat, wok).alias("__ctype"),
+        take(waits["instance"].cast(pl.String), wat, wok).alias("__inst"),
     ).select(
+        "rank",
         "gap",
         "step",
         "in_span",
-        "start_ns",
-        "end_ns",
+        pl.col("start_ns") - pl.col("shift"),
+        pl.col("end_ns") - pl.col("shift"),
         "cause",
         pl.when(c == "sync").then(pl.col("__site")).otherwise(pl.col("__name")).alias("call_site"),
         pl.when(c == "dataloader")
@@ -401,7 +410,7 @@ def _evidence(out: pl.DataFrame, spans: pl.DataFrame, waits: pl.DataFrame, tid: 
         .when(pl.col("drained"))
         .then(
             pl.format(
-                "queue drained by {}: tid {} was blocked {} µs before the GPU went idle", "__name", pl.lit(tid), blocked
+                "queue drained by {}: tid {} was blocked {} µs before the GPU went idle", "__name", "tid", blocked
             )
         )
         .when(c == "sync")
@@ -414,16 +423,18 @@ def _evidence(out: pl.DataFrame, spans: pl.DataFrame, waits: pl.DataFrame, tid: 
 
 
 def _merge_touching(df: pl.DataFrame) -> pl.DataFrame:
-    """Adjacent pieces with the same gap, step, scope, cause, call site and detail become one."""
+    """Adjacent pieces of a rank with the same gap, step, scope, cause, call site and detail become one."""
     keys = ["gap", "step", "in_span", "cause", "call_site", "detail"]
-    df = df.sort("start_ns")
-    same = pl.all_horizontal([pl.col(k).eq_missing(pl.col(k).shift(1)) for k in keys])
+    df = df.sort(["rank", "start_ns"])
+    same = pl.all_horizontal([pl.col(k).eq_missing(pl.col(k).shift(1)) for k in ["rank", *keys]])
     new = ~(same & (pl.col("start_ns") == pl.col("end_ns").shift(1))).fill_null(False)
     return (
         df.with_columns(new.cum_sum().alias("__grp"))
         .group_by("__grp", maintain_order=True)
-        .agg(*[pl.col(k).first() for k in keys], pl.col("start_ns").min(), pl.col("end_ns").max())
-        .select(list(PIECE_SCHEMA))
+        .agg(
+            pl.col("rank").first(), *[pl.col(k).first() for k in keys], pl.col("start_ns").min(), pl.col("end_ns").max()
+        )
+        .select("rank", *PIECE_SCHEMA)
     )
 
 
@@ -432,49 +443,105 @@ def idle_pieces(trace: Trace, waits: pl.DataFrame | None = None) -> pl.DataFrame
 
     ``waits`` (:data:`WAIT_SCHEMA`) are the rank's waits for late peers in its own clock; without
     them no time is ``collective_wait``. A rank without GPU work gives no piece."""
-    waits = (
-        pl.DataFrame(schema=WAIT_SCHEMA)
-        if waits is None
-        else waits.select([pl.col(c).cast(t) for c, t in WAIT_SCHEMA.items()])
-    )
-    waits = waits.sort("start_ns")
-    g = gpu_work(trace)
-    if g.height == 0:
-        return empty_pieces()
-    ms, me = union(g["ts_ns"].to_numpy(), g["end_ns"].to_numpy())
-    win = step_windows(trace)
-    ws, we = win["start_ns"].to_numpy(), win["end_ns"].to_numpy()
-    scope = union(np.r_[ms[0], ws], np.r_[me[-1], we])
-    i_s, i_e = subtract(scope, (ms, me))
-    if i_s.size == 0:
-        return empty_pieces()
-    _, ps, pe = cut(i_s, i_e, np.unique(np.concatenate([ms, me, ws, we])))
-    k = np.searchsorted(ms, ps, side="right")  # the busy block that ends the gap
-    j = np.searchsorted(ws, ps, side="right") - 1
-    in_win = (j >= 0) & (ps < we[np.maximum(j, 0)]) if ws.size else np.zeros(ps.size, dtype=bool)
-    steps = win["step"].gather(pl.Series(np.maximum(j, 0))) if ws.size else pl.Series([None] * ps.size)
+    ev = trace.scan().with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
+    w = None if waits is None else waits.with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
+    return idle_pieces_many(ev, {trace.rank: (gpu_work_categorical(trace), step_windows(trace))}, w).drop("rank")
+
+
+RANK_PIECE_SCHEMA: dict[str, Any] = {"rank": pl.Int32, **PIECE_SCHEMA}
+
+
+def idle_pieces_many(
+    ev: pl.LazyFrame, inputs: dict[int, tuple[pl.DataFrame, pl.DataFrame]], waits: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """:func:`idle_pieces` of several ranks in one pass (``rank`` + :data:`PIECE_SCHEMA`, sorted by
+    rank and start; each rank's rows are its :func:`idle_pieces`). ``ev``: the ranks' events with a
+    ``rank`` column (Int32), e.g. :meth:`Session.stacked_events
+    <ranksight.analyses.Session.stacked_events>`; ``inputs``: ``{rank: (GPU work, step windows)}``
+    (:func:`~ranksight.views.gpu_work.gpu_work`, :func:`~ranksight.views.gpu_work.step_windows`);
+    ``waits``: ``rank`` + :data:`WAIT_SCHEMA` of every rank (None: none)."""
+    if waits is None:
+        waits = pl.DataFrame(schema={"rank": pl.Int32, **WAIT_SCHEMA})
+    else:
+        waits = waits.select(pl.col("rank").cast(pl.Int32), *[pl.col(c).cast(t) for c, t in WAIT_SCHEMA.items()])
+    waits = waits.sort(["rank", "start_ns"], maintain_order=True)
+    # per rank (numpy only): busy blocks, scope, the idle cut into pieces, each work's block
+    keys = ("rank", "gap", "start", "end", "a", "a_ok", "b", "b_ok", "win", "in_win", "in_span")
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+    works: list[pl.DataFrame] = []
+    wcols: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "block", "is_head", "is_tail", "nb")}
+    steps: list[pl.Series] = []
+    n_win = 0
+    for r, (g, win) in inputs.items():
+        if g.height == 0:
+            continue
+        ms, me = union(g["ts_ns"].to_numpy(), g["end_ns"].to_numpy())
+        ws, we = win["start_ns"].to_numpy(), win["end_ns"].to_numpy()
+        scope = union(np.r_[ms[0], ws], np.r_[me[-1], we])
+        i_s, i_e = subtract(scope, (ms, me))
+        if i_s.size == 0:
+            continue
+        _, ps, pe = cut(i_s, i_e, np.unique(np.concatenate([ms, me, ws, we])))
+        k = np.searchsorted(ms, ps, side="right")  # the busy block that ends the gap
+        j = np.searchsorted(ws, ps, side="right") - 1
+        cols["rank"].append(np.full(ps.size, r, dtype=np.int32))
+        cols["gap"].append(k.astype(_I64))
+        cols["start"].append(ps)
+        cols["end"].append(pe)
+        cols["a"].append(me[np.maximum(k - 1, 0)])
+        cols["a_ok"].append(k >= 1)
+        cols["b"].append(ms[np.minimum(k, ms.size - 1)])
+        cols["b_ok"].append(k < ms.size)
+        cols["win"].append(n_win + np.maximum(j, 0))
+        cols["in_win"].append((j >= 0) & (ps < we[np.maximum(j, 0)]) if ws.size else np.zeros(ps.size, dtype=bool))
+        cols["in_span"].append((ps >= ms[0]) & (pe <= me[-1]))
+        steps.append(win["step"].cast(pl.Int32))
+        n_win += win.height
+        ts, end = g["ts_ns"].to_numpy(), g["end_ns"].to_numpy()
+        block = np.searchsorted(ms, ts, side="right") - 1
+        works.append(g)
+        wcols["rank"].append(np.full(ts.size, r, dtype=np.int32))
+        wcols["block"].append(block.astype(_I64))
+        wcols["is_head"].append(ts == ms[block])
+        wcols["is_tail"].append((block == ms.size - 1) & (end == me[-1]))
+        wcols["nb"].append(np.full(ts.size, ms.size, dtype=_I64))
+    if not works:
+        return pl.DataFrame(schema=RANK_PIECE_SCHEMA)
+    cat = {k: np.concatenate(v) for k, v in cols.items()}
+    if n_win:
+        at = pl.Series(np.minimum(cat["win"], n_win - 1))  # a rank without windows: masked
+        step = pl.select(pl.when(pl.Series(cat["in_win"])).then(pl.concat(steps).gather(at)))
+    else:
+        step = pl.select(pl.repeat(None, cat["win"].size, dtype=pl.Int32))
+    a, b = pl.Series(cat["a"], dtype=pl.Int64), pl.Series(cat["b"], dtype=pl.Int64)
     pieces = pl.DataFrame(
         {
-            "gap": k.astype(_I64),
-            "step": pl.select(pl.when(pl.Series(in_win)).then(steps)).to_series().cast(pl.Int32),
-            "in_span": (ps >= ms[0]) & (pe <= me[-1]),
-            "start_ns": ps,
-            "end_ns": pe,
-            "a_ns": pl.select(pl.when(pl.Series(k >= 1)).then(pl.Series(me[np.maximum(k - 1, 0)]))).to_series(),
-            "b_ns": pl.select(
-                pl.when(pl.Series(k < ms.size)).then(pl.Series(ms[np.minimum(k, ms.size - 1)]))
-            ).to_series(),
+            "rank": pl.Series(cat["rank"], dtype=pl.Int32),
+            "gap": cat["gap"],
+            "step": step.to_series().cast(pl.Int32),
+            "in_span": cat["in_span"],
+            "start_ns": pl.Series(cat["start"], dtype=pl.Int64),
+            "end_ns": pl.Series(cat["end"], dtype=pl.Int64),
+            "a_ns": pl.select(pl.when(pl.Series(cat["a_ok"])).then(a)).to_series(),
+            "b_ns": pl.select(pl.when(pl.Series(cat["b_ok"])).then(b)).to_series(),
         }
-    ).join(_gap_heads(g, ms, me, trace), on="gap", how="left")
+    )
+    w = pl.concat(works, how="vertical_relaxed").select(
+        "row", pl.col("name").cast(pl.String), "launch_row", "ts_ns", "end_ns"
+    )
+    w = w.with_columns(*[pl.Series(k, np.concatenate(v)) for k, v in wcols.items()]).with_columns(
+        pl.col("rank").cast(pl.Int32)
+    )
+    pieces = pieces.join(_gap_heads(w, ev), on=["rank", "gap"], how="left")
     kernels = pieces["next_name"].unique().drop_nulls().to_list()
     pieces = pieces.with_columns(pl.col("next_name").replace({n: normalize_kernel(n) for n in kernels}))
-    base = ["gap", "step", "in_span", "start_ns", "end_ns"]
+    base = ["rank", "gap", "step", "in_span", "start_ns", "end_ns"]
     lt, s, e = pl.col("l_ts_ns"), pl.col("start_ns"), pl.col("end_ns")
     has_next = pl.col("has_next")
     known = has_next & lt.is_not_null()
     # launch latency: [max(s, lt), e) where the next work was launched before the piece ends
     ll = pieces.filter(known & (lt < e)).select(
-        *base[:3],
+        *base[:4],
         pl.max_horizontal(s, lt).alias("start_ns"),
         "end_ns",
         pl.lit("launch_latency").alias("cause"),
@@ -499,7 +566,7 @@ def idle_pieces(trace: Trace, waits: pl.DataFrame | None = None) -> pl.DataFrame
     )
     # CPU parts: [s, min(e, lt)) on the launching thread (the whole piece after the last work)
     cpu = pieces.filter(pl.col("pid").is_not_null() & (~has_next | (known & (lt > s)))).select(
-        *base[:4],
+        *base[:5],
         pl.when(has_next).then(pl.min_horizontal(e, lt)).otherwise(e).alias("end_ns"),
         "a_ns",
         "pid",
@@ -507,18 +574,67 @@ def idle_pieces(trace: Trace, waits: pl.DataFrame | None = None) -> pl.DataFrame
     )
     frames = [ll, lost]
     if cpu.height:
-        threads = cpu.select("pid", "tid").unique().sort(["pid", "tid"])
-        spans = _thread_spans(trace, threads)
-        for pid, tid in threads.iter_rows():  # one iteration per launching thread
-            parts = cpu.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)).sort("start_ns")
-            sp = spans.filter((pl.col("pid") == pid) & (pl.col("tid") == tid))
-            out = _attribute_thread(sp, parts, waits)
-            frames.append(_evidence(out, sp, waits, tid))
+        frames.append(_cpu_pieces(ev, cpu, waits))
     df = pl.concat(
-        [f.cast({c: t for c, t in PIECE_SCHEMA.items() if c in f.columns}) for f in frames], how="vertical_relaxed"
+        [f.cast({c: t for c, t in RANK_PIECE_SCHEMA.items() if c in f.columns}) for f in frames], how="vertical_relaxed"
     )
     df = df.filter(pl.col("end_ns") > pl.col("start_ns"))
     # run-specific values out of call sites (step numbers, object addresses), so they group
     site = pl.col("call_site").str.replace(_STEP_RE, "ProfilerStep#*").str.replace_all(_ADDR_RE, "0x…")
-    df = df.with_columns(site)
-    return _merge_touching(df)
+    return _merge_touching(df.with_columns(site))
+
+
+#: Lanes whose stretches would pass this (ns) are attributed in several passes (int64 headroom).
+_LANE_LIMIT = 1 << 62
+
+
+def _cpu_pieces(ev: pl.LazyFrame, cpu: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """The CPU parts ``cpu`` (``rank, gap, step, in_span, start_ns, end_ns, a_ns, pid, tid``)
+    attributed on their launching threads (module doc, steps 1–6), every thread in one pass on
+    its own lane (see above)."""
+    threads = cpu.select("rank", "pid", "tid").unique().sort(["rank", "pid", "tid"]).with_row_index("lane")
+    spans = _thread_spans(ev, threads.drop("lane"))
+    spans = spans.join(threads, on=["rank", "pid", "tid"], how="left", maintain_order="left")
+    parts = cpu.join(threads, on=["rank", "pid", "tid"], how="left").sort(["lane", "start_ns"], maintain_order=True)
+    # each rank's times start at its earliest time here; a lane is as long as the longest rank
+    ext = pl.concat(
+        [
+            spans.select("rank", pl.col("ts_ns").alias("lo"), pl.col("end_ns").alias("hi")),
+            parts.select("rank", pl.col("start_ns").alias("lo"), pl.max_horizontal("end_ns", "a_ns").alias("hi")),
+            parts.select("rank", pl.col("a_ns").alias("lo"), pl.col("a_ns").alias("hi")).drop_nulls(),
+            waits.select("rank", pl.col("start_ns").alias("lo"), pl.col("end_ns").alias("hi")),
+        ],
+        how="vertical_relaxed",
+    )
+    ext = ext.group_by("rank").agg(pl.col("lo").min(), pl.col("hi").max())
+    stride = int((ext["hi"] - ext["lo"]).max()) + 2
+    n_lanes = threads.height
+    if n_lanes > 1 and n_lanes * stride >= _LANE_LIMIT:  # too long for one pass: one rank at a time
+        return pl.concat(
+            [
+                _cpu_pieces(ev, c, waits.filter(pl.col("rank") == r))
+                for (r,), c in cpu.group_by("rank", maintain_order=True)
+            ],
+            how="vertical_relaxed",
+        )
+    lanes = threads.join(ext.select("rank", "lo"), on="rank", how="left").select(
+        "rank", "lane", "pid", "tid", (pl.col("lane").cast(pl.Int64) * stride - pl.col("lo")).alias("shift")
+    )
+    spans = spans.join(lanes.select("lane", "shift"), on="lane", how="left", maintain_order="left").with_columns(
+        pl.col("ts_ns") + pl.col("shift"), pl.col("end_ns") + pl.col("shift")
+    )
+    parts = parts.join(lanes.select("lane", "shift"), on="lane", how="left", maintain_order="left").with_columns(
+        pl.col("start_ns") + pl.col("shift"),
+        pl.col("end_ns") + pl.col("shift"),
+        pl.col("a_ns") + pl.col("shift"),
+        (pl.col("rank").cast(pl.Int64) * (1 << 32) + pl.col("gap")).alias("gkey"),
+    )
+    # every lane gets its rank's waits, in its times (in the rank's order, by start)
+    lw = (
+        waits.with_row_index("__w")
+        .join(lanes.select("rank", "lane", "shift"), on="rank", how="inner")
+        .sort(["lane", "__w"])
+        .with_columns(pl.col("start_ns") + pl.col("shift"), pl.col("end_ns") + pl.col("shift"))
+    )
+    out = _attribute(spans, parts, lw)
+    return _evidence(out, spans, lw)
