@@ -45,6 +45,7 @@ from ranksight.views.critical_graph import (
     SYNC,
     CriticalGraph,
     critical_graph,
+    critical_graphs,
     hta_window,
     longest_path,
 )
@@ -287,22 +288,56 @@ def _summaries(bd: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFra
 # ---- across ranks -------------------------------------------------------------------------------
 
 
+def _rank_window(trace: Trace, step: int | None) -> tuple[int, int, tuple[int, int]] | None:
+    """The job path's window of one rank (``lo, hi``: the step's CPU span, or the whole trace
+    without a step) and its step span (CPU ∪ GPU, own clock); None when the rank lacks the step."""
+    if step is None:
+        lo, hi = _window(trace, None, None, None)
+        return lo, hi, (lo, hi)
+    st = trace.steps.filter(pl.col("step") == step)
+    if st.height == 0:
+        return None
+    r = st.row(0, named=True)
+    lo, hi = int(r["start_ns"]), int(r["end_ns"])
+    gs, ge = r.get("gpu_start_ns"), r.get("gpu_end_ns")
+    return lo, hi, (min(lo, gs) if gs is not None else lo, max(hi, ge) if ge is not None else hi)
+
+
 def _rank_graph(trace: Trace, step: int | None) -> tuple[CriticalGraph, tuple[int, int] | None, pl.DataFrame]:
     """The fixed-model graph of one rank for the job path, the rank's step span (CPU ∪ GPU,
     own clock), and the events its edges are attributed to (:func:`_attributed`)."""
-    if step is None:
-        lo, hi = _window(trace, None, None, None)
-        span: tuple[int, int] | None = (lo, hi)
-    else:
-        st = trace.steps.filter(pl.col("step") == step)
-        if st.height == 0:
-            return _empty_graph(trace.rank), None, _attributed(trace, np.array([], np.int64))
-        r = st.row(0, named=True)
-        lo, hi = int(r["start_ns"]), int(r["end_ns"])
-        gs, ge = r.get("gpu_start_ns"), r.get("gpu_end_ns")
-        span = (min(lo, gs) if gs is not None else lo, max(hi, ge) if ge is not None else hi)
-    g = critical_graph(trace, lo, hi, hta_compat=False, data_load=DATA_LOAD_PATTERNS, gloo=True)
-    return g, span, _attributed_in(trace, g, g.edges["attr_row"].to_numpy())
+    w = _rank_window(trace, step)
+    if w is None:
+        return _empty_graph(trace.rank), None, _attributed(trace, np.array([], np.int64))
+    g = critical_graph(trace, w[0], w[1], hta_compat=False, data_load=DATA_LOAD_PATTERNS, gloo=True)
+    return g, w[2], _attributed_in(trace, g, g.edges["attr_row"].to_numpy())
+
+
+def _rank_graphs(sess: Session, step: int | None) -> dict[int, Any]:
+    """:func:`_rank_graph` of every rank: many small ranks in one pass over their stacked events
+    (:func:`~ranksight.views.critical_graph.critical_graphs`, issue 19), else rank by rank."""
+    stacked = sess.stacked_events()
+    if stacked is not None:
+        traces = {r: sess.trace(r) for r in sess.ranks}
+        wins = {r: _rank_window(t, step) for r, t in traces.items()}
+        graphs = critical_graphs(
+            list(traces.values()),
+            {r: (w[0], w[1]) for r, w in wins.items() if w is not None},
+            stacked,
+            data_load=DATA_LOAD_PATTERNS,
+            gloo=True,
+        )
+        if graphs is not None:
+            out: dict[int, Any] = {}
+            for r, t in traces.items():
+                w = wins[r]
+                if w is None:
+                    out[r] = (_empty_graph(r), None, _attributed(t, np.array([], np.int64)))
+                else:
+                    g = graphs[r]
+                    out[r] = (g, w[2], _attributed_in(t, g, g.edges["attr_row"].to_numpy()))
+            return out
+    return sess.map(_rank_graph, step=step)
 
 
 def _empty_graph(rank: int) -> CriticalGraph:
@@ -395,7 +430,7 @@ def _offsets(sess: Session) -> tuple[dict[int, int], list[str]]:
 
 def _job_path(sess: Session, step: int | None) -> JobPath:
     notes: list[str] = []
-    per = sess.map(_rank_graph, step=step)
+    per = _rank_graphs(sess, step)
     offsets, n2 = _offsets(sess)
     notes += n2
     ranks = [r for r in sess.ranks if per[r][1] is not None and per[r][0].nodes.height]

@@ -53,6 +53,7 @@ from ranksight.model.trace import Trace
 from ranksight.views.gpu_work import hta_round, needs_hta_rounding
 from ranksight.views.hta_call_stack import nest
 from ranksight.views.links import HTA_QUEUE_APIS
+from ranksight.views.rank_slices import RankSlices
 
 __all__ = [
     "EDGE_TYPES",
@@ -66,6 +67,7 @@ __all__ = [
     "KERNEL_KERNEL_DELAY_THRESHOLD_NS",
     "CriticalGraph",
     "critical_graph",
+    "critical_graphs",
     "longest_path",
     "hta_window",
 ]
@@ -151,38 +153,66 @@ def hta_window(trace: Trace, annotation: str, instance_id: int | tuple[int, int]
 def _events(trace: Trace, hta_compat: bool) -> pl.DataFrame:
     """Every timed X event with the columns the model reads; µs-rounded like HTA's loader in
     compatibility mode when the trace has sub-µs times."""
-    ev = (
-        trace.scan()
-        .filter((pl.col("ph") == "X") & pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace"))
-        .select(
-            pl.col("row").cast(pl.Int64),
-            "kind",
-            pl.col("name").cast(pl.String),
-            pl.col("pid").cast(pl.Int64),
-            pl.col("tid").cast(pl.Int64),
-            "ts_ns",
-            "end_ns",
-            "correlation",
-            pl.col("stream").fill_null(-1).alias("stream"),
-            "kernel_class",
-            "launch_row",
-        )
-        .collect()
-    )
+    ev = _timed(trace.scan()).collect()
     if hta_compat and needs_hta_rounding(trace) and ev.height:
         ts, end = hta_round(
             ev["ts_ns"].to_numpy(), (ev["end_ns"] - ev["ts_ns"]).to_numpy(), trace.meta.base_time_ns or 0
         )
         ev = ev.with_columns(pl.Series("ts_ns", ts), pl.Series("end_ns", end))
-    sync = trace.table("sync")
+    return _with_sync(ev, trace.table("sync"), [])
+
+
+def _events_of(lf: pl.LazyFrame, traces: Sequence[Trace]) -> pl.DataFrame:
+    """:func:`_events` (the fixed model) of stacked events (``lf``, a ``rank`` column) of ``traces``."""
+    ev = _timed(lf, ["rank"]).collect()
+    frames = []
+    for t in traces:
+        sync = t.table("sync")
+        if sync.height and "wait_on_stream" in sync.columns and "wait_on_event_correlation" in sync.columns:
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "rank": pl.Series("rank", [t.rank], dtype=pl.Int32).new_from_index(0, sync.height),
+                        "row": sync["row"],
+                        "wait_on_stream": sync["wait_on_stream"],
+                        "wait_on_event_correlation": sync["wait_on_event_correlation"],
+                    }
+                )
+            )
+    sync_all = pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+    return _with_sync(ev, sync_all, ["rank"])
+
+
+def _timed(lf: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
+    return lf.filter(
+        (pl.col("ph") == "X") & pl.col("dur_ns").is_not_null() & (pl.col("cat").cast(pl.String) != "Trace")
+    ).select(
+        pl.col("row").cast(pl.Int64),
+        "kind",
+        pl.col("name").cast(pl.String),
+        pl.col("pid").cast(pl.Int64),
+        pl.col("tid").cast(pl.Int64),
+        "ts_ns",
+        "end_ns",
+        "correlation",
+        pl.col("stream").fill_null(-1).alias("stream"),
+        "kernel_class",
+        "launch_row",
+        *by,
+    )
+
+
+def _with_sync(ev: pl.DataFrame, sync: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``ev`` with the sync records' ``wait_on_stream`` and ``wait_corr`` (−1: none)."""
     if sync.height:
         ev = ev.join(
             sync.select(
+                *by,
                 pl.col("row").cast(pl.Int64),
                 pl.col("wait_on_stream").fill_null(-1),
                 pl.col("wait_on_event_correlation").fill_null(-1).alias("wait_corr"),
             ),
-            on="row",
+            on=[*by, "row"],
             how="left",
         )
     else:
@@ -206,22 +236,31 @@ def _partners(ev: pl.DataFrame) -> pl.DataFrame:
     return gpu.join(rt, on="correlation", how="inner").select("row", pl.col("rt_row").cast(pl.Int64))
 
 
-def _fwd_bwd_tids(cpu: pl.DataFrame, trace: Trace, hta_compat: bool) -> tuple[int, int] | None:
-    """(backward tid, forward tid) to fold, or None."""
+def _fwd_bwd_tids(cpu: pl.DataFrame, step_tids: dict[int, list[Any]], hta_compat: bool) -> dict[int, tuple[Any, Any]]:
+    """Per rank of ``cpu``: (backward tid, forward tid) to fold, where there is one. ``step_tids``:
+    each rank's distinct ProfilerStep threads (the fixed model's forward thread)."""
     ops = cpu.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+
+    def tids(df: pl.DataFrame) -> dict[int, list[Any]]:
+        g = df.group_by("rank").agg(pl.col("tid").unique())
+        return {int(r): list(t) for r, t in g.iter_rows()}
+
     if hta_compat:  # HTA: the one thread with a name containing "forward" / "autograd"
-        fwd = ops.filter(pl.col("name").str.contains("forward", literal=True))["tid"].unique()
-        bwd = ops.filter(pl.col("name").str.contains("autograd", literal=True))["tid"].unique()
+        fwd = tids(ops.filter(pl.col("name").str.contains("forward", literal=True)))
+        bwd = tids(ops.filter(pl.col("name").str.contains("autograd", literal=True)))
     else:  # the thread of the ProfilerSteps / the thread of the autograd engine's functions
-        st = trace.steps
-        fwd = st["tid"].cast(pl.Int64).unique() if st.height else pl.Series([], dtype=pl.Int64)
-        bwd = ops.filter(pl.col("name").str.starts_with(_BWD_PREFIX))["tid"].unique()
+        fwd = step_tids
+        bwd = tids(ops.filter(pl.col("name").str.starts_with(_BWD_PREFIX)))
         # the engine also runs CPU-only functions (AccumulateGrad) on the calling thread
-        if fwd.len() == 1:
-            bwd = bwd.filter(bwd != fwd[0])
-    if fwd.len() == 1 and bwd.len() == 1 and fwd[0] != bwd[0]:
-        return int(bwd[0]), int(fwd[0])
-    return None
+        for r, f in fwd.items():
+            if len(f) == 1 and r in bwd:
+                bwd[r] = [t for t in bwd[r] if t is not None and f[0] is not None and t != f[0]]
+    out = {}
+    for r, f in fwd.items():
+        b = bwd.get(r, [])
+        if len(f) == 1 and len(b) == 1 and f[0] != b[0]:
+            out[r] = (b[0], f[0])
+    return out
 
 
 def critical_graph(
@@ -239,15 +278,210 @@ def critical_graph(
     ``data_load_events``): they get nodes wherever they are on a CPU thread. ``gloo``: the
     ``gloo:*`` annotations (a gloo collective as its gloo thread runs it) get nodes too, so the
     job-wide path can join them across ranks."""
-    notes: list[str] = []
-    ev = _events(trace, hta_compat)
+    ev = _events(trace, hta_compat).with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
+    st = trace.steps
+    step_tids = {trace.rank: st["tid"].cast(pl.Int64).unique().to_list() if st.height else []}
+    return _build(ev, {trace.rank: (lo_ns, hi_ns)}, step_tids, hta_compat, data_load, gloo)[trace.rank]
+
+
+def critical_graphs(
+    traces: Sequence[Trace],
+    windows: dict[int, tuple[int, int]],
+    stacked: pl.DataFrame,
+    *,
+    data_load: Sequence[str] | None = None,
+    gloo: bool = False,
+) -> dict[int, CriticalGraph] | None:
+    """:func:`critical_graph` (the fixed model) of several ranks in one pass over their stacked
+    events (``stacked``, a ``rank`` column; issue 19): ``{rank: graph}`` for the ranks of
+    ``windows`` (``(lo_ns, hi_ns)`` each, the rank's own clock), each equal to the rank's own.
+
+    The ranks are built as one graph whose parts cannot meet: rows, processes, streams and
+    correlations renumbered per rank, and each rank's times moved to a stretch of its own
+    (``[k × stride, (k + 1) × stride)``), so every time-ordered step sees one rank at a time; then
+    the graph is cut back into ranks in their own numbers. None when the run does not fit that
+    (int64 times, 32-bit rows): build rank by rank."""
+    rs = sorted(t.rank for t in traces if t.rank in windows)  # lanes in rank order
+    if not rs:
+        return {}
+    by_rank = {t.rank: t for t in traces}
+    lf = stacked.lazy().filter(pl.col("rank").is_in(rs))
+    ev = _events_of(lf, [by_rank[r] for r in rs])
+    top = dict(ev.group_by("rank").agg(pl.col("row").max()).iter_rows())
+    row_base, acc = {}, 0
+    for r in rs:  # each rank's rows after the previous rank's
+        row_base[r] = acc
+        acc += int(top.get(r) or 0) + 1
+    if acc >= (1 << 32) - 1:
+        return None
+    ranks = pl.DataFrame(
+        {"rank": rs, "__rbase": [row_base[r] for r in rs]}, schema={"rank": pl.Int32, "__rbase": pl.Int64}
+    )
+    dtypes = ev.schema
+    if ev.height == 0:
+        return {r: _empty(r, *windows[r]) for r in rs}
+    ext = ev.group_by("rank").agg(pl.col("ts_ns").min().alias("__lo"), pl.col("end_ns").max().alias("__hi"))
+    ext = ranks.join(ext, on="rank", how="left", maintain_order="left").with_columns(
+        pl.col("__lo").fill_null(0), pl.col("__hi").fill_null(0)
+    )
+    w = pl.DataFrame(
+        {"rank": rs, "__wlo": [windows[r][0] for r in rs], "__whi": [windows[r][1] for r in rs]},
+        schema={"rank": pl.Int32, "__wlo": pl.Int64, "__whi": pl.Int64},
+    )
+    ext = ext.join(w, on="rank", how="left", maintain_order="left").with_columns(
+        pl.min_horizontal("__lo", "__wlo").alias("__lo"), pl.max_horizontal("__hi", "__whi").alias("__hi")
+    )
+    stride = int((ext["__hi"] - ext["__lo"]).max()) + 2
+    if len(rs) * stride >= (1 << 62):
+        return None
+    ext = ext.with_row_index("__k").with_columns(
+        (pl.col("__k").cast(pl.Int64) * stride - pl.col("__lo")).alias("__shift")
+    )
+    # new numbers: rows by a base per rank; processes, streams and correlations by (rank, value)
+    pids = ev.select("rank", "pid").unique().sort(["rank", "pid"]).with_row_index("__pid")
+    streams = (
+        pl.concat([ev.select("rank", "stream"), ev.select("rank", pl.col("wait_on_stream").alias("stream"))])
+        .filter(pl.col("stream") != -1)
+        .unique()
+        .sort(["rank", "stream"])
+        .with_row_index("__stream")
+    )
+    corrs = (
+        pl.concat([ev.select("rank", "correlation"), ev.select("rank", pl.col("wait_corr").alias("correlation"))])
+        .filter(pl.col("correlation").is_not_null() & (pl.col("correlation") != -1))
+        .unique()
+        .with_row_index("__corr")
+    )
+    code = lambda c: pl.col(c).cast(pl.Int64)  # noqa: E731
+    enc = (
+        ev.join(ext.select("rank", "__rbase", "__shift"), on="rank", how="left", maintain_order="left")
+        .join(pids, on=["rank", "pid"], how="left", maintain_order="left", nulls_equal=True)
+        .join(streams, on=["rank", "stream"], how="left", maintain_order="left")
+        .join(
+            streams.rename({"stream": "wait_on_stream", "__stream": "__wstream"}),
+            on=["rank", "wait_on_stream"],
+            how="left",
+            maintain_order="left",
+        )
+        .join(corrs, on=["rank", "correlation"], how="left", maintain_order="left")
+        .join(
+            corrs.rename({"correlation": "wait_corr", "__corr": "__wcorr"}),
+            on=["rank", "wait_corr"],
+            how="left",
+            maintain_order="left",
+        )
+        .with_columns(
+            pl.col("row") + pl.col("__rbase"),
+            pl.col("launch_row").cast(pl.Int64) + pl.col("__rbase"),
+            code("__pid").alias("pid"),
+            pl.when(pl.col("stream") == -1).then(-1).otherwise(code("__stream")).alias("stream"),
+            pl.when(pl.col("wait_on_stream") == -1).then(-1).otherwise(code("__wstream")).alias("wait_on_stream"),
+            code("__corr").alias("correlation"),
+            pl.when(pl.col("wait_corr") == -1).then(-1).otherwise(code("__wcorr")).alias("wait_corr"),
+            pl.col("ts_ns") + pl.col("__shift"),
+            pl.col("end_ns") + pl.col("__shift"),
+        )
+        .select(ev.columns)
+    )
+    shift = dict(zip(ext["rank"].to_list(), ext["__shift"].to_list(), strict=True))
+    win = {r: (windows[r][0] + shift[r], windows[r][1] + shift[r]) for r in rs}
+    step_tids = {}
+    for r in rs:
+        st = by_rank[r].steps
+        step_tids[r] = st["tid"].cast(pl.Int64).unique().to_list() if st.height else []
+    back = _Back(
+        ext.select("rank", "__rbase", "__shift"),
+        pids.select(code("__pid").alias("pid"), pl.col("pid").alias("__pid0")),
+        streams.select(code("__stream").alias("stream"), pl.col("stream").alias("__stream0")),
+        dtypes,
+        windows,
+    )
+    return _build(enc, win, step_tids, False, data_load, gloo, back)
+
+
+@dataclass
+class _Back:
+    """How to take a graph of several ranks (:func:`critical_graphs`) back to each rank's numbers."""
+
+    ranks: pl.DataFrame  # rank, __rbase (row base), __shift (time shift)
+    pids: pl.DataFrame  # pid (new), __pid0 (the rank's)
+    streams: pl.DataFrame  # stream (new), __stream0
+    dtypes: pl.Schema  # the events' columns as read
+    windows: dict[int, tuple[int, int]]  # in the ranks' clocks
+
+    def arrays(self, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row base and time shift of each element of ``rank``."""
+        rs = self.ranks["rank"].cast(pl.Int64).to_numpy()  # sorted (lanes in rank order)
+        i = np.searchsorted(rs, rank)
+        return self.ranks["__rbase"].to_numpy()[i], self.ranks["__shift"].to_numpy()[i]
+
+    def events(self, ev: pl.DataFrame) -> pl.DataFrame:
+        cols = ev.columns
+        types: dict[str, Any] = {c: self.dtypes[c] for c in cols if c in self.dtypes}
+        return (
+            ev.join(self.ranks, on="rank", how="left", maintain_order="left")
+            .join(self.pids, on="pid", how="left", maintain_order="left")
+            .join(self.streams, on="stream", how="left", maintain_order="left")
+            .with_columns(
+                pl.col("row") - pl.col("__rbase"),
+                pl.col("__pid0").alias("pid"),
+                pl.when(pl.col("stream") == -1).then(-1).otherwise(pl.col("__stream0")).alias("stream"),
+                pl.col("ts_ns") - pl.col("__shift"),
+                pl.col("end_ns") - pl.col("__shift"),
+                pl.col("launch_row") - pl.col("__rbase"),
+                pl.col("rt_row") - pl.col("__rbase"),
+            )
+            .select(cols)
+            .cast(pl.Schema(types))
+        )
+
+    def tree(self, tree: pl.DataFrame) -> pl.DataFrame:
+        return (
+            tree.join(self.ranks, on="rank", how="left", maintain_order="left")
+            .with_columns(
+                pl.col("row") - pl.col("__rbase"),
+                pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row") - pl.col("__rbase")).otherwise(-1),
+            )
+            .select(tree.columns)
+        )
+
+
+def _empty(rank: int, lo_ns: int, hi_ns: int) -> CriticalGraph:
+    nodes = pl.DataFrame(schema={"node": pl.Int64, "row": pl.Int64, "ts_ns": pl.Int64, "is_start": pl.Boolean})
+    return CriticalGraph(rank, lo_ns, hi_ns, nodes, pl.DataFrame(schema=_EDGE_SCHEMA), pl.DataFrame(), False)
+
+
+def _build(
+    ev: pl.DataFrame,
+    windows: dict[int, tuple[int, int]],
+    step_tids: dict[int, list[Any]],
+    hta_compat: bool,
+    data_load: Sequence[str] | None,
+    gloo: bool,
+    back: _Back | None = None,
+) -> dict[int, CriticalGraph]:
+    """The graphs of the ranks of ``ev`` (:func:`_events` with ``rank``; several ranks only with
+    rows, processes, streams and correlations apart and times in stretches of their own, see
+    :func:`critical_graphs`), one per rank of ``windows``; in ``ev``'s numbers, or through
+    ``back`` in each rank's own."""
+    ranks = list(windows)
+    notes: dict[int, list[str]] = {r: [] for r in ranks}
     part = _partners(ev)
     ev = ev.join(part, on="row", how="left")
     dl_names: list[str] = []
     if data_load:
         pats = [re.compile(p) for p in data_load]
         dl_names = [n for n in ev["name"].unique().to_list() if n is not None and any(p.search(n) for p in pats)]
-    in_win = (pl.col("ts_ns") >= lo_ns) & (pl.col("ts_ns") <= hi_ns) & (pl.col("end_ns") > pl.col("ts_ns"))
+    wdf = pl.DataFrame(
+        {"rank": ranks, "__wlo": [windows[r][0] for r in ranks], "__whi": [windows[r][1] for r in ranks]},
+        schema={"rank": pl.Int32, "__wlo": pl.Int64, "__whi": pl.Int64},
+    )
+    ev = ev.join(wdf, on="rank", how="left", maintain_order="left")
+    in_win = (
+        (pl.col("ts_ns") >= pl.col("__wlo"))
+        & (pl.col("ts_ns") <= pl.col("__whi"))
+        & (pl.col("end_ns") > pl.col("ts_ns"))
+    )
     # CPU side: events on threads (HTA: stream == -1), in the window, positive duration
     cpu = ev.filter((pl.col("stream") == -1) & ~pl.col("kind").is_in(_NOT_THREAD) & in_win)
     # GPU side: activities whose launch starts in the window with a positive duration, or Stream Wait Events
@@ -294,31 +528,91 @@ def critical_graph(
 
     parts: list[pl.DataFrame] = []
     parts.append(_lock_edges(n_row, n_start, is_lock, n_ts))
-    stack, tree = _stack_edges(cpu, trace, hta_compat, start_node, end_node, n_ts, is_lock, is_blocking, notes)
+    stack, tree = _stack_edges(cpu, step_tids, hta_compat, start_node, end_node, n_ts, is_lock, is_blocking, notes)
     parts.append(stack)
-    parts.append(_gpu_edges(ev, gpu, sync_cpu, trace, hta_compat, start_node, end_node, n_ts, notes))
+    parts.append(_gpu_edges(ev, gpu, sync_cpu, hta_compat, start_node, end_node, n_ts, notes))
     edges = pl.concat([p for p in parts if p.height] or [pl.DataFrame(schema=_EDGE_SCHEMA)])
+    # the rank of each node (nodes of a rank are consecutive: its times lie apart from the others')
+    n_rank = np.full(2 * n_ev, -1, np.int64)
+    node_rank = node_ev["rank"].cast(pl.Int64).to_numpy()
+    n_rank[node_of[:n_ev]] = node_rank
+    n_rank[node_of[n_ev:]] = node_rank
     # one edge per (src, dst): the first position, the last weight and type (networkx's add_edge)
     if edges.height:
         b = lambda c: np.ascontiguousarray(edges[c].to_numpy(), np.int64).tobytes()  # noqa: E731
         cols = _core.dedup_graph_edges(2 * n_ev, b("src"), b("dst"), b("type"), b("weight_ns"), b("attr_row"))
         edges = _edges(*(np.frombuffer(x, np.int64) for x in cols))
-        neg = edges.filter(pl.col("weight_ns") < 0)
+    e_rank = n_rank[edges["src"].to_numpy()] if edges.height else np.empty(0, np.int64)
+    if edges.height and (n_rank[edges["dst"].to_numpy()] != e_rank).any():  # cannot happen: ranks apart
+        raise AssertionError("critical graph: an edge between two ranks' events")
+    out = {}
+    ev_cols = ["row", "kind", "name", "pid", "tid", "stream", "ts_ns", "end_ns", "kernel_class", "launch_row", "rt_row"]
+    if back is not None:  # each rank's own rows, times, processes and streams, for all at once
+        base, shift = back.arrays(n_rank)
+        n_row, n_ts = n_row - base, n_ts - shift
+        if edges.height:
+            e_base, _ = back.arrays(e_rank)
+            attr = edges["attr_row"].to_numpy()
+            edges = edges.with_columns(pl.Series("attr_row", np.where(attr >= 0, attr - e_base, -1)))
+        node_ev = back.events(node_ev.select("rank", *ev_cols))
+        tree = back.tree(tree)
+        windows = back.windows
+    if len(ranks) > 1:  # each rank's part: one stable sort by rank, then slices (no query per rank)
+        nodes_of = _bounds(n_rank)
+        e_order = np.argsort(e_rank, kind="stable")
+        edges = edges[e_order]
+        edges_of = _bounds(e_rank[e_order])
+        ev_of = RankSlices(node_ev)
+        tree_of = RankSlices(tree)
+    for r in ranks:
+        if len(ranks) == 1:
+            lo_n, hi_n = 0, 2 * n_ev
+            e_r = edges
+            ev_r = node_ev
+            tree_r = tree
+        else:
+            lo_n, hi_n = nodes_of.get(r, (0, 0))
+            ea, eb = edges_of.get(r, (0, 0))
+            e_r = edges.slice(ea, eb - ea).with_columns(pl.col("src") - lo_n, pl.col("dst") - lo_n)
+            ev_r = ev_of[r]
+            tree_r = tree_of[r]
+        neg = e_r.filter(pl.col("weight_ns") < 0) if e_r.height else e_r
         if neg.height:
-            notes.append(
+            notes[r].append(
                 f"{neg.height} edge(s) with a negative weight (an event ending after its parent, down to "
                 f"{-int(neg['weight_ns'].min()) / 1e3:g} µs) set to 0"  # type: ignore[arg-type]
             )
-        edges = edges.with_columns(pl.col("weight_ns").clip(lower_bound=0))
-    nodes = pl.DataFrame(
-        {"node": np.arange(2 * n_ev, dtype=np.int64), "row": n_row, "ts_ns": n_ts, "is_start": n_start}
-    )
-    events = node_ev.select(
-        "row", "kind", "name", "pid", "tid", "stream", "ts_ns", "end_ns", "kernel_class", "launch_row", "rt_row"
-    )
-    return CriticalGraph(
-        trace.rank, lo_ns, hi_ns, nodes, edges.cast(pl.Schema(_EDGE_SCHEMA)), events, hta_compat, tree, notes
-    )
+        if e_r.height:
+            e_r = e_r.with_columns(pl.col("weight_ns").clip(lower_bound=0))
+        nodes = pl.DataFrame(
+            {
+                "node": np.arange(hi_n - lo_n, dtype=np.int64),
+                "row": n_row[lo_n:hi_n],
+                "ts_ns": n_ts[lo_n:hi_n],
+                "is_start": n_start[lo_n:hi_n],
+            }
+        )
+        out[r] = CriticalGraph(
+            r,
+            windows[r][0],
+            windows[r][1],
+            nodes,
+            e_r.cast(pl.Schema(_EDGE_SCHEMA)),
+            ev_r.select(ev_cols),
+            hta_compat,
+            tree_r.select("row", "parent_row"),
+            notes[r],
+        )
+    return out
+
+
+def _bounds(sorted_ranks: np.ndarray) -> dict[int, tuple[int, int]]:
+    """``{rank: (first, end)}`` positions of each rank in an array sorted by rank."""
+    if sorted_ranks.size == 0:
+        return {}
+    starts = np.flatnonzero(np.r_[True, sorted_ranks[1:] != sorted_ranks[:-1]])
+    ends = np.r_[starts[1:], sorted_ranks.size]
+    return {int(sorted_ranks[a]): (int(a), int(b)) for a, b in zip(starts, ends, strict=True)}
 
 
 def _edges(src: np.ndarray, dst: np.ndarray, typ: int | np.ndarray, w: np.ndarray, attr: np.ndarray) -> pl.DataFrame:
@@ -377,23 +671,33 @@ def _lock_edges(n_row: np.ndarray, n_start: np.ndarray, is_lock: np.ndarray, n_t
 
 def _stack_edges(
     cpu: pl.DataFrame,
-    trace: Trace,
+    step_tids: dict[int, list[Any]],
     hta_compat: bool,
     start_node: np.ndarray,
     end_node: np.ndarray,
     n_ts: np.ndarray,
     is_lock: np.ndarray,
     is_blocking: np.ndarray,
-    notes: list[str],
+    notes: dict[int, list[str]],
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Step 2: per CPU thread, the kept events' markers in depth-first order of HTA's call stack."""
-    no_tree = pl.DataFrame(schema={"row": pl.Int64, "parent_row": pl.Int64})
+    """Step 2: per CPU thread, the kept events' markers in depth-first order of HTA's call stack.
+    Returns the edges and the tree (``rank, row, parent_row``)."""
+    no_tree = pl.DataFrame(schema={"rank": pl.Int32, "row": pl.Int64, "parent_row": pl.Int64})
     if cpu.height == 0:
         return pl.DataFrame(schema=_EDGE_SCHEMA), no_tree
-    fold = _fwd_bwd_tids(cpu, trace, hta_compat)
-    if fold is not None:
-        cpu = cpu.with_columns(pl.col("tid").replace(fold[0], fold[1]))
-        notes.append(f"backward thread {fold[0]} folded into forward thread {fold[1]}")
+    folds = _fwd_bwd_tids(cpu, step_tids, hta_compat)
+    if folds:
+        f = pl.DataFrame(
+            {"rank": list(folds), "tid": [b for b, _ in folds.values()], "__to": [t for _, t in folds.values()]},
+            schema={"rank": pl.Int32, "tid": pl.Int64, "__to": pl.Int64},
+        ).with_columns(pl.lit(True).alias("__fold"))
+        cpu = (
+            cpu.join(f, on=["rank", "tid"], how="left", maintain_order="left")
+            .with_columns(pl.when(pl.col("__fold")).then(pl.col("__to")).otherwise(pl.col("tid")).alias("tid"))
+            .drop("__to", "__fold")
+        )
+        for r, (b, t) in folds.items():
+            notes[r].append(f"backward thread {b} folded into forward thread {t}")
     tree = nest(cpu.select("row", "pid", "tid", "ts_ns", "end_ns"))
     # open order: thread, time, longer first, row (HTA's compare_events); pre-order = open order
     c = cpu.select("row", "pid", "tid", "ts_ns", (pl.col("end_ns") - pl.col("ts_ns")).alias("__dur")).sort(
@@ -414,7 +718,11 @@ def _stack_edges(
     ppos = np.where(parent_row >= 0, pos_of[np.maximum(parent_row, 0)], -1)
     pid_a, tid_a = c["pid"].to_numpy(), c["tid"].to_numpy()
     thread = np.cumsum(np.r_[False, (pid_a[1:] != pid_a[:-1]) | (tid_a[1:] != tid_a[:-1])]).astype(np.int64)
-    tree_out = pl.DataFrame({"row": row, "parent_row": parent_row.astype(np.int64)})
+    rank_of = np.zeros(size, np.int64)
+    rank_of[cpu["row"].cast(pl.Int64).to_numpy()] = cpu["rank"].cast(pl.Int64).to_numpy()
+    tree_out = pl.DataFrame(
+        {"rank": pl.Series(rank_of[row], dtype=pl.Int32), "row": row, "parent_row": parent_row.astype(np.int64)}
+    )
     if not (start_node[row] >= 0).any():  # no event with nodes
         return pl.DataFrame(schema=_EDGE_SCHEMA), tree_out
     # the markers and their edges in one pass (Rust core): per thread, each kept event's enter at
@@ -441,12 +749,11 @@ def _gpu_edges(
     ev: pl.DataFrame,
     gpu: pl.DataFrame,
     sync_cpu: pl.DataFrame,
-    trace: Trace,
     hta_compat: bool,
     start_node: np.ndarray,
     end_node: np.ndarray,
     n_ts: np.ndarray,
-    notes: list[str],
+    notes: dict[int, list[str]],
 ) -> pl.DataFrame:
     """Step 3: GPU activities in start order, sync records at their end."""
     k = pl.concat([gpu, sync_cpu]).with_columns(
@@ -454,8 +761,9 @@ def _gpu_edges(
     )
     if k.height == 0:
         return pl.DataFrame(schema=_EDGE_SCHEMA)
-    if not (ev["kind"] == "sync").any():
-        notes.append(
+    with_sync = set(ev.filter(pl.col("kind") == "sync")["rank"].unique().to_list())
+    for r in set(k["rank"].unique().to_list()) - with_sync:
+        notes[r].append(
             "no CUDA sync events in the trace (enable them in the profiler): "
             + (
                 "GPU→CPU waits are not modelled"
@@ -551,12 +859,14 @@ def _gpu_edges(
         i = np.flatnonzero(~launch & ~kk & has_prev)
         add(pos[i], 4, prev_end[i], s[i], DEPENDENCY, np.zeros(i.size, np.int64), np.full(i.size, -1))
     elif lost.any():
-        notes.append(
-            f"{int(lost.sum())} GPU activit(ies) got no incoming edge (HTA: no launch-delay, kernel-kernel or "
-            "sync edge), so the path may start there"
-        )
+        lost_rank = act["rank"].to_numpy()[lost]
+        for r in np.unique(lost_rank).tolist():
+            notes[int(r)].append(
+                f"{int((lost_rank == r).sum())} GPU activit(ies) got no incoming edge (HTA: no launch-delay, "
+                "kernel-kernel or sync edge), so the path may start there"
+            )
     if not hta_compat:
-        _inferred_waits(ev, act, trace, start_node, end_node, n_ts, add)
+        _inferred_waits(ev, act, with_sync, start_node, end_node, n_ts, add)
     # sync records: GPU -> CPU edges into the end of the waiting call
     sy = syncs.with_columns(pl.col("rt_row").fill_null(-1))
     sy_pos = sy["__pos"].to_numpy().astype(np.float64)
@@ -570,12 +880,12 @@ def _gpu_edges(
     add(sy_pos[i], 0, ev_src_end[i], sy_rt_end[i], SYNC, np.zeros(i.size, np.int64), np.full(i.size, -1))
     # Stream Sync / Context Sync: from the last activity of the stream / of every stream so far
     last = act.select("row", "stream", "__pos")
-    first_seen = last.group_by("stream").agg(pl.col("__pos").min().alias("__first"))
+    first_seen = act.group_by("rank", "stream").agg(pl.col("__pos").min().alias("__first"))
     ss = sy.filter(pl.col("name").is_in(["Stream Sync", "Context Sync"]))
     if ss.height and last.height:
         per_stream = (
-            ss.select("__pos", "name", "stream", "rt_row")
-            .join(first_seen, how="cross", suffix="_s")
+            ss.select("rank", "__pos", "name", "stream", "rt_row")
+            .join(first_seen, on="rank", how="inner", suffix="_s")
             .filter((pl.col("name") == "Context Sync") | (pl.col("stream") == pl.col("stream_s")))
             .filter(pl.col("__first") < pl.col("__pos"))
             .sort("__pos")
@@ -625,7 +935,7 @@ _STREAM_WAIT_CALLS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 INFERRED_STREAM_WAIT_SLACK_NS = 20_000
 
 
-def _inferred_waits(ev, act, trace, start_node, end_node, n_ts, add) -> None:  # noqa: ANN001
+def _inferred_waits(ev, act, with_sync, start_node, end_node, n_ts, add) -> None:  # noqa: ANN001
     """Fixed model only. A launch call that returns after its own GPU activity ended (a
     synchronous copy) waited for it: an edge from the activity's end to the call's end. Without
     sync records in the trace, a ``*Synchronize`` call that returns while GPU work of its device
@@ -639,18 +949,22 @@ def _inferred_waits(ev, act, trace, start_node, end_node, n_ts, add) -> None:  #
     ok = (src >= 0) & (dst >= 0)
     key = own["__pos"].to_numpy().astype(np.float64)[ok] + 0.5
     add(key, 5, src[ok], dst[ok], SYNC, np.zeros(int(ok.sum()), np.int64), np.full(int(ok.sum()), -1))
-    if (ev["kind"] == "sync").any():
-        return
+    # the rest only on ranks whose trace has no sync record
+    if with_sync:
+        keep = ~pl.col("rank").is_in(list(with_sync))
+        ev, act = ev.filter(keep), act.filter(keep)
+        if ev.height == 0:
+            return
     _inferred_stream_waits(ev, act, start_node, end_node, add)
     calls = ev.filter(pl.col("name").is_in(list(_WAIT_CALLS)))
     calls = calls.filter(pl.Series(end_node[calls["row"].to_numpy()] >= 0))
     if calls.height == 0 or act.height == 0:
         return
-    done = act.select("row", "end_ns", "__pos").sort("end_ns")
+    done = act.select("rank", "row", "end_ns", "__pos").sort("end_ns")
     j = (
-        calls.select(pl.col("row").alias("call"), "ts_ns", pl.col("end_ns").alias("call_end"))
+        calls.select("rank", pl.col("row").alias("call"), "ts_ns", pl.col("end_ns").alias("call_end"))
         .sort("call_end")
-        .join_asof(done, left_on="call_end", right_on="end_ns", strategy="backward")
+        .join_asof(done, left_on="call_end", right_on="end_ns", by="rank", strategy="backward", check_sortedness=False)
     )
     j = j.filter(pl.col("row").is_not_null() & (pl.col("end_ns") >= pl.col("ts_ns")))
     src = end_node[j["row"].to_numpy()]
@@ -668,7 +982,10 @@ def _inferred_stream_waits(ev, act, start_node, end_node, add) -> None:  # noqa:
     and after the previous activity on its stream ended) waited for the activity of another stream of the
     same device that ended last before its start, if that one ended within the slack: a zero-weight
     sync edge from that activity's end to the held activity's start."""
-    if act.height == 0 or not ev["name"].is_in(list(_STREAM_WAIT_CALLS)).any():
+    # only on ranks whose trace has the calls
+    waiting = ev.filter(pl.col("name").is_in(list(_STREAM_WAIT_CALLS)))["rank"].unique()
+    act = act.filter(pl.col("rank").is_in(waiting.implode()))
+    if act.height == 0:
         return
     slack = INFERRED_STREAM_WAIT_SLACK_NS
     ends = ev.select(pl.col("row").cast(pl.Int64), pl.col("end_ns").alias("__e"))
