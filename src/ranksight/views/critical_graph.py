@@ -318,8 +318,8 @@ def critical_graphs(
         {"rank": rs, "__rbase": [row_base[r] for r in rs]}, schema={"rank": pl.Int32, "__rbase": pl.Int64}
     )
     dtypes = ev.schema
-    if ev.height == 0:
-        return {r: _empty(r, *windows[r]) for r in rs}
+    if ev.height == 0:  # nothing to build (rank by rank says why)
+        return None
     ext = ev.group_by("rank").agg(pl.col("ts_ns").min().alias("__lo"), pl.col("end_ns").max().alias("__hi"))
     ext = ranks.join(ext, on="rank", how="left", maintain_order="left").with_columns(
         pl.col("__lo").fill_null(0), pl.col("__hi").fill_null(0)
@@ -444,11 +444,6 @@ class _Back:
             )
             .select(tree.columns)
         )
-
-
-def _empty(rank: int, lo_ns: int, hi_ns: int) -> CriticalGraph:
-    nodes = pl.DataFrame(schema={"node": pl.Int64, "row": pl.Int64, "ts_ns": pl.Int64, "is_start": pl.Boolean})
-    return CriticalGraph(rank, lo_ns, hi_ns, nodes, pl.DataFrame(schema=_EDGE_SCHEMA), pl.DataFrame(), False)
 
 
 def _build(
