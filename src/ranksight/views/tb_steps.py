@@ -63,7 +63,13 @@ def plugin_steps(trace: Trace, *, keep_all: bool = False, launch_kinds: tuple[st
     """Steps of one trace: ``step, host_start_ns, host_end_ns, start_ns, end_ns, matched``
     (GPU activities launched inside the step), ``kept`` (false for dropped tail steps; those rows
     are removed unless ``keep_all``). ``launch_kinds=("cuda_runtime",)`` walks the runtime events
-    only, as the plugin does."""
+    only, as the plugin does. Memoised per trace (``overview`` and ``gpu-metrics`` read the same)."""
+    key = f"plugin_steps:{keep_all}:{','.join(launch_kinds)}"
+    steps: pl.DataFrame = trace.memo(key, lambda: _plugin_steps(trace, keep_all, launch_kinds))
+    return steps
+
+
+def _plugin_steps(trace: Trace, keep_all: bool, launch_kinds: tuple[str, ...]) -> pl.DataFrame:
     host = _host_steps(trace)
     n = host.height
     if n == 0:
