@@ -39,8 +39,9 @@ The full definitions, with examples, are in ``docs/idle-causes.md``; in short (a
      runtime call running there;
   6. ``unexplained``: no span of ``T`` encloses it.
 
-Vectorised: interval cuts with ``numpy.searchsorted``, enclosing spans with the Rust sweep; one
-Python iteration per distinct launching thread (a handful), none per gap.
+Vectorised: interval cuts with ``numpy.searchsorted``, enclosing spans with the Rust sweep; every
+launching thread of every rank attributed in one pass (:func:`idle_pieces_many`: each thread on a
+lane of its own), no Python iteration per gap or thread; one numpy pass per rank for its pieces.
 """
 
 from __future__ import annotations
