@@ -58,3 +58,11 @@ def test_rank_rows_reads_slices_or_filters_the_same_rows() -> None:
     for r in (0, 2, 9):
         assert rank_rows(RankSlices(df), r).equals(rank_rows(df, r))
     assert rank_rows(df, 2)["v"].to_list() == [10, 11, 12]
+
+
+def test_rank_column_exact() -> None:
+    from ranksight.views.rank_slices import rank_column
+
+    c = rank_column(7, 3)
+    assert (c.name, c.dtype, c.to_list()) == ("rank", pl.Int32, [7, 7, 7])
+    assert rank_column(2, 0).to_list() == []

@@ -49,7 +49,7 @@ from ranksight.views.critical_graph import (
     hta_window,
     longest_path,
 )
-from ranksight.views.rank_slices import RankSlices
+from ranksight.views.rank_slices import RankSlices, rank_column
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -121,21 +121,27 @@ def _window(
     return w
 
 
+def _attr_cols(stream_filled: bool = True) -> list[pl.Expr | str]:
+    """The columns of the attributed events: name, pid, tid, stream (−1 on CPU threads: already
+    so in a graph's events, filled when read from the trace), kind and kernel class."""
+    return [
+        pl.col("row").cast(pl.Int64),
+        pl.col("name").cast(pl.String),
+        pl.col("pid").cast(pl.Int64),
+        pl.col("tid").cast(pl.Int64),
+        "stream" if stream_filled else pl.col("stream").fill_null(-1),
+        "kind",
+        pl.col("kernel_class").cast(pl.String),
+    ]
+
+
 def _attributed(trace: Trace, rows: np.ndarray) -> pl.DataFrame:
     """Name, pid, tid, stream, kind and kernel class of the attributed events."""
     want = pl.Series("row", np.unique(rows[rows >= 0]), dtype=pl.Int64)
     return (
         trace.scan()
         .filter(pl.col("row").cast(pl.Int64).is_in(want.implode()))  # rows first, then the columns
-        .select(
-            pl.col("row").cast(pl.Int64),
-            pl.col("name").cast(pl.String),
-            pl.col("pid").cast(pl.Int64),
-            pl.col("tid").cast(pl.Int64),
-            pl.col("stream").fill_null(-1),
-            "kind",
-            pl.col("kernel_class").cast(pl.String),
-        )
+        .select(_attr_cols(stream_filled=False))
         .collect()
     )
 
@@ -144,31 +150,12 @@ def _attributed_in(trace: Trace, g: CriticalGraph, rows: np.ndarray) -> pl.DataF
     """:func:`_attributed`, read from the graph's events for the rows that have nodes (most) and
     from the trace for the others (call-stack parents without nodes)."""
     want = np.unique(rows[rows >= 0])
-    have = g.events.select(
-        pl.col("row").cast(pl.Int64),
-        pl.col("name").cast(pl.String),
-        pl.col("pid").cast(pl.Int64),
-        pl.col("tid").cast(pl.Int64),
-        "stream",
-        "kind",
-        pl.col("kernel_class").cast(pl.String),
-    ).filter(pl.col("row").is_in(pl.Series(want, dtype=pl.Int64).implode()))
+    have = g.events.select(_attr_cols()).filter(pl.col("row").is_in(pl.Series(want, dtype=pl.Int64).implode()))
     rest = np.setdiff1d(want, have["row"].to_numpy(), assume_unique=True)
     if rest.size == 0:
         return have
     more = _attributed(trace, rest)
     return pl.concat([have, more.cast(have.schema)]).sort("row")
-
-
-_ATTR_COLS: list[pl.Expr | str] = [
-    pl.col("row").cast(pl.Int64),
-    pl.col("name").cast(pl.String),
-    pl.col("pid").cast(pl.Int64),
-    pl.col("tid").cast(pl.Int64),
-    "stream",
-    "kind",
-    pl.col("kernel_class").cast(pl.String),
-]
 
 
 def _attributed_many(graphs: dict[int, CriticalGraph], stacked: pl.DataFrame) -> dict[int, pl.DataFrame]:
@@ -178,22 +165,19 @@ def _attributed_many(graphs: dict[int, CriticalGraph], stacked: pl.DataFrame) ->
     if not rs:
         return {}
 
-    def ranked(r: int, n: int) -> pl.Series:
-        return pl.Series("rank", [r], dtype=pl.Int32).new_from_index(0, n)
-
     want = pl.concat(
-        [pl.DataFrame([ranked(r, graphs[r].edges.height), graphs[r].edges["attr_row"].alias("row")]) for r in rs]
+        [pl.DataFrame([rank_column(r, graphs[r].edges.height), graphs[r].edges["attr_row"].alias("row")]) for r in rs]
     )
     want = want.filter(pl.col("row") >= 0).unique()
     events = pl.concat(
-        [graphs[r].events.with_columns(ranked(r, graphs[r].events.height)) for r in rs], how="vertical_relaxed"
+        [graphs[r].events.with_columns(rank_column(r, graphs[r].events.height)) for r in rs], how="vertical_relaxed"
     )
-    have = events.select("rank", *_ATTR_COLS).join(want, on=["rank", "row"], how="semi")
+    have = events.select("rank", *_attr_cols()).join(want, on=["rank", "row"], how="semi")
     rest = want.join(have.select("rank", "row"), on=["rank", "row"], how="anti")
     if rest.height:
         more = (
             stacked.lazy()
-            .select("rank", *_ATTR_COLS[:4], pl.col("stream").fill_null(-1), "kind", _ATTR_COLS[6])
+            .select("rank", *_attr_cols(stream_filled=False))
             .join(rest.lazy(), on=["rank", "row"], how="semi")
             .collect()
         )

@@ -53,7 +53,7 @@ from ranksight.model.trace import Trace
 from ranksight.views.gpu_work import hta_round, needs_hta_rounding
 from ranksight.views.hta_call_stack import nest
 from ranksight.views.links import HTA_QUEUE_APIS
-from ranksight.views.rank_slices import RankSlices
+from ranksight.views.rank_slices import RankSlices, rank_column
 
 __all__ = [
     "EDGE_TYPES",
@@ -172,7 +172,7 @@ def _events_of(lf: pl.LazyFrame, traces: Sequence[Trace]) -> pl.DataFrame:
             frames.append(
                 pl.DataFrame(
                     {
-                        "rank": pl.Series("rank", [t.rank], dtype=pl.Int32).new_from_index(0, sync.height),
+                        "rank": rank_column(t.rank, sync.height),
                         "row": sync["row"],
                         "wait_on_stream": sync["wait_on_stream"],
                         "wait_on_event_correlation": sync["wait_on_event_correlation"],
@@ -307,29 +307,33 @@ def critical_graphs(
     by_rank = {t.rank: t for t in traces}
     lf = stacked.lazy().filter(pl.col("rank").is_in(rs))
     ev = _events_of(lf, [by_rank[r] for r in rs])
-    top = dict(ev.group_by("rank").agg(pl.col("row").max()).iter_rows())
+    if ev.height == 0:  # nothing to build (rank by rank says why)
+        return None
+    dtypes = ev.schema
+    # each rank's last row and time span, one pass
+    span = ev.group_by("rank").agg(
+        pl.col("row").max().alias("__top"), pl.col("ts_ns").min().alias("__lo"), pl.col("end_ns").max().alias("__hi")
+    )
+    top = dict(span.select("rank", "__top").iter_rows())
     row_base, acc = {}, 0
     for r in rs:  # each rank's rows after the previous rank's
         row_base[r] = acc
         acc += int(top.get(r) or 0) + 1
     if acc >= (1 << 32) - 1:
         return None
-    ranks = pl.DataFrame(
-        {"rank": rs, "__rbase": [row_base[r] for r in rs]}, schema={"rank": pl.Int32, "__rbase": pl.Int64}
-    )
-    dtypes = ev.schema
-    if ev.height == 0:  # nothing to build (rank by rank says why)
-        return None
-    ext = ev.group_by("rank").agg(pl.col("ts_ns").min().alias("__lo"), pl.col("end_ns").max().alias("__hi"))
-    ext = ranks.join(ext, on="rank", how="left", maintain_order="left").with_columns(
-        pl.col("__lo").fill_null(0), pl.col("__hi").fill_null(0)
-    )
     w = pl.DataFrame(
-        {"rank": rs, "__wlo": [windows[r][0] for r in rs], "__whi": [windows[r][1] for r in rs]},
-        schema={"rank": pl.Int32, "__wlo": pl.Int64, "__whi": pl.Int64},
+        {
+            "rank": rs,
+            "__rbase": [row_base[r] for r in rs],
+            "__wlo": [windows[r][0] for r in rs],
+            "__whi": [windows[r][1] for r in rs],
+        },
+        schema={"rank": pl.Int32, "__rbase": pl.Int64, "__wlo": pl.Int64, "__whi": pl.Int64},
     )
-    ext = ext.join(w, on="rank", how="left", maintain_order="left").with_columns(
-        pl.min_horizontal("__lo", "__wlo").alias("__lo"), pl.max_horizontal("__hi", "__whi").alias("__hi")
+    # a rank's stretch covers its events and its window
+    ext = w.join(span.drop("__top"), on="rank", how="left", maintain_order="left").with_columns(
+        pl.min_horizontal(pl.col("__lo").fill_null(0), "__wlo").alias("__lo"),
+        pl.max_horizontal(pl.col("__hi").fill_null(0), "__whi").alias("__hi"),
     )
     stride = int((ext["__hi"] - ext["__lo"]).max()) + 2
     if len(rs) * stride >= (1 << 62):
@@ -339,50 +343,31 @@ def critical_graphs(
     )
     # new numbers: rows by a base per rank; processes, streams and correlations by (rank, value)
     pids = ev.select("rank", "pid").unique().sort(["rank", "pid"]).with_row_index("__pid")
-    streams = (
-        pl.concat([ev.select("rank", "stream"), ev.select("rank", pl.col("wait_on_stream").alias("stream"))])
-        .filter(pl.col("stream") != -1)
-        .unique()
-        .sort(["rank", "stream"])
-        .with_row_index("__stream")
-    )
-    corrs = (
-        pl.concat([ev.select("rank", "correlation"), ev.select("rank", pl.col("wait_corr").alias("correlation"))])
-        .filter(pl.col("correlation").is_not_null() & (pl.col("correlation") != -1))
-        .unique()
-        .with_row_index("__corr")
-    )
+    streams = _codes(ev, "stream", "wait_on_stream", "__stream")
+    corrs = _codes(ev, "correlation", "wait_corr", "__corr")
     code = lambda c: pl.col(c).cast(pl.Int64)  # noqa: E731
-    enc = (
-        ev.join(ext.select("rank", "__rbase", "__shift"), on="rank", how="left", maintain_order="left")
-        .join(pids, on=["rank", "pid"], how="left", maintain_order="left", nulls_equal=True)
-        .join(streams, on=["rank", "stream"], how="left", maintain_order="left")
-        .join(
-            streams.rename({"stream": "wait_on_stream", "__stream": "__wstream"}),
-            on=["rank", "wait_on_stream"],
-            how="left",
-            maintain_order="left",
-        )
-        .join(corrs, on=["rank", "correlation"], how="left", maintain_order="left")
-        .join(
-            corrs.rename({"correlation": "wait_corr", "__corr": "__wcorr"}),
-            on=["rank", "wait_corr"],
-            how="left",
-            maintain_order="left",
-        )
-        .with_columns(
-            pl.col("row") + pl.col("__rbase"),
-            pl.col("launch_row").cast(pl.Int64) + pl.col("__rbase"),
-            code("__pid").alias("pid"),
-            pl.when(pl.col("stream") == -1).then(-1).otherwise(code("__stream")).alias("stream"),
-            pl.when(pl.col("wait_on_stream") == -1).then(-1).otherwise(code("__wstream")).alias("wait_on_stream"),
-            code("__corr").alias("correlation"),
-            pl.when(pl.col("wait_corr") == -1).then(-1).otherwise(code("__wcorr")).alias("wait_corr"),
-            pl.col("ts_ns") + pl.col("__shift"),
-            pl.col("end_ns") + pl.col("__shift"),
-        )
-        .select(ev.columns)
+    enc = ev.join(ext.select("rank", "__rbase", "__shift"), on="rank", how="left", maintain_order="left").join(
+        pids, on=["rank", "pid"], how="left", maintain_order="left", nulls_equal=True
     )
+    for col, codes, new in (
+        ("stream", streams, "__stream"),
+        ("wait_on_stream", streams, "__wstream"),
+        ("correlation", corrs, "__corr"),
+        ("wait_corr", corrs, "__wcorr"),
+    ):
+        value, code_col = codes.columns[2], codes.columns[0]  # (code, rank, value)
+        enc = enc.join(codes.rename({value: col, code_col: new}), on=["rank", col], how="left", maintain_order="left")
+    enc = enc.with_columns(
+        pl.col("row") + pl.col("__rbase"),
+        pl.col("launch_row").cast(pl.Int64) + pl.col("__rbase"),
+        code("__pid").alias("pid"),
+        pl.when(pl.col("stream") == -1).then(-1).otherwise(code("__stream")).alias("stream"),
+        pl.when(pl.col("wait_on_stream") == -1).then(-1).otherwise(code("__wstream")).alias("wait_on_stream"),
+        code("__corr").alias("correlation"),
+        pl.when(pl.col("wait_corr") == -1).then(-1).otherwise(code("__wcorr")).alias("wait_corr"),
+        pl.col("ts_ns") + pl.col("__shift"),
+        pl.col("end_ns") + pl.col("__shift"),
+    ).select(ev.columns)
     shift = dict(zip(ext["rank"].to_list(), ext["__shift"].to_list(), strict=True))
     win = {r: (windows[r][0] + shift[r], windows[r][1] + shift[r]) for r in rs}
     step_tids = {}
@@ -397,6 +382,18 @@ def critical_graphs(
         windows,
     )
     return _build(enc, win, step_tids, False, data_load, gloo, back)
+
+
+def _codes(ev: pl.DataFrame, col: str, also: str, name: str) -> pl.DataFrame:
+    """``name, rank, col``: a new number for each distinct (rank, value) of ``col`` and ``also``
+    (−1 and null are no value and keep no number)."""
+    return (
+        pl.concat([ev.select("rank", col), ev.select("rank", pl.col(also).alias(col))])
+        .filter(pl.col(col).is_not_null() & (pl.col(col) != -1))
+        .unique()
+        .sort(["rank", col])
+        .with_row_index(name)
+    )
 
 
 @dataclass

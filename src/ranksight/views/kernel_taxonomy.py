@@ -22,7 +22,7 @@ from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.taxonomy import TAXONOMY_SCHEMA, kernel_taxonomy
 from ranksight.views.enclosing import innermost_enclosing
 from ranksight.views.peaks import DTYPE_PRECISION
-from ranksight.views.rank_slices import RankSlices
+from ranksight.views.rank_slices import RankSlices, rank_column
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -59,7 +59,7 @@ def _op_inputs(traces: list[Trace]) -> pl.DataFrame | None:
             frames.append(
                 pl.DataFrame(
                     {
-                        "rank": pl.Series("rank", [t.rank], dtype=pl.Int32).new_from_index(0, op.height),
+                        "rank": rank_column(t.rank, op.height),
                         "row": op["row"],
                         "input_type": op["input_type"].cast(pl.String),
                     }

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import polars as pl
 
-__all__ = ["RankSlices", "rank_rows"]
+__all__ = ["RankSlices", "rank_rows", "rank_column"]
 
 
 class RankSlices:
@@ -60,3 +60,9 @@ def rank_rows(table: pl.DataFrame | RankSlices, rank: int, col: str = "rank") ->
     if isinstance(table, RankSlices):
         return table[rank]
     return table.filter(pl.col(col) == rank)
+
+
+def rank_column(rank: int, n: int) -> pl.Series:
+    """A ``rank`` column (Int32) of ``n`` rows, all ``rank`` (no query): what a per-trace frame
+    gets before frames of several ranks are stacked."""
+    return pl.Series("rank", [rank], dtype=pl.Int32).new_from_index(0, n)
