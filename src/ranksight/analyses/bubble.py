@@ -26,7 +26,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.analyses.collectives import rank_collectives
+from ranksight.analyses.collectives import rank_collectives, seed_collectives
 from ranksight.views.comm_intervals import clip_union, compute_intervals, length, step_windows
 from ranksight.views.intervals import intersect, subtract
 
@@ -93,6 +93,7 @@ def bubble(
     """Bubble per stage and step, its fraction, and the (p − 1)/(m + p − 1) expectation."""
     sess = Session.of(run, ranks)
     rs = sess.ranks
+    seed_collectives(sess)  # many small ranks: one pass over all of them
     out = sess.map(rank_bubble)
     frames = [out[r] for r in rs]
     per = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)

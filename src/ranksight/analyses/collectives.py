@@ -22,14 +22,22 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
-from ranksight.views.comm_extract import SCHEMA, empty_table, rank_collectives
+from ranksight.views.comm_extract import SCHEMA, empty_table, rank_collectives, seed_rank_collectives
 from ranksight.views.comm_match import CommData, apply_offsets, estimate_offsets, instance_metrics, match_instances
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
     from ranksight.model.trace import Trace
 
-__all__ = ["rank_collectives", "comm_data", "collectives", "SCHEMA", "single_rank_note", "ALIGN_OPTION"]
+__all__ = [
+    "rank_collectives",
+    "seed_collectives",
+    "comm_data",
+    "collectives",
+    "SCHEMA",
+    "single_rank_note",
+    "ALIGN_OPTION",
+]
 
 ALIGN_OPTION = Option("no_align", bool, False, "do not correct clock offsets between ranks/hosts", flag=True)
 
@@ -50,8 +58,17 @@ def comm_data(run: Run | Session, ranks: Sequence[int] | None = None, *, align: 
     return sess.memo(("comm_data", align), lambda: _comm_data(sess, align))
 
 
+def seed_collectives(sess: Session) -> None:
+    """Many small ranks held here: every rank's collectives in one pass over the stacked events
+    (issue 19), before the per-rank work reads them."""
+    stacked = sess.stacked_events()
+    if stacked is not None:
+        seed_rank_collectives([sess.trace(r) for r in sess.ranks], stacked)
+
+
 def _comm_data(sess: Session, align: bool) -> CommData:
     rs = sess.ranks
+    seed_collectives(sess)
     per = sess.map(_rank_comm)  # per rank, on the run's engine
     tables = {r: per[r][0] for r in rs}
     sizes = {per[r][1] for r in rs if per[r][1]}

@@ -20,6 +20,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
+from ranksight.analyses.collectives import seed_collectives
 from ranksight.errors import UsageError
 from ranksight.views.comm_extract import rank_collectives
 from ranksight.views.nccl_join import join_log_to_traces, logical_operations
@@ -154,6 +155,7 @@ def nccl_log(
     tables, notes = log_tables(log, all_ops=operations, topology=topology)
     sess = Session.of(run, ranks)
     if sess.run is not None:
+        seed_collectives(sess)  # many small ranks: one pass over all of them
         joined, jn = join_log_to_traces(log, sess.map(rank_collectives))
         tables["traced_collectives"] = joined
         matched = int(joined["bytes_match"].sum()) if joined.height else 0

@@ -20,10 +20,9 @@ by time containment of the launch on the launching thread) > ``custom_op`` (``sy
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 import re
-import weakref
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -31,12 +30,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ranksight.views.comm_types import canonical_type, dtype_bytes, kernel_name_details, numel_args
-from ranksight.views.names import trace_values_matching
+from ranksight.views.names import trace_values_matching, values_matching
+from ranksight.views.rank_slices import RankSlices, rank_column
 
 if TYPE_CHECKING:
+    from ranksight.model.meta import TraceMeta
     from ranksight.model.trace import Trace
 
-__all__ = ["rank_collectives", "SCHEMA", "empty_table"]
+__all__ = ["rank_collectives", "seed_rank_collectives", "SCHEMA", "empty_table"]
 
 SCHEMA: dict[str, Any] = {
     "rank": pl.Int32,
@@ -74,7 +75,6 @@ SCHEMA: dict[str, Any] = {
     "step": pl.Int32,
 }
 
-_CACHE: weakref.WeakKeyDictionary[Any, pl.DataFrame] = weakref.WeakKeyDictionary()
 #: Host-side collective calls: the CPU ops read as collective ops (also what idle-causes and
 #: diagnose call a collective on the host).
 COLLECTIVE_OP_RE = r"^(record_param_comms$|nccl:|c10d::|gloo:|symm_mem::|vllm::|_C_custom_ar::)"
@@ -89,17 +89,87 @@ def empty_table() -> pl.DataFrame:
 
 def rank_collectives(trace: Trace) -> pl.DataFrame:
     """Every collective of one rank, in start order (schema :data:`SCHEMA`). Cached per trace."""
+    return trace.memo("collectives", lambda: _collectives(_Source([trace], trace.scan(), [])))
+
+
+def seed_rank_collectives(traces: list[Trace], stacked: pl.DataFrame) -> None:
+    """Give each trace its :func:`rank_collectives` table from one pass over their stacked events
+    (``stacked``: a ``rank`` column, :meth:`Session.stacked_events
+    <ranksight.analyses.Session.stacked_events>`; issue 19): the same queries as for one rank,
+    keyed by rank, each distinct op shape parsed once for the run; the tables are those of the
+    per-rank computation. Traces that already have theirs keep it; ranks whose side tables cannot
+    be stacked are left to the per-rank computation."""
+    traces = [t for t in traces if not t.has_memo("collectives")]
+    if len(traces) < 2:
+        return
+    ranks = pl.Series("rank", [t.rank for t in traces], dtype=pl.Int32)
+    ev = stacked.lazy().filter(pl.col("rank").is_in(ranks.implode()))
     try:
-        return _CACHE[trace]
-    except (KeyError, TypeError):
-        pass
-    gpu, used_c10d = _gpu_collectives(trace)
-    cpu = _gloo_collectives(trace, used_c10d)
-    df = pl.concat([gpu, cpu], how="vertical_relaxed") if cpu.height else gpu
-    df = _finish(trace, df)
-    with contextlib.suppress(TypeError):  # a trace that cannot be weakly referenced is not cached
-        _CACHE[trace] = df
+        df = _collectives(_Source(traces, ev, ["rank"]))
+    except _CannotStack:
+        return
+    parts = RankSlices(df)
+    for t in traces:
+        t.memo("collectives", functools.partial(_same, parts[t.rank]))
+
+
+def _same(df: pl.DataFrame) -> pl.DataFrame:
     return df
+
+
+class _CannotStack(Exception):
+    """The ranks' side tables do not stack (a column typed differently on two ranks)."""
+
+
+class _Source:
+    """The events the extraction reads: one trace's (``by`` ``[]``) or several ranks' stacked
+    (``by`` ``["rank"]``), with their side tables joined on ``(*by, row)``."""
+
+    def __init__(self, traces: list[Trace], ev: pl.LazyFrame, by: list[str]) -> None:
+        self.traces, self.ev, self.by = traces, ev, by
+        self._tables: dict[str, pl.DataFrame] = {}
+
+    def names_matching(self, pattern: str) -> list[str]:
+        if not self.by:
+            return trace_values_matching(self.traces[0], pattern)
+        names = {n for t in self.traces for n in t.distinct_names()}
+        return values_matching(pl.Series(sorted(names), dtype=pl.String), pattern)
+
+    def _table(self, name: str) -> pl.DataFrame:
+        if name not in self._tables:
+            frames = [t.table(name) for t in self.traces]
+            frames = [f.with_columns(rank_column(t.rank, f.height)) for t, f in zip(self.traces, frames, strict=True)]
+            try:
+                self._tables[name] = pl.concat(frames, how="diagonal_relaxed")
+            except (pl.exceptions.SchemaError, pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError) as e:
+                raise _CannotStack(name) from e
+        return self._tables[name]
+
+    def with_args(self, df: pl.DataFrame, *names: str) -> pl.DataFrame:
+        """:meth:`Trace.with_args <ranksight.model.trace.Trace.with_args>` over the source."""
+        if not self.by:
+            return self.traces[0].with_args(df, *names)
+        out = df
+        for n in names:
+            t = self._table(n)
+            dup = [c for c in t.columns if c not in ("row", "rank") and c in out.columns]
+            t = t.rename({c: f"{n}_{c}" for c in dup}).with_columns(pl.col("row").cast(out.schema["row"]))
+            out = out.join(t, on=["rank", "row"], how="left", maintain_order="left")
+        return out
+
+
+def _collectives(src: _Source) -> pl.DataFrame:
+    ops: list[pl.DataFrame] = []  # the comm ops, read once when first needed
+
+    def comm_ops() -> pl.DataFrame:
+        if not ops:
+            ops.append(_dims_cols(_comm_ops(src)))
+        return ops[0]
+
+    gpu = _gpu_collectives(src, comm_ops)
+    cpu = _gloo_collectives(src, gpu, comm_ops)
+    df = pl.concat([gpu[0], cpu], how="vertical_relaxed") if cpu.height else gpu[0]
+    return _finish(src, df)
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -149,16 +219,20 @@ def _ctype(col: str) -> pl.Expr:
     )
 
 
-def _comm_ops(trace: Trace) -> pl.DataFrame:
-    """CPU-side comm ops (record_param_comms, nccl:*, c10d::*, gloo:*) with their args."""
-    names = trace_values_matching(trace, _COMM_OP_RE.pattern)
-    q = trace.scan().filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").is_in(names))
-    ops = trace.with_args(
-        q.select("row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step").collect(),
+def _comm_ops(src: _Source) -> pl.DataFrame:
+    """CPU-side comm ops (record_param_comms, nccl:*, c10d::*, gloo:*) with their args; categorical
+    columns as strings."""
+    names = src.names_matching(_COMM_OP_RE.pattern)
+    q = src.ev.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & pl.col("name").is_in(names))
+    ops = src.with_args(
+        q.select(*src.by, "row", "name", "kind", pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "step").collect(),
         "collective",
         "op",
     )
-    return ops.with_columns(pl.col("name").cast(pl.String))
+    schema = ops.schema
+    return ops.with_columns(
+        pl.col(c).cast(pl.String) for c, t in schema.items() if isinstance(t, (pl.Categorical, pl.Enum))
+    )
 
 
 def _dims_cols(ops: pl.DataFrame) -> pl.DataFrame:
@@ -171,14 +245,17 @@ def _dims_cols(ops: pl.DataFrame) -> pl.DataFrame:
     return ops.with_columns(a0.alias("arg0_nelems"), a1.alias("arg1_nelems"), dt.alias("arg_dtype"))
 
 
-def _enclosing(launches: pl.DataFrame, ops: pl.DataFrame, prefix: str, cols: list[str]) -> pl.DataFrame:
-    """For each launch, the latest-starting op of ``ops`` on the same thread that contains it."""
+def _enclosing(launches: pl.DataFrame, ops: pl.DataFrame, prefix: str, cols: list[str], by: list[str]) -> pl.DataFrame:
+    """For each launch, the latest-starting op of ``ops`` on the same thread (of the same rank:
+    ``by``) that contains it."""
     if ops.height == 0 or launches.height == 0:
+        schema = ops.schema
         return launches.with_columns(
-            [pl.lit(None, dtype=ops.schema.get(c, pl.String)).alias(f"{prefix}{c}") for c in cols]
+            [pl.lit(None, dtype=schema.get(c, pl.String)).alias(f"{prefix}{c}") for c in cols]
             + [pl.lit(None, dtype=pl.Int64).alias(f"{prefix}row")]
         )
     right = ops.select(
+        *by,
         pl.col("tid").alias("launch_tid"),
         pl.col("ts_ns").alias("__ts"),
         pl.col("end_ns").alias("__end"),
@@ -186,7 +263,7 @@ def _enclosing(launches: pl.DataFrame, ops: pl.DataFrame, prefix: str, cols: lis
         *[pl.col(c).alias(f"{prefix}{c}") for c in cols],
     ).sort("__ts")
     j = launches.sort("launch_ns").join_asof(
-        right, left_on="launch_ns", right_on="__ts", by="launch_tid", strategy="backward", check_sortedness=False
+        right, left_on="launch_ns", right_on="__ts", by=[*by, "launch_tid"], strategy="backward", check_sortedness=False
     )
     inside = pl.col("__end") >= pl.col("launch_ns")
     return j.with_columns(
@@ -211,35 +288,37 @@ _ARG_COLS = [
 ]
 
 
-def _gpu_collectives(trace: Trace) -> tuple[pl.DataFrame, set[int]]:
-    ev = trace.scan()
+def _gpu_collectives(src: _Source, comm_ops: Callable[[], pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The GPU collectives (before :func:`_finish`) and the ``(*by, row)`` of the ``c10d::`` ops
+    that gave a kernel its metadata (the gloo pass leaves those out)."""
+    by = src.by
     k = (
-        ev.filter(
+        src.ev.filter(
             (pl.col("kind") == "kernel") & (pl.col("kernel_class") == "COMMUNICATION") & pl.col("dur_ns").is_not_null()
         )
-        .select("row", pl.col("name").cast(pl.String), "ts_ns", "end_ns", "dur_ns", "stream", "step", "launch_row")
+        .select(*by, "row", pl.col("name").cast(pl.String), "ts_ns", "end_ns", "dur_ns", "stream", "step", "launch_row")
         .collect()
     )
+    used = pl.DataFrame(schema={**{c: pl.Int32 for c in by}, "row": pl.Int64})
     if k.height == 0:
-        return _empty_raw(), set()
-    k = trace.with_args(k, "collective").with_columns(
+        return _empty_raw(by), used
+    k = src.with_args(k, "collective").with_columns(
         pl.col(c).cast(pl.String)
         for c in ("collective_name", "dtype", "pg_name", "pg_desc", "pg_ranks", "in_split_size", "out_split_size")
     )
+    wanted = k.select(*by, "launch_row").drop_nulls().unique()
     launch = (
-        ev.filter(pl.col("row").is_in(k["launch_row"].drop_nulls().unique().implode()))
-        .select(
+        src.ev.select(
+            *by,
             pl.col("row").alias("launch_row"),
             pl.col("ts_ns").alias("launch_ns"),
             pl.col("tid").cast(pl.Int64).alias("launch_tid"),
         )
+        .join(wanted.lazy(), on=[*by, "launch_row"], how="semi")
         .collect()
     )
-    k = k.join(launch, on="launch_row", how="left", maintain_order="left")
-    ops = _dims_cols(_comm_ops(trace))
-    ops = ops.with_columns(
-        pl.col(c).cast(pl.String) for c in ops.columns if isinstance(ops.schema[c], (pl.Categorical, pl.Enum))
-    )
+    k = k.join(launch, on=[*by, "launch_row"], how="left", maintain_order="left")
+    ops = comm_ops()
     rpc = ops.filter((pl.col("name") == "record_param_comms") & pl.col("collective_name").is_not_null())
     ann = ops.filter(pl.col("name").str.starts_with("nccl:"))
     c10 = ops.filter(pl.col("name").str.starts_with("c10d::"))
@@ -250,17 +329,18 @@ def _gpu_collectives(trace: Trace) -> tuple[pl.DataFrame, set[int]]:
     )
     cus = cus.filter(_ctype("name").is_in(["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]))
     linked = k.filter(pl.col("launch_ns").is_not_null())
-    linked = _enclosing(linked, rpc, "rpc_", _ARG_COLS)
-    linked = _enclosing(linked, ann, "ann_", ["name", "arg0_nelems", "arg_dtype"])
-    linked = _enclosing(linked, c10, "c10_", ["name", "arg0_nelems", "arg1_nelems", "arg_dtype"])
-    linked = _enclosing(linked, cus, "cus_", ["name", "arg0_nelems", "arg_dtype"])
+    linked = _enclosing(linked, rpc, "rpc_", _ARG_COLS, by)
+    linked = _enclosing(linked, ann, "ann_", ["name", "arg0_nelems", "arg_dtype"], by)
+    linked = _enclosing(linked, c10, "c10_", ["name", "arg0_nelems", "arg1_nelems", "arg_dtype"], by)
+    linked = _enclosing(linked, cus, "cus_", ["name", "arg0_nelems", "arg_dtype"], by)
     unlinked = k.filter(pl.col("launch_ns").is_null())
     k = pl.concat([linked, unlinked], how="diagonal_relaxed")
-    used = set(k["c10_row"].drop_nulls().to_list()) if "c10_row" in k.columns else set()
-    return _resolve_gpu(k), used
+    if "c10_row" in k.columns:
+        used = k.select(*by, pl.col("c10_row").cast(pl.Int64).alias("row")).drop_nulls()
+    return _resolve_gpu(k, by), used
 
 
-def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
+def _resolve_gpu(k: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Apply the precedence rules to the candidate metadata columns."""
     ints = {
         "rpc_in_msg_nelems",
@@ -286,12 +366,15 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
         "cus_arg0_nelems",
         "cus_arg_dtype",
     ]
+    schema = k.schema
+    fix = []
     for c in ["rpc_" + a for a in _ARG_COLS] + extra:
         want = pl.Int64 if c in ints else pl.String
-        if c not in k.columns:
-            k = k.with_columns(pl.lit(None, dtype=want).alias(c))
-        elif k.schema[c] != want:
-            k = k.with_columns(pl.col(c).cast(want))
+        if c not in schema:
+            fix.append(pl.lit(None, dtype=want).alias(c))
+        elif schema[c] != want:
+            fix.append(pl.col(c).cast(want))
+    k = k.with_columns(fix)
     k = k.with_columns(
         _ctype("collective_name").alias("__t_kernel"),
         _ctype("rpc_collective_name").alias("__t_rpc"),
@@ -343,6 +426,7 @@ def _resolve_gpu(k: pl.DataFrame) -> pl.DataFrame:
     ann_peers = _map_distinct(k["ann_name"], _p2p_peers_text, pl.String)
     k = k.with_columns(algo.alias("algorithm"), proto.alias("protocol"), kdt.alias("__kdt"), ann_peers.alias("__peers"))
     return k.select(
+        *by,
         pl.lit("kernel").alias("source"),
         pl.col("row").cast(pl.Int64),
         "name",
@@ -399,26 +483,32 @@ def _p2p_peers_text(name: str | None) -> str | None:
     return f"{a},{b}" if arrow == "->" else f"{b},{a}"
 
 
-def _empty_raw() -> pl.DataFrame:
-    cols = {c: t for c, t in SCHEMA.items() if c not in ("rank", "host", "idx", "elem_bytes", "bytes")}
+def _empty_raw(by: list[str]) -> pl.DataFrame:
+    cols = {c: t for c, t in SCHEMA.items() if c in by or c not in ("rank", "host", "idx", "elem_bytes", "bytes")}
     return pl.DataFrame(schema=cols)
 
 
-def _gloo_collectives(trace: Trace, used_c10d: set[int]) -> pl.DataFrame:
-    names = trace_values_matching(trace, r"^gloo:")
-    if not names:
-        return _empty_raw()
-    ops = _dims_cols(_comm_ops(trace))
+def _gloo_collectives(
+    src: _Source, gpu: tuple[pl.DataFrame, pl.DataFrame], comm_ops: Callable[[], pl.DataFrame]
+) -> pl.DataFrame:
+    by = src.by
+    if not src.names_matching(r"^gloo:"):
+        return _empty_raw(by)
+    ops = comm_ops()
     gl = ops.filter(pl.col("name").str.starts_with("gloo:")).with_columns(
         _ctype("name").fill_null("unknown").alias("coll_type")
     )
-    c10 = ops.filter(pl.col("name").str.starts_with("c10d::") & ~pl.col("row").cast(pl.Int64).is_in(list(used_c10d)))
+    c10 = ops.filter(pl.col("name").str.starts_with("c10d::")).with_columns(pl.col("row").cast(pl.Int64))
+    c10 = c10.join(gpu[1], on=[*by, "row"], how="anti", maintain_order="left")
     c10 = c10.with_columns(_ctype("name").fill_null("unknown").alias("coll_type"))
-    gl = gl.sort("ts_ns").with_columns(pl.int_range(pl.len()).over("coll_type").alias("__k"))
+    gl = gl.sort([*by, "ts_ns"], maintain_order=True).with_columns(
+        pl.int_range(pl.len()).over([*by, "coll_type"]).alias("__k")
+    )
     c10 = (
-        c10.sort("ts_ns")
-        .with_columns(pl.int_range(pl.len()).over("coll_type").alias("__k"))
+        c10.sort([*by, "ts_ns"], maintain_order=True)
+        .with_columns(pl.int_range(pl.len()).over([*by, "coll_type"]).alias("__k"))
         .select(
+            *by,
             "coll_type",
             "__k",
             pl.col("ts_ns").alias("launch_ns"),
@@ -428,9 +518,10 @@ def _gloo_collectives(trace: Trace, used_c10d: set[int]) -> pl.DataFrame:
             pl.col("arg1_nelems").alias("c10_a1"),
         )
     )
-    gl = gl.join(c10, on=["coll_type", "__k"], how="left", maintain_order="left")
+    gl = gl.join(c10, on=[*by, "coll_type", "__k"], how="left", maintain_order="left")
     out_first = pl.col("c10_name").str.contains("gather|scatter|alltoall").fill_null(False)
     return gl.select(
+        *by,
         pl.lit("cpu").alias("source"),
         pl.col("row").cast(pl.Int64),
         "name",
@@ -469,21 +560,52 @@ def _gloo_collectives(trace: Trace, used_c10d: set[int]) -> pl.DataFrame:
     )
 
 
-def _default_pg(trace: Trace) -> tuple[str, str, int | None, str | None]:
+def _default_pg(meta: TraceMeta) -> tuple[str, str, int | None, str | None]:
     """(name, desc, size, ranks text) of the default process group, from ``pg_config`` or assumed."""
-    for pg in trace.meta.process_groups:
+    for pg in meta.process_groups:
         if pg.desc == "default_pg" or pg.name == "0":
             return pg.name, pg.desc, pg.size, json.dumps(list(pg.ranks)) if pg.ranks else None
-    return "0", "default_pg (assumed)", trace.meta.world_size, None
+    return "0", "default_pg (assumed)", meta.world_size, None
 
 
-def _finish(trace: Trace, df: pl.DataFrame) -> pl.DataFrame:
-    """Fill process-group defaults, element sizes and bytes; add rank, host and order."""
+def _finish(src: _Source, df: pl.DataFrame) -> pl.DataFrame:
+    """Fill process-group defaults (from each rank's ``pg_config`` and world size), element sizes
+    and bytes; add rank, host and order."""
     if df.height == 0:
         return empty_table()
-    pg_name, pg_desc, pg_size, pg_ranks = _default_pg(trace)
-    sizes = {pg.name: pg.size for pg in trace.meta.process_groups if pg.size}
-    ranks = {pg.name: json.dumps(list(pg.ranks)) for pg in trace.meta.process_groups if pg.ranks}
+    if not src.by:
+        df = _with_groups(df, src.traces[0].meta)
+        df = df.with_columns(
+            pl.lit(src.traces[0].rank, dtype=pl.Int32).alias("rank"),
+            pl.lit(src.traces[0].meta.host_name, dtype=pl.String).alias("host"),
+        )
+    else:  # the ranks that declare the same process groups and world size filled together
+        same: dict[tuple[Any, ...], list[int]] = {}
+        for t in src.traces:
+            same.setdefault((tuple(t.meta.process_groups), t.meta.world_size), []).append(t.rank)
+        metas = {t.rank: t.meta for t in src.traces}
+        parts = [
+            _with_groups(df if len(same) == 1 else df.filter(pl.col("rank").is_in(rs)), metas[rs[0]])
+            for rs in same.values()
+        ]
+        hosts = {t.rank: t.meta.host_name for t in src.traces}
+        df = pl.concat(parts) if len(parts) > 1 else parts[0]
+        df = df.with_columns(pl.col("rank").replace_strict(hosts, return_dtype=pl.String).alias("host"))
+    eb = _map_distinct(df["dtype"], dtype_bytes, pl.Int64).alias("elem_bytes")
+    df = df.with_columns(eb)
+    df = df.with_columns(_bytes_expr().alias("bytes"))
+    df = df.sort([*src.by, "start_ns", "row"])
+    idx = pl.int_range(pl.len(), dtype=pl.Int64)
+    df = df.with_columns((idx.over(src.by) if src.by else idx).alias("idx"))
+    return df.select([pl.col(c).cast(t) for c, t in SCHEMA.items()])
+
+
+def _with_groups(df: pl.DataFrame, meta: TraceMeta) -> pl.DataFrame:
+    """``pg_name``/``pg_desc`` defaulted and ``group_size``/``group_rule``/``group_ranks`` filled
+    from one rank's metadata (``pg_config``, world size)."""
+    pg_name, pg_desc, pg_size, pg_ranks = _default_pg(meta)
+    sizes = {pg.name: pg.size for pg in meta.process_groups if pg.size}
+    ranks = {pg.name: json.dumps(list(pg.ranks)) for pg in meta.process_groups if pg.ranks}
     assumed = pl.col("pg_name").is_null()
     df = df.with_columns(
         pl.col("pg_name").fill_null(pg_name),
@@ -500,8 +622,8 @@ def _finish(trace: Trace, df: pl.DataFrame) -> pl.DataFrame:
         else pl.lit(None, dtype=pl.String)
     )
     ratio = _size_ratio()
-    world = pl.lit(trace.meta.world_size if pg_desc.endswith("(assumed)") else pg_size, dtype=pl.Int64)
-    df = df.with_columns(
+    world = pl.lit(meta.world_size if pg_desc.endswith("(assumed)") else pg_size, dtype=pl.Int64)
+    return df.with_columns(
         pl.coalesce("group_size", cfg_size, ratio, world).alias("group_size"),
         pl.coalesce(
             "group_rule",
@@ -513,15 +635,6 @@ def _finish(trace: Trace, df: pl.DataFrame) -> pl.DataFrame:
             "group_ranks", cfg_ranks, pl.lit(pg_ranks, dtype=pl.String) if pg_ranks else pl.lit(None, dtype=pl.String)
         ).alias("group_ranks"),
     )
-    eb = _map_distinct(df["dtype"], dtype_bytes, pl.Int64).alias("elem_bytes")
-    df = df.with_columns(eb)
-    df = df.with_columns(_bytes_expr().alias("bytes"))
-    df = df.with_columns(
-        pl.lit(trace.rank, dtype=pl.Int32).alias("rank"),
-        pl.lit(trace.meta.host_name, dtype=pl.String).alias("host"),
-    ).sort(["start_ns", "row"])
-    df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("idx"))
-    return df.select([pl.col(c).cast(t) for c, t in SCHEMA.items()])
 
 
 def _size_ratio() -> pl.Expr:
