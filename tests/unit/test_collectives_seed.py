@@ -20,12 +20,13 @@ from ranksight.analyses import Session
 from ranksight.analyses.collectives import comm_data
 from ranksight.data import example_path
 from ranksight.views import comm_extract as ce
+from ranksight.views.event_source import EventSource
 
 
 def _per_rank_and_seeded(path: Path) -> tuple[dict[int, pl.DataFrame], dict[int, pl.DataFrame]]:
     run = ranksight.load(path, cache=False)
     sess = Session.of(run)
-    per = {r: ce._collectives(ce._Source([run[r]], run[r].scan(), [])) for r in sess.ranks}  # nothing memoised
+    per = {r: ce._collectives(EventSource.one(run[r])) for r in sess.ranks}  # nothing memoised
     stacked = sess.stacked_events()
     assert stacked is not None
     ce.seed_rank_collectives([run[r] for r in sess.ranks], stacked)

@@ -25,6 +25,7 @@ overall row, one step for the per-step rows.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -37,8 +38,10 @@ from ranksight.errors import MissingDataError
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.model.taxonomy import tensor_core_mask
 from ranksight.model.tensor_cores import RULESETS
+from ranksight.views.event_source import CannotStack, EventSource
 from ranksight.views.intervals import union
-from ranksight.views.tb_steps import plugin_steps
+from ranksight.views.rank_slices import RankSlices
+from ranksight.views.tb_steps import plugin_steps, seed_plugin_steps
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -58,6 +61,8 @@ _SCHEMA = {
     "occupancy_pct": pl.Float64,
     "kernels": pl.Int64,
 }
+#: Columns of the ``overall`` table: no step, the Tensor Core share.
+_OVERALL = {**{c: t for c, t in _SCHEMA.items() if c != "step"}, "tensor_core_pct": pl.Float64}
 
 
 def weighted_cover(s: np.ndarray, e: np.ndarray, w: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -102,21 +107,31 @@ def sm_efficiency_segments(s: np.ndarray, e: np.ndarray, v: np.ndarray) -> tuple
     return t[:-1][keep], t[1:][keep], np.minimum(run[:-1][keep], 1.0)
 
 
-def _kernels(trace: Trace, ruleset: str) -> pl.DataFrame:
+def _kernels(src: EventSource, ruleset: str) -> pl.DataFrame:
+    """The timed kernels (``*by, row, device, ts_ns, end_ns, launch_row, comm``, the two
+    occupancy args and ``tc``) of one rank or of stacked ranks, in row order within a rank."""
+    by = src.by
     # only the columns used, of the kernel rows and of their side table (both are big on big traces)
-    k = trace.kind(
-        "kernel", columns=["row", "device", "ts_ns", "end_ns", "dur_ns", "launch_row", "kernel_class", "name"]
+    k = (
+        src.ev.filter((pl.col("kind") == "kernel") & pl.col("dur_ns").is_not_null())
+        .select(*by, "row", "device", "ts_ns", "end_ns", "launch_row", "kernel_class", "name")
+        .collect()
     )
-    k = k.filter(pl.col("dur_ns").is_not_null())
     cols = ["blocks_per_sm", "est_occupancy_pct"]
-    side = trace.table("kernel")
+    side = src.table("kernel")
     have = [c for c in cols if c in side.columns]
     if have:
-        k = k.join(side.select("row", *have), on="row", how="left", maintain_order="left")
+        k = k.join(
+            side.select(*by, pl.col("row").cast(k.schema["row"]), *have),
+            on=[*by, "row"],
+            how="left",
+            maintain_order="left",
+        )
     for c in cols:
         if c not in k.columns:
             k = k.with_columns(pl.lit(None, pl.Float64).alias(c))
     return k.select(
+        *by,
         "row",
         "device",
         "ts_ns",
@@ -167,12 +182,15 @@ def device_metrics(k: pl.DataFrame, ws: np.ndarray, we: np.ndarray, t0: int) -> 
         }
 
 
-def trace_gpu_metrics(trace: Trace, ruleset: str = "current") -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Overall and per-step metrics of one rank (pure function of its trace)."""
-    k = _kernels(trace, ruleset)
+def trace_gpu_metrics(
+    trace: Trace, ruleset: str = "current", kernels: RankSlices | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Overall and per-step metrics of one rank (pure function of its trace); ``kernels``: every
+    rank's :func:`_kernels`, read once over stacked ranks (issue 19)."""
+    k = _kernels(EventSource.one(trace), ruleset) if kernels is None else kernels[trace.rank]
     steps = plugin_steps(trace, launch_kinds=LAUNCH_KINDS)
-    if k.height == 0 or steps.height == 0:
-        return pl.DataFrame(schema=_SCHEMA), pl.DataFrame(schema=_SCHEMA)
+    if k.height == 0 or steps.height == 0:  # the columns of a rank with rows, none of them
+        return pl.DataFrame(schema=_OVERALL), pl.DataFrame(schema=_SCHEMA)
     t0 = int(min(k["ts_ns"].min(), steps["start_ns"].min()))  # type: ignore[type-var,arg-type]
     overall, per_step = [], []
     ws_all = np.array([int(steps["start_ns"].min())])  # type: ignore[arg-type]
@@ -195,6 +213,7 @@ def trace_gpu_metrics(trace: Trace, ruleset: str = "current") -> tuple[pl.DataFr
         for c in ("utilization_pct", "compute_utilization_pct", "sm_efficiency_pct", "occupancy_pct")
     ]
     o = pl.DataFrame(overall, schema={**_SCHEMA, "tensor_core_pct": pl.Float64}).with_columns(nan_to_null).drop("step")
+    assert o.schema == pl.Schema(_OVERALL)
     p = pl.concat(per_step, how="vertical_relaxed").cast({c: t for c, t in _SCHEMA.items()}).with_columns(nan_to_null)
     return o, p
 
@@ -207,7 +226,14 @@ def gpu_metrics(run: Run, *, ranks: Sequence[int] | None = None, tensor_core_rul
 
         raise UsageError(f"--tensor-core-rules must be one of {', '.join(RULESETS)}")
     sess = Session.of(run, ranks)
-    parts = list(sess.map(trace_gpu_metrics, ruleset=tensor_core_rules).values())
+    kernels = None
+    stacked = sess.stacked_events()
+    if stacked is not None:  # many small ranks: the kernels and the steps of every rank in one pass
+        src = EventSource.stacked([sess.trace(r) for r in sess.ranks], stacked)
+        with contextlib.suppress(CannotStack):
+            kernels = RankSlices(_kernels(src, tensor_core_rules), drop=True)
+            seed_plugin_steps(src, launch_kinds=LAUNCH_KINDS)
+    parts = list(sess.map(trace_gpu_metrics, ruleset=tensor_core_rules, kernels=kernels).values())
     overall = pl.concat([p[0] for p in parts], how="vertical_relaxed")
     per_step = pl.concat([p[1] for p in parts], how="vertical_relaxed")
     if overall.height == 0:

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ranksight.views.comm_types import canonical_type, dtype_bytes, kernel_name_details, numel_args
-from ranksight.views.names import trace_values_matching, values_matching
-from ranksight.views.rank_slices import RankSlices, rank_column
+from ranksight.views.event_source import CannotStack, EventSource
+from ranksight.views.rank_slices import RankSlices
 
 if TYPE_CHECKING:
     from ranksight.model.meta import TraceMeta
@@ -89,7 +89,7 @@ def empty_table() -> pl.DataFrame:
 
 def rank_collectives(trace: Trace) -> pl.DataFrame:
     """Every collective of one rank, in start order (schema :data:`SCHEMA`). Cached per trace."""
-    return trace.memo("collectives", lambda: _collectives(_Source([trace], trace.scan(), [])))
+    return trace.memo("collectives", lambda: _collectives(EventSource.one(trace)))
 
 
 def seed_rank_collectives(traces: list[Trace], stacked: pl.DataFrame) -> None:
@@ -102,11 +102,9 @@ def seed_rank_collectives(traces: list[Trace], stacked: pl.DataFrame) -> None:
     traces = [t for t in traces if not t.has_memo("collectives")]
     if len(traces) < 2:
         return
-    ranks = pl.Series("rank", [t.rank for t in traces], dtype=pl.Int32)
-    ev = stacked.lazy().filter(pl.col("rank").is_in(ranks.implode()))
     try:
-        df = _collectives(_Source(traces, ev, ["rank"]))
-    except _CannotStack:
+        df = _collectives(EventSource.stacked(traces, stacked))
+    except CannotStack:
         return
     parts = RankSlices(df)
     for t in traces:
@@ -117,48 +115,7 @@ def _same(df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
-class _CannotStack(Exception):
-    """The ranks' side tables do not stack (a column typed differently on two ranks)."""
-
-
-class _Source:
-    """The events the extraction reads: one trace's (``by`` ``[]``) or several ranks' stacked
-    (``by`` ``["rank"]``), with their side tables joined on ``(*by, row)``."""
-
-    def __init__(self, traces: list[Trace], ev: pl.LazyFrame, by: list[str]) -> None:
-        self.traces, self.ev, self.by = traces, ev, by
-        self._tables: dict[str, pl.DataFrame] = {}
-
-    def names_matching(self, pattern: str) -> list[str]:
-        if not self.by:
-            return trace_values_matching(self.traces[0], pattern)
-        names = {n for t in self.traces for n in t.distinct_names()}
-        return values_matching(pl.Series(sorted(names), dtype=pl.String), pattern)
-
-    def _table(self, name: str) -> pl.DataFrame:
-        if name not in self._tables:
-            frames = [t.table(name) for t in self.traces]
-            frames = [f.with_columns(rank_column(t.rank, f.height)) for t, f in zip(self.traces, frames, strict=True)]
-            try:
-                self._tables[name] = pl.concat(frames, how="diagonal_relaxed")
-            except (pl.exceptions.SchemaError, pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError) as e:
-                raise _CannotStack(name) from e
-        return self._tables[name]
-
-    def with_args(self, df: pl.DataFrame, *names: str) -> pl.DataFrame:
-        """:meth:`Trace.with_args <ranksight.model.trace.Trace.with_args>` over the source."""
-        if not self.by:
-            return self.traces[0].with_args(df, *names)
-        out = df
-        for n in names:
-            t = self._table(n)
-            dup = [c for c in t.columns if c not in ("row", "rank") and c in out.columns]
-            t = t.rename({c: f"{n}_{c}" for c in dup}).with_columns(pl.col("row").cast(out.schema["row"]))
-            out = out.join(t, on=["rank", "row"], how="left", maintain_order="left")
-        return out
-
-
-def _collectives(src: _Source) -> pl.DataFrame:
+def _collectives(src: EventSource) -> pl.DataFrame:
     ops: list[pl.DataFrame] = []  # the comm ops, read once when first needed
 
     def comm_ops() -> pl.DataFrame:
@@ -219,7 +176,7 @@ def _ctype(col: str) -> pl.Expr:
     )
 
 
-def _comm_ops(src: _Source) -> pl.DataFrame:
+def _comm_ops(src: EventSource) -> pl.DataFrame:
     """CPU-side comm ops (record_param_comms, nccl:*, c10d::*, gloo:*) with their args; categorical
     columns as strings."""
     names = src.names_matching(_COMM_OP_RE.pattern)
@@ -288,7 +245,7 @@ _ARG_COLS = [
 ]
 
 
-def _gpu_collectives(src: _Source, comm_ops: Callable[[], pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _gpu_collectives(src: EventSource, comm_ops: Callable[[], pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The GPU collectives (before :func:`_finish`) and the ``(*by, row)`` of the ``c10d::`` ops
     that gave a kernel its metadata (the gloo pass leaves those out)."""
     by = src.by
@@ -489,7 +446,7 @@ def _empty_raw(by: list[str]) -> pl.DataFrame:
 
 
 def _gloo_collectives(
-    src: _Source, gpu: tuple[pl.DataFrame, pl.DataFrame], comm_ops: Callable[[], pl.DataFrame]
+    src: EventSource, gpu: tuple[pl.DataFrame, pl.DataFrame], comm_ops: Callable[[], pl.DataFrame]
 ) -> pl.DataFrame:
     by = src.by
     if not src.names_matching(r"^gloo:"):
@@ -568,7 +525,7 @@ def _default_pg(meta: TraceMeta) -> tuple[str, str, int | None, str | None]:
     return "0", "default_pg (assumed)", meta.world_size, None
 
 
-def _finish(src: _Source, df: pl.DataFrame) -> pl.DataFrame:
+def _finish(src: EventSource, df: pl.DataFrame) -> pl.DataFrame:
     """Fill process-group defaults (from each rank's ``pg_config`` and world size), element sizes
     and bytes; add rank, host and order."""
     if df.height == 0:

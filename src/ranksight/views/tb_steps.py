@@ -23,14 +23,18 @@ the steps.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import polars as pl
 
-from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.trace import Trace
+from ranksight.views.event_source import EventSource
 from ranksight.views.names import trace_values_matching
+from ranksight.views.rank_slices import RankSlices
 
-__all__ = ["plugin_steps", "TAIL_RATIO"]
+__all__ = ["plugin_steps", "seed_plugin_steps", "TAIL_RATIO"]
 
 TAIL_RATIO = 0.8
 
@@ -64,12 +68,45 @@ def plugin_steps(trace: Trace, *, keep_all: bool = False, launch_kinds: tuple[st
     (GPU activities launched inside the step), ``kept`` (false for dropped tail steps; those rows
     are removed unless ``keep_all``). ``launch_kinds=("cuda_runtime",)`` walks the runtime events
     only, as the plugin does. Memoised per trace (``overview`` and ``gpu-metrics`` read the same)."""
-    key = f"plugin_steps:{keep_all}:{','.join(launch_kinds)}"
-    steps: pl.DataFrame = trace.memo(key, lambda: _plugin_steps(trace, keep_all, launch_kinds))
+    steps: pl.DataFrame = trace.memo(
+        _key(keep_all, launch_kinds), lambda: _plugin_steps(trace, keep_all, launch_kinds, None)
+    )
     return steps
 
 
-def _plugin_steps(trace: Trace, keep_all: bool, launch_kinds: tuple[str, ...]) -> pl.DataFrame:
+def seed_plugin_steps(
+    src: EventSource, *, keep_all: bool = False, launch_kinds: tuple[str, ...] = LAUNCH_KINDS
+) -> None:
+    """Give each trace of a stacked source its :func:`plugin_steps`, the GPU activities and their
+    launches read in one query over every rank (issue 19); traces that have theirs keep it."""
+    key = _key(keep_all, launch_kinds)
+    traces = [t for t in src.traces if not t.has_memo(key)]
+    if not traces:
+        return
+    g = RankSlices(_launched(src, launch_kinds), drop=True)
+    for t in traces:
+        t.memo(key, functools.partial(_plugin_steps, t, keep_all, launch_kinds, g[t.rank]))
+
+
+def _key(keep_all: bool, launch_kinds: tuple[str, ...]) -> str:
+    return f"plugin_steps:{keep_all}:{','.join(launch_kinds)}"
+
+
+def _launched(src: EventSource, launch_kinds: tuple[str, ...]) -> pl.DataFrame:
+    """Each GPU activity (``*by, ts_ns, end_ns``) with its launch's ``l_start``, ``l_end`` (null
+    when it has no launch of ``launch_kinds``)."""
+    by = src.by
+    timed = src.ev.filter(pl.col("dur_ns").is_not_null())
+    gpu = timed.filter(pl.col("kind").is_in(list(GPU_KINDS))).select(*by, "ts_ns", "end_ns", "launch_row")
+    launches = timed.filter(pl.col("kind").is_in(list(launch_kinds))).select(
+        *by, pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("l_start"), pl.col("end_ns").alias("l_end")
+    )
+    return gpu.join(launches, on=[*by, "launch_row"], how="left", maintain_order="left").collect()
+
+
+def _plugin_steps(
+    trace: Trace, keep_all: bool, launch_kinds: tuple[str, ...], launched: pl.DataFrame | None
+) -> pl.DataFrame:
     host = _host_steps(trace)
     n = host.height
     if n == 0:
@@ -81,13 +118,7 @@ def _plugin_steps(trace: Trace, keep_all: bool, launch_kinds: tuple[str, ...]) -
         )
     hs = host["host_start_ns"].to_numpy()
     he = host["host_end_ns"].to_numpy()
-    gpu = trace.gpu_events.filter(pl.col("dur_ns").is_not_null()).select("row", "ts_ns", "end_ns", "launch_row")
-    launches = (
-        trace.kind(*launch_kinds)
-        .filter(pl.col("dur_ns").is_not_null())
-        .select(pl.col("row").alias("launch_row"), pl.col("ts_ns").alias("l_start"), pl.col("end_ns").alias("l_end"))
-    )
-    g = gpu.join(launches, on="launch_row", how="left", maintain_order="left")
+    g = _launched(EventSource.one(trace), launch_kinds) if launched is None else launched
     ls = g["l_start"].to_numpy(allow_copy=True)
     le = g["l_end"].to_numpy(allow_copy=True)
     has_launch = g["l_start"].is_not_null().to_numpy()
