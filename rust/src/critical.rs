@@ -25,112 +25,167 @@ pub fn longest_path(n: usize, src: &[i64], dst: &[i64], w: &[i64]) -> Result<Vec
     longest_path_with_edges(n, src, dst, w).map(|(nodes, _)| nodes)
 }
 
-/// The longest path as node indices and as the indices of its edges (first to last).
-pub fn longest_path_with_edges(n: usize, src: &[i64], dst: &[i64], w: &[i64]) -> Result<(Vec<i64>, Vec<i64>), String> {
-    let m = src.len();
-    for k in 0..m {
-        if src[k] < 0 || dst[k] < 0 || src[k] as usize >= n || dst[k] as usize >= n {
-            return Err(format!("edge {k} ({}, {}) names a node outside 0..{n}", src[k], dst[k]));
+/// A graph's topological order (networkx's, module doc) and predecessor lists, made once for
+/// any number of weightings of its edges.
+pub struct Topo {
+    src: Vec<i64>,
+    p_start: Vec<usize>,
+    p_edges: Vec<u32>,
+    order: Vec<u32>,
+}
+
+impl Topo {
+    /// The order of nodes `0..n` under edges `src[k] -> dst[k]`, or an error naming a bad edge or
+    /// a cycle.
+    pub fn new(n: usize, src: &[i64], dst: &[i64]) -> Result<Topo, String> {
+        let m = src.len();
+        for k in 0..m {
+            if src[k] < 0 || dst[k] < 0 || src[k] as usize >= n || dst[k] as usize >= n {
+                return Err(format!("edge {k} ({}, {}) names a node outside 0..{n}", src[k], dst[k]));
+            }
         }
+        // successor and predecessor lists in edge order (counting sort, stable)
+        let csr = |key: &[i64]| -> (Vec<usize>, Vec<u32>) {
+            let mut start = vec![0usize; n + 1];
+            for &k in key {
+                start[k as usize + 1] += 1;
+            }
+            for i in 0..n {
+                start[i + 1] += start[i];
+            }
+            let mut fill = start.clone();
+            let mut idx = vec![0u32; m];
+            for (e, &k) in key.iter().enumerate() {
+                idx[fill[k as usize]] = e as u32;
+                fill[k as usize] += 1;
+            }
+            (start, idx)
+        };
+        let (s_start, s_edges) = csr(src);
+        let (p_start, p_edges) = csr(dst);
+        let mut indeg: Vec<u32> = (0..n).map(|v| (p_start[v + 1] - p_start[v]) as u32).collect();
+        let mut order: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
+        order.reserve(n - order.len());
+        let (mut lo, mut hi) = (0usize, order.len());
+        while lo < hi {
+            for g in lo..hi {
+                let u = order[g] as usize;
+                for &e in &s_edges[s_start[u]..s_start[u + 1]] {
+                    let v = dst[e as usize] as usize;
+                    indeg[v] -= 1;
+                    if indeg[v] == 0 {
+                        order.push(v as u32);
+                    }
+                }
+            }
+            lo = hi;
+            hi = order.len();
+        }
+        if order.len() < n {
+            return Err(format!("the graph has a cycle ({} of {n} nodes cannot be ordered)", n - order.len()));
+        }
+        Ok(Topo { src: src.to_vec(), p_start, p_edges, order })
     }
-    // successor and predecessor lists in edge order (counting sort, stable)
-    let csr = |key: &[i64]| -> (Vec<usize>, Vec<u32>) {
-        let mut start = vec![0usize; n + 1];
-        for &k in key {
-            start[k as usize + 1] += 1;
-        }
-        for i in 0..n {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut idx = vec![0u32; m];
-        for (e, &k) in key.iter().enumerate() {
-            idx[fill[k as usize]] = e as u32;
-            fill[k as usize] += 1;
-        }
-        (start, idx)
-    };
-    let (s_start, s_edges) = csr(src);
-    let (p_start, p_edges) = csr(dst);
-    let mut indeg: Vec<u32> = (0..n).map(|v| (p_start[v + 1] - p_start[v]) as u32).collect();
-    let mut order: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
-    order.reserve(n - order.len());
-    let (mut lo, mut hi) = (0usize, order.len());
-    while lo < hi {
-        for g in lo..hi {
-            let u = order[g] as usize;
-            for &e in &s_edges[s_start[u]..s_start[u + 1]] {
-                let v = dst[e as usize] as usize;
-                indeg[v] -= 1;
-                if indeg[v] == 0 {
-                    order.push(v as u32);
+
+    /// Each node's distance and the edge it is reached by (−1: none) when edge `k` weighs `w[k]`.
+    fn dist_pred(&self, w: &[i64]) -> (Vec<i64>, Vec<i64>) {
+        let n = self.order.len();
+        let mut dist = vec![0i64; n];
+        let mut pred = vec![-1i64; n];
+        for &v in &self.order {
+            let v = v as usize;
+            let mut best: Option<(i64, usize)> = None;
+            for &e in &self.p_edges[self.p_start[v]..self.p_start[v + 1]] {
+                let e = e as usize;
+                let cand = dist[self.src[e] as usize] + w[e];
+                if best.is_none_or(|(b, _)| cand > b) {
+                    best = Some((cand, e));
+                }
+            }
+            if let Some((d, e)) = best {
+                if d >= 0 {
+                    dist[v] = d;
+                    pred[v] = e as i64;
                 }
             }
         }
-        lo = hi;
-        hi = order.len();
+        (dist, pred)
     }
-    if order.len() < n {
-        return Err(format!("the graph has a cycle ({} of {n} nodes cannot be ordered)", n - order.len()));
+
+    /// The longest path's length (the sum of its edges' weights; 0 without nodes) when edge `k`
+    /// weighs `w[k]`.
+    pub fn length(&self, w: &[i64]) -> i64 {
+        self.dist_pred(w).0.into_iter().max().unwrap_or(0)
     }
-    let mut dist = vec![0i64; n];
-    let mut pred = vec![-1i64; n];
-    for &v in &order {
-        let v = v as usize;
-        let mut best: Option<(i64, usize)> = None;
-        for &e in &p_edges[p_start[v]..p_start[v + 1]] {
-            let e = e as usize;
-            let cand = dist[src[e] as usize] + w[e];
-            if best.is_none_or(|(b, _)| cand > b) {
-                best = Some((cand, e));
+
+    /// The longest path as node indices and as the indices of its edges (first to last).
+    pub fn path(&self, w: &[i64]) -> (Vec<i64>, Vec<i64>) {
+        let (dist, pred) = self.dist_pred(w);
+        let mut path = Vec::new();
+        let mut edges = Vec::new();
+        if self.order.is_empty() {
+            return (path, edges);
+        }
+        let mut end = self.order[0] as usize;
+        for &v in &self.order {
+            if dist[v as usize] > dist[end] {
+                end = v as usize;
             }
         }
-        if let Some((d, e)) = best {
-            if d >= 0 {
-                dist[v] = d;
-                pred[v] = e as i64;
+        let mut v = end;
+        loop {
+            path.push(v as i64);
+            let e = pred[v];
+            if e < 0 {
+                break;
             }
+            edges.push(e);
+            v = self.src[e as usize] as usize;
         }
+        path.reverse();
+        edges.reverse();
+        (path, edges)
     }
-    let mut path = Vec::new();
-    let mut edges = Vec::new();
-    if n == 0 {
-        return Ok((path, edges));
-    }
-    let mut end = order[0] as usize;
-    for &v in &order {
-        if dist[v as usize] > dist[end] {
-            end = v as usize;
-        }
-    }
-    let mut v = end;
-    loop {
-        path.push(v as i64);
-        let e = pred[v];
-        if e < 0 {
-            break;
-        }
-        edges.push(e);
-        v = src[e as usize] as usize;
-    }
-    path.reverse();
-    edges.reverse();
-    Ok((path, edges))
 }
 
-/// Longest path over int64 buffers `src`, `dst`, `weight` (one entry per edge, in insertion
-/// order) on nodes `0..n`: an int64 buffer of node indices, first to last. A cycle raises
-/// ValueError.
-#[pyfunction]
-pub fn longest_path_nodes<'py>(py: Python<'py>, n: usize, src: &[u8], dst: &[u8], weight: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-    crate::guard(|| {
-        let (s, d, w) = (crate::i64s(src, "src")?, crate::i64s(dst, "dst")?, crate::i64s(weight, "weight")?);
-        if s.len() != d.len() || s.len() != w.len() {
-            return Err(PyValueError::new_err("src, dst and weight differ in length"));
-        }
-        let out = py.detach(|| longest_path(n, &s, &d, &w)).map_err(PyValueError::new_err)?;
-        crate::i64_bytes(py, &out)
-    })
+/// The longest path as node indices and as the indices of its edges (first to last).
+pub fn longest_path_with_edges(n: usize, src: &[i64], dst: &[i64], w: &[i64]) -> Result<(Vec<i64>, Vec<i64>), String> {
+    Ok(Topo::new(n, src, dst)?.path(w))
+}
+
+/// A graph on nodes `0..n` with edges `src[k] -> dst[k]` (int64 buffers, insertion order), ordered
+/// once: the length of its longest path under each weighting of the edges (`length`), e.g. the
+/// scenarios of a what-if replay. A cycle or a bad edge raises ValueError.
+#[pyclass(module = "ranksight._core", frozen)]
+pub struct LongestPathGraph {
+    topo: Topo,
+}
+
+#[pymethods]
+impl LongestPathGraph {
+    #[new]
+    fn py_new(py: Python<'_>, n: usize, src: &[u8], dst: &[u8]) -> PyResult<Self> {
+        crate::guard(|| {
+            let (s, d) = (crate::i64s(src, "src")?, crate::i64s(dst, "dst")?);
+            if s.len() != d.len() {
+                return Err(PyValueError::new_err("src and dst differ in length"));
+            }
+            let topo = py.detach(|| Topo::new(n, &s, &d)).map_err(PyValueError::new_err)?;
+            Ok(LongestPathGraph { topo })
+        })
+    }
+
+    /// The longest path's length when edge `k` weighs `weight[k]` (an int64 buffer, one entry
+    /// per edge).
+    fn length(&self, py: Python<'_>, weight: &[u8]) -> PyResult<i64> {
+        crate::guard(|| {
+            let w = crate::i64s(weight, "weight")?;
+            if w.len() != self.topo.src.len() {
+                return Err(PyValueError::new_err("weight has not one entry per edge"));
+            }
+            Ok(py.detach(|| self.topo.length(&w)))
+        })
+    }
 }
 
 /// One edge per (src, dst), at its first position (the order of first occurrence); its type and
@@ -404,7 +459,7 @@ pub fn call_stack_edges<'py>(
 
 #[cfg(test)]
 mod tests {
-    use super::{dedup_edges, longest_path, longest_path_with_edges, stack_edges, StackInput};
+    use super::{dedup_edges, longest_path, longest_path_with_edges, stack_edges, StackInput, Topo};
 
     #[test]
     fn heaviest_chain_and_first_on_ties() {
@@ -431,6 +486,22 @@ mod tests {
         assert_eq!(edges, vec![0, 2]);
         let (nodes, edges) = longest_path_with_edges(1, &[], &[], &[]).unwrap();
         assert_eq!((nodes, edges), (vec![0], vec![]));
+    }
+
+    #[test]
+    fn length_is_the_weight_of_the_path_under_each_weighting() {
+        let (src, dst) = ([0, 0, 1, 2], [1, 2, 3, 3]);
+        let topo = Topo::new(4, &src, &dst).unwrap();
+        for w in [[5, 6, 2, 0], [5, 6, 1, 0], [5, 5, 0, 0], [-3, -1, 4, 2], [-3, -1, -4, -2]] {
+            let (_, edges) = longest_path_with_edges(4, &src, &dst, &w).unwrap();
+            let sum: i64 = edges.iter().map(|&e| w[e as usize]).sum();
+            assert_eq!(topo.length(&w), sum, "weights {w:?}");
+        }
+        // a negative best restarts the path at 0: 0 -> 1 (-3) -> 3 (4) gives 3 -> 4, not 1
+        assert_eq!(topo.length(&[-3, -1, 4, 2]), 4);
+        assert_eq!(topo.length(&[-3, -1, -4, -2]), 0);
+        assert_eq!(Topo::new(0, &[], &[]).unwrap().length(&[]), 0);
+        assert!(Topo::new(2, &[0, 1], &[1, 0]).is_err());
     }
 
     #[test]

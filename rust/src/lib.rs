@@ -549,7 +549,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan_spans, m)?)?;
     m.add_function(wrap_pyfunction!(enclosing, m)?)?;
     m.add_function(wrap_pyfunction!(call_stack, m)?)?;
-    m.add_function(wrap_pyfunction!(critical::longest_path_nodes, m)?)?;
+    m.add_class::<critical::LongestPathGraph>()?;
     m.add_function(wrap_pyfunction!(critical::longest_path_edges, m)?)?;
     m.add_function(wrap_pyfunction!(critical::dedup_graph_edges, m)?)?;
     m.add_function(wrap_pyfunction!(critical::call_stack_edges, m)?)?;

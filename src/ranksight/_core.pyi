@@ -131,11 +131,16 @@ def nest(tid: bytes, start: bytes, end: bytes) -> tuple[bytes, bytes, bytes]:
 def call_stack(thread: bytes, ts: bytes, end: bytes, row: bytes) -> tuple[bytes, bytes]:
     """HTA's call stack: (parent index int64, depth int64)."""
 
-def longest_path_nodes(n: int, src: bytes, dst: bytes, weight: bytes) -> bytes:
-    """Longest path of a critical-path graph (networkx's tie-breaking): int64 node indices."""
+class LongestPathGraph:
+    """A graph on nodes ``0..n`` (int64 ``src``/``dst`` buffers), ordered once; a cycle raises ValueError."""
+
+    def __init__(self, n: int, src: bytes, dst: bytes) -> None: ...
+    def length(self, weight: bytes) -> int:
+        """The longest path's length (sum of its edges' weights) under int64 edge weights."""
 
 def longest_path_edges(n: int, src: bytes, dst: bytes, weight: bytes) -> bytes:
-    """The same longest path as int64 indices of its edges, first to last."""
+    """Longest path of a critical-path graph (networkx's tie-breaking) as int64 indices of its
+    edges, first to last."""
 
 def dedup_graph_edges(
     n: int, src: bytes, dst: bytes, typ: bytes, weight: bytes, attr: bytes

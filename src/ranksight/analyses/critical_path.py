@@ -668,31 +668,30 @@ def _walk(n: int, E: pl.DataFrame, ts: np.ndarray) -> np.ndarray:
     return np.array(path[::-1], np.int64)
 
 
-def _simulate(n: int, E: pl.DataFrame, d: np.ndarray, ts: np.ndarray, lo: int) -> int:
-    """End of the step (ns after ``lo``) when every edge takes ``d`` and every node without a
-    predecessor starts at its measured time: the longest path from a source pinned at ``lo``."""
-    src, dst = E["src"].to_numpy(), E["dst"].to_numpy()
-    has_pred = np.zeros(n, bool)
-    has_pred[dst] = True
-    roots = np.flatnonzero(~has_pred)
-    s2 = np.r_[src, np.full(roots.size, n)].astype(np.int64)
-    d2 = np.r_[dst, roots].astype(np.int64)
-    w2 = np.r_[d, np.maximum(ts[roots] - lo, 0)].astype(np.int64)
-    try:
-        nodes = np.frombuffer(_core.longest_path_nodes(n + 1, s2.tobytes(), d2.tobytes(), w2.tobytes()), np.int64)
-    except ValueError as err:
-        raise MissingDataError(f"the job-wide critical-path graph cannot be ordered: {err}") from err
-    if nodes.size < 2:
-        return 0
-    # the path's edges by (src, dst) key: E has one edge per pair (made unique before) and the
-    # root edges leave the extra node n, so each key is one edge
-    key = s2 * (n + 1) + d2
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    want = nodes[:-1] * (n + 1) + nodes[1:]
-    pos = np.minimum(np.searchsorted(sk, want), sk.size - 1)
-    hit = sk[pos] == want
-    return int(w2[order[pos[hit]]].sum())
+class _Replay:
+    """The graph of a what-if replay, ordered once (:class:`ranksight._core.LongestPathGraph`):
+    :meth:`end` replays it under one weighting of its edges."""
+
+    def __init__(self, n: int, E: pl.DataFrame, ts: np.ndarray, lo: int) -> None:
+        src, dst = E["src"].to_numpy(), E["dst"].to_numpy()
+        has_pred = np.zeros(n, bool)
+        has_pred[dst] = True
+        roots = np.flatnonzero(~has_pred)
+        # every node without a predecessor starts at its measured time: an edge from an extra
+        # source node n, pinned at lo, weighing the node's start after lo
+        s2 = np.r_[src, np.full(roots.size, n)].astype(np.int64)
+        d2 = np.r_[dst, roots].astype(np.int64)
+        self._root_w = np.maximum(ts[roots] - lo, 0).astype(np.int64)
+        try:
+            self._graph = _core.LongestPathGraph(n + 1, s2.tobytes(), d2.tobytes())
+        except ValueError as err:
+            raise MissingDataError(f"the job-wide critical-path graph cannot be ordered: {err}") from err
+
+    def end(self, d: np.ndarray) -> int:
+        """End of the step (ns after ``lo``) when every edge takes ``d``: the longest path's
+        length (the sum of its edges' weights) from the source pinned at ``lo``."""
+        w2 = np.r_[d, self._root_w].astype(np.int64)
+        return int(self._graph.length(w2.tobytes()))
 
 
 def _collective_nodes(  # noqa: ANN202
@@ -1042,7 +1041,7 @@ def _what_if(
     ranks: list[int],
     c_nodes: np.ndarray,
 ) -> pl.DataFrame:
-    """Step time estimates by replaying the graph (:func:`_simulate`): the edge through which a
+    """Step time estimates by replaying the graph (:class:`_Replay`): the edge through which a
     node arrived last keeps its measured time (work and gaps alike); every other edge takes its
     event's time if it is an operator edge of a call that does not block, else none (a launch
     delay or a kernel-kernel gap that did not decide a start may have been a wait for something
@@ -1067,11 +1066,12 @@ def _what_if(
     d0 = np.where(intrinsic, np.minimum(np.maximum(E["weight_ns"].to_numpy(), 0), span), 0)
     b = bind[bind >= 0]
     d0[b] = span[b]
-    base = _simulate(n, E, d0, ts, lo)
+    replay = _Replay(n, E, ts, lo)
+    base = replay.end(d0)
     step_ns = hi - lo
 
     def est(label: str, target: str, d: np.ndarray, what: str) -> None:
-        save = base - _simulate(n, E, d, ts, lo)
+        save = base - replay.end(d)
         rows.append(
             {
                 "scenario": label,
