@@ -173,6 +173,16 @@ def test_backward_pattern_needs_an_autograd_node_name(make_trace):
     assert ctx_of(make_trace, ev).mode == "inference"
 
 
+def test_backward_names_count_only_as_cpu_ops(make_trace):
+    # the backward pattern judges CPU ops: an annotation or a Python frame with a node's name is
+    # no backward op (each pattern is matched only against the kinds it names)
+    ev = Ev()
+    ev.cpu("MmBackward0", cat="user_annotation")
+    ev.cpu("MmBackward0", cat="python_function")
+    ev.launch("aten::mm", NVJET)
+    assert ctx_of(make_trace, ev).mode == "inference"
+
+
 # ---- graphs -------------------------------------------------------------------------------------
 
 

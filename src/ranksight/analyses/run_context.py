@@ -25,7 +25,7 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Session
 from ranksight.views.kernel_taxonomy import seed_kernel_taxonomy
-from ranksight.views.run_context import RunContext, context_line, run_context
+from ranksight.views.run_context import RunContext, context_line, run_context, seed_name_tables
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -61,6 +61,9 @@ def run_contexts(run: Run | Session, ranks: Sequence[int] | None = None) -> dict
 
 def _contexts(sess: Session) -> dict[int, RunContext]:
     seed_taxonomy(sess)
+    stacked = sess.stacked_events()
+    if stacked is not None:  # many small ranks: every rank's name table in one query
+        seed_name_tables([sess.trace(r) for r in sess.ranks], stacked)
     return sess.map(run_context)
 
 

@@ -35,6 +35,7 @@ import polars as pl
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.taxonomy import LOW_PRECISIONS, MATRIX_FAMILIES, kernel_taxonomy
 from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
+from ranksight.views.rank_slices import RankSlices
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -48,6 +49,7 @@ __all__ = [
     "PRECISIONS",
     "LOW_PRECISIONS",
     "run_context",
+    "seed_name_tables",
     "context_line",
     "architecture_of",
 ]
@@ -221,12 +223,32 @@ def architecture_of(props: dict[str, Any] | None, vendor: str | None) -> str | N
 
 def _name_table(trace: Trace) -> pl.DataFrame:
     """``kind, name, n, gpu_count, dur_ns`` per distinct (kind, name) of the events that carry
-    evidence (CPU ranges, runtime calls, GPU work)."""
+    evidence (CPU ranges, runtime calls, GPU work); memoised per trace."""
+    table: pl.DataFrame = trace.memo("run_context_names", lambda: _name_tables(trace.scan(), []))
+    return table
+
+
+def seed_name_tables(traces: list[Trace], stacked: pl.DataFrame) -> None:
+    """Give each trace its name table from one query over the stacked events (``stacked``: a
+    ``rank`` column; issue 19); traces that have theirs keep it."""
+    traces = [t for t in traces if not t.has_memo("run_context_names")]
+    if not traces:
+        return
+    ranks = pl.Series("rank", [t.rank for t in traces], dtype=pl.Int32)
+    tables = RankSlices(_name_tables(stacked.lazy().filter(pl.col("rank").is_in(ranks.implode())), ["rank"]), drop=True)
+    for t in traces:
+        t.memo("run_context_names", functools.partial(_same, tables[t.rank]))
+
+
+def _same(df: pl.DataFrame) -> pl.DataFrame:
+    return df
+
+
+def _name_tables(ev: pl.LazyFrame, by: list[str]) -> pl.DataFrame:
     kinds = [*_CPU_NAME_KINDS, *LAUNCH_KINDS, *GPU_KINDS]
     return (
-        trace.scan()
-        .filter(pl.col("kind").is_in(kinds))
-        .group_by("kind", "name")
+        ev.filter(pl.col("kind").is_in(kinds))
+        .group_by(*by, "kind", "name")
         .agg(
             pl.len().alias("n"),
             pl.col("gpu_count").fill_null(0).sum().cast(pl.Int64).alias("gpu_count"),
@@ -237,30 +259,37 @@ def _name_table(trace: Trace) -> pl.DataFrame:
     )
 
 
+class _Tab:
+    """The name table (:func:`_name_table`) and, per kind, the positions and names of its rows:
+    read once, matched per pattern (:func:`_matching`)."""
+
+    def __init__(self, df: pl.DataFrame) -> None:
+        self.df = df
+        self.by_kind: dict[str, list[tuple[int, str | None]]] = {}
+        for i, (k, n) in enumerate(zip(df["kind"].to_list(), df["name"].to_list(), strict=True)):
+            self.by_kind.setdefault(k, []).append((i, n))
+
+
 @functools.lru_cache(maxsize=1 << 18)  # names repeat across ranks (issue 19)
 def _hit(pattern: re.Pattern[str], name: str | None) -> bool:
     return bool(pattern.search(name)) if name is not None else False
 
 
-def _matching(tab: pl.DataFrame, pattern: re.Pattern[str], kinds: tuple[str, ...]) -> pl.DataFrame:
+def _matching(tab: _Tab, pattern: re.Pattern[str], kinds: tuple[str, ...]) -> pl.DataFrame:
     # the names are matched in Python (the table has one row per distinct name, and most patterns
     # match nothing): no polars query per pattern unless something matched
-    idx = [
-        i
-        for i, (k, n) in enumerate(zip(tab["kind"].to_list(), tab["name"].to_list(), strict=True))
-        if k in kinds and _hit(pattern, n)
-    ]
+    idx = sorted(i for k in set(kinds) for i, n in tab.by_kind.get(k, ()) if _hit(pattern, n))
     if not idx:
-        return tab.clear()
+        return tab.df.clear()
     # most frequent first, then by name: the examples quoted in the evidence are deterministic
-    return tab[idx].sort(["n", "name"], descending=[True, False])
+    return tab.df[idx].sort(["n", "name"], descending=[True, False])
 
 
 def _count(df: pl.DataFrame) -> int:
     return int(df["n"].sum()) if df.height else 0
 
 
-def _mode(tab: pl.DataFrame, has_cpu_ops: bool, has_gpu: bool) -> tuple[str, str]:
+def _mode(tab: _Tab, has_cpu_ops: bool, has_gpu: bool) -> tuple[str, str]:
     cpu = ("cpu_op", "user_annotation")
     bwd = _matching(tab, _BACKWARD, ("cpu_op",))
     opt = _matching(tab, _OPTIMIZER, cpu)
@@ -318,9 +347,9 @@ def _captured_launches(trace: Trace) -> int:
     return int(marks.with_columns(depth.alias("depth")).filter((pl.col("d") == 0) & (pl.col("depth") > 0)).height)
 
 
-def _graphs(trace: Trace, tab: pl.DataFrame, vendor: str | None) -> dict[str, Any]:
+def _graphs(trace: Trace, tab: _Tab, vendor: str | None) -> dict[str, Any]:
     rt = LAUNCH_KINDS
-    has_rt = bool(tab.filter(pl.col("kind").is_in(list(rt))).height)
+    has_rt = any(k in tab.by_kind for k in rt)
     launches = _matching(tab, _GRAPH_LAUNCH, rt)
     begins = _matching(tab, _CAPTURE_BEGIN, rt)
     ends = _matching(tab, _CAPTURE_END, rt)
@@ -380,7 +409,7 @@ def _graphs(trace: Trace, tab: pl.DataFrame, vendor: str | None) -> dict[str, An
     }
 
 
-def _compiled(tab: pl.DataFrame, has_cpu_ops: bool, has_kernels: bool) -> tuple[str, str]:
+def _compiled(tab: _Tab, has_cpu_ops: bool, has_kernels: bool) -> tuple[str, str]:
     ops = _matching(tab, _COMPILED_OP, ("cpu_op", "user_annotation"))
     kern = _matching(tab, _INDUCTOR_KERNEL, ("kernel",))
     frames = _matching(tab, _INDUCTOR_FRAME, ("python_function",))
@@ -400,7 +429,7 @@ def _compiled(tab: pl.DataFrame, has_cpu_ops: bool, has_kernels: bool) -> tuple[
     return "unknown", "no CPU operators and no kernels recorded"
 
 
-def _parallel(trace: Trace, tab: pl.DataFrame) -> tuple[tuple[str, ...], str]:
+def _parallel(trace: Trace, tab: _Tab) -> tuple[tuple[str, ...], str]:
     found: dict[str, list[str]] = {}
     descs: set[str] = set()
     for pg in trace.meta.process_groups:
@@ -425,7 +454,7 @@ def _parallel(trace: Trace, tab: pl.DataFrame) -> tuple[tuple[str, ...], str]:
             f"{_plural(_count(a2a), 'all-to-all op')} ({_examples(a2a['name'].to_list())}; "
             "all-to-all also serves embedding sharding and sequence parallelism)"
         )
-    kern = tab.filter(pl.col("kind") == "kernel")
+    kern = tab.df.filter(pl.col("kind") == "kernel")
     if kern.height:
         tax = kernel_taxonomy(kern["name"]).filter(pl.col("family") == "all_to_all")
         a2k = kern.join(tax.select("name", "library"), on="name", how="inner").sort(
@@ -503,8 +532,8 @@ def _precision(trace: Trace, captured: int = 0) -> dict[str, Any]:
 
 
 def _compute(trace: Trace) -> RunContext:
-    tab = _name_table(trace)
-    kinds = set(tab["kind"].unique().to_list())
+    tab = _Tab(_name_table(trace))
+    kinds = set(tab.by_kind)
     has_cpu_ops = "cpu_op" in kinds
     has_gpu = bool(kinds & set(GPU_KINDS))
     m = trace.meta
