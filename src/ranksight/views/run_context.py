@@ -265,9 +265,21 @@ class _Tab:
 
     def __init__(self, df: pl.DataFrame) -> None:
         self.df = df
-        self.by_kind: dict[str, list[tuple[int, str | None]]] = {}
+        rows: dict[str, list[tuple[str, int]]] = {}
         for i, (k, n) in enumerate(zip(df["kind"].to_list(), df["name"].to_list(), strict=True)):
-            self.by_kind.setdefault(k, []).append((i, n))
+            if n is not None:
+                rows.setdefault(k, []).append((n, i))
+        # by name: the same names give the same tuple on every rank (the table's row order varies)
+        for v in rows.values():
+            v.sort()
+        self.pos = {k: [i for _, i in v] for k, v in rows.items()}
+        self.names = {k: tuple(n for n, _ in v) for k, v in rows.items()}
+
+
+@functools.lru_cache(maxsize=4096)  # the ranks of a run mostly share their names (issue 19)
+def _hits(pattern: re.Pattern[str], names: tuple[str, ...]) -> tuple[int, ...]:
+    """Positions in ``names`` of the names ``pattern`` finds."""
+    return tuple(i for i, n in enumerate(names) if _hit(pattern, n))
 
 
 @functools.lru_cache(maxsize=1 << 18)  # names repeat across ranks (issue 19)
@@ -278,7 +290,7 @@ def _hit(pattern: re.Pattern[str], name: str | None) -> bool:
 def _matching(tab: _Tab, pattern: re.Pattern[str], kinds: tuple[str, ...]) -> pl.DataFrame:
     # the names are matched in Python (the table has one row per distinct name, and most patterns
     # match nothing): no polars query per pattern unless something matched
-    idx = sorted(i for k in set(kinds) for i, n in tab.by_kind.get(k, ()) if _hit(pattern, n))
+    idx = sorted(tab.pos[k][j] for k in set(kinds) if k in tab.pos for j in _hits(pattern, tab.names[k]))
     if not idx:
         return tab.df.clear()
     # most frequent first, then by name: the examples quoted in the evidence are deterministic
@@ -349,7 +361,7 @@ def _captured_launches(trace: Trace) -> int:
 
 def _graphs(trace: Trace, tab: _Tab, vendor: str | None) -> dict[str, Any]:
     rt = LAUNCH_KINDS
-    has_rt = any(k in tab.by_kind for k in rt)
+    has_rt = any(k in tab.pos for k in rt)
     launches = _matching(tab, _GRAPH_LAUNCH, rt)
     begins = _matching(tab, _CAPTURE_BEGIN, rt)
     ends = _matching(tab, _CAPTURE_END, rt)
@@ -533,7 +545,7 @@ def _precision(trace: Trace, captured: int = 0) -> dict[str, Any]:
 
 def _compute(trace: Trace) -> RunContext:
     tab = _Tab(_name_table(trace))
-    kinds = set(tab.by_kind)
+    kinds = set(tab.pos)
     has_cpu_ops = "cpu_op" in kinds
     has_gpu = bool(kinds & set(GPU_KINDS))
     m = trace.meta
