@@ -36,7 +36,8 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
 from ranksight.analyses.collectives import ALIGN_OPTION, comm_data, single_rank_note
-from ranksight.views.comm_segments import DATA_FETCH_RE, WORK_SCHEMA, segment_work, segments
+from ranksight.views.comm_segments import DATA_FETCH_RE, WORK_SCHEMA, segment_work, segment_work_many, segments
+from ranksight.views.event_source import EventSource
 from ranksight.views.rank_slices import RankSlices, rank_rows
 
 if TYPE_CHECKING:
@@ -442,6 +443,17 @@ def rank_segment_work(
 def _work(sess: Session, cd: CommData, seg: pl.DataFrame, late: pl.DataFrame) -> pl.DataFrame:
     """Segment work of every rank for the late instances only."""
     wanted = seg.filter(pl.col("instance").is_in(late["instance"].unique().implode()))
+    stacked = sess.stacked_events()
+    if stacked is not None:  # many small ranks: one pass over every rank (issue 19)
+        offs = pl.DataFrame(
+            {"rank": list(cd.offset_map()), "__off": list(cd.offset_map().values())},
+            schema={"rank": pl.Int32, "__off": pl.Int64},
+        )
+        own = wanted.join(offs, on="rank", how="left", maintain_order="left").with_columns(
+            [(pl.col(c) + pl.col("__off")) for c in ("cpu_from_ns", "cpu_to_ns", "gpu_from_ns", "gpu_to_ns")]
+        )
+        src = EventSource.stacked([sess.trace(r) for r in cd.ranks], stacked)
+        return segment_work_many(src, own.drop("__off"))
     out = sess.map(rank_segment_work, cd.ranks, seg=RankSlices(wanted), offsets=cd.offset_map())
     return pl.concat([out[r] for r in cd.ranks], how="vertical_relaxed") if out else pl.DataFrame(schema=WORK_SCHEMA)
 

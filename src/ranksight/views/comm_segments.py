@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ranksight.model.kinds import GPU_KINDS
+from ranksight.views.event_source import EventSource
 from ranksight.views.intervals import with_outermost
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
 
-__all__ = ["segments", "segment_work", "WORK_SCHEMA", "DATA_FETCH_RE"]
+__all__ = ["segments", "segment_work", "segment_work_many", "WORK_SCHEMA", "DATA_FETCH_RE"]
 
 WORK_SCHEMA = {
     "rank": pl.Int32,
@@ -59,21 +60,19 @@ def segments(coll: pl.DataFrame, steps: pl.DataFrame, span_start_ns: int | None)
     )
 
 
-def _in_segments(items: pl.DataFrame, seg: pl.DataFrame, lo: str, hi: str, by: str | None) -> pl.DataFrame:
+def _in_segments(items: pl.DataFrame, seg: pl.DataFrame, lo: str, hi: str, by: list[str]) -> pl.DataFrame:
     """``items`` (``ts_ns``, ``name``, ``dur_ns`` [+ ``by``]) assigned to the segment that contains
-    their start (segments of one rank are disjoint per ``by``)."""
+    their start (segments of one rank are disjoint per ``by``: the rank and, on the host side, the
+    launching thread ``launch_tid``)."""
     right = (
-        seg.select(
-            "instance",
-            pl.col(lo).alias("__lo"),
-            pl.col(hi).alias("__hi"),
-            *([pl.col("launch_tid").alias(by)] if by else []),
-        )
+        seg.select("instance", pl.col(lo).alias("__lo"), pl.col(hi).alias("__hi"), *by)
         .drop_nulls(["__lo", "__hi"])
         .sort("__lo")
     )
     left = items.sort("ts_ns")
-    j = left.join_asof(right, left_on="ts_ns", right_on="__lo", by=by, strategy="backward", check_sortedness=False)
+    j = left.join_asof(
+        right, left_on="ts_ns", right_on="__lo", by=by or None, strategy="backward", check_sortedness=False
+    )
     return j.filter(pl.col("instance").is_not_null() & (pl.col("ts_ns") < pl.col("__hi")))
 
 
@@ -81,70 +80,99 @@ def _in_segments(items: pl.DataFrame, seg: pl.DataFrame, lo: str, hi: str, by: s
 DATA_FETCH_RE = r"^enumerate\((DataLoader|DataPipe)\)"
 
 
-def _top_level_ops(trace: Trace, tids: list[int]) -> pl.DataFrame:
+def _top_level_ops(src: EventSource, threads: pl.DataFrame) -> pl.DataFrame:
     """cpu_ops (and DataLoader / DataPipe fetches, which are user annotations in recent traces) on
-    the given threads that no earlier op of the same thread contains."""
+    the given threads (``threads``: ``*by, tid``) that no earlier op of the same thread contains:
+    ``*by, tid, ts_ns, end_ns, dur_ns, name``."""
+    by = src.by
     n = pl.col("name").cast(pl.String)
     ops = (
-        trace.scan()
-        .filter(
+        src.ev.filter(
             ((pl.col("kind") == "cpu_op") | ((pl.col("kind") == "user_annotation") & n.str.contains(DATA_FETCH_RE)))
-            & pl.col("tid").is_in(tids)
             & pl.col("dur_ns").is_not_null()
             & ~n.str.starts_with("ProfilerStep")
         )
-        .select(pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String))
+        .select(*by, pl.col("tid").cast(pl.Int64), "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String))
+        .join(threads.lazy(), on=[*by, "tid"], how="semi", maintain_order="left")
         .collect()
     )
-    return with_outermost(ops, "tid").filter("outer").drop("outer")
+    return with_outermost(ops, [*by, "tid"]).filter("outer").drop("outer")
 
 
 def segment_work(trace: Trace, seg: pl.DataFrame) -> pl.DataFrame:
     """Per segment (``instance``) and name: total time and count of host ops (``side='cpu'``: top-level
     ops of the launching thread and of the training loop's thread) and GPU work (``side='gpu'``)
     that started in the segment (schema :data:`WORK_SCHEMA`)."""
+    return segment_work_many(EventSource.one(trace), seg.with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank")))
+
+
+def segment_work_many(src: EventSource, seg: pl.DataFrame) -> pl.DataFrame:
+    """:func:`segment_work` of the ranks of ``src`` (one trace, or stacked ranks: issue 19) from
+    their segments ``seg`` (a ``rank`` column; each rank's own clock), in one pass."""
+    by = src.by
     if seg.height == 0:
         return pl.DataFrame(schema=WORK_SCHEMA)
     out = []
-    tids = [int(t) for t in seg["launch_tid"].drop_nulls().unique().to_list()]
-    if tids:
-        ops = _top_level_ops(trace, tids).rename({"tid": "launch_tid"})
-        cpu = [_in_segments(ops, seg, "cpu_from_ns", "cpu_to_ns", "launch_tid").select("instance", "name", "dur_ns")]
+    launch = seg.select(*by, pl.col("launch_tid").cast(pl.Int64).alias("tid")).drop_nulls().unique()
+    if launch.height:
+        ops = _top_level_ops(src, launch).rename({"tid": "launch_tid"})
+        seg_t = seg.with_columns(pl.col("launch_tid").cast(pl.Int64))
+        cpu = [
+            _in_segments(ops, seg_t, "cpu_from_ns", "cpu_to_ns", [*by, "launch_tid"]).select(
+                *by, "instance", "name", "dur_ns"
+            )
+        ]
         # the training loop's thread (ProfilerSteps) when collectives are issued from another one
         # (DDP enqueues from the autograd thread): a late input fetch there delays everything after it
+        with_launch = set(launch["rank"].to_list()) if by else {src.traces[0].rank}
+        steps = [
+            t.steps.select(pl.lit(t.rank, dtype=pl.Int32).alias("rank"), pl.col("tid").cast(pl.Int64))
+            for t in src.traces
+            if t.rank in with_launch and t.steps.height
+        ]
         loop = (
-            sorted({int(t) for t in trace.steps["tid"].drop_nulls().to_list()} - set(tids))
-            if trace.steps.height
-            else []
+            pl.concat(steps)
+            .drop_nulls()
+            .unique()
+            .join(
+                launch if by else launch.with_columns(pl.lit(src.traces[0].rank, dtype=pl.Int32).alias("rank")),
+                on=["rank", "tid"],
+                how="anti",
+            )
+            if steps
+            else pl.DataFrame(schema={"rank": pl.Int32, "tid": pl.Int64})
         )
-        if loop:
-            lops = _top_level_ops(trace, loop).drop("tid")
-            cpu.append(_in_segments(lops, seg, "cpu_from_ns", "cpu_to_ns", None).select("instance", "name", "dur_ns"))
+        if loop.height:
+            lops = _top_level_ops(src, loop if by else loop.drop("rank")).drop("tid")
+            cpu.append(
+                _in_segments(lops, seg, "cpu_from_ns", "cpu_to_ns", by).select(*by, "instance", "name", "dur_ns")
+            )
         out.append(
             pl.concat(cpu)
-            .group_by("instance", "name")
+            .group_by(*by, "instance", "name")
             .agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count"))
             .with_columns(pl.lit("cpu").alias("side"))
         )
     gseg = seg.filter(pl.col("source") == "kernel")
     if gseg.height:
         g = (
-            trace.scan()
-            .filter(
+            src.ev.filter(
                 pl.col("kind").is_in(list(GPU_KINDS))
                 & (pl.col("kernel_class") != "COMMUNICATION")
                 & pl.col("dur_ns").is_not_null()
             )
-            .select("ts_ns", "dur_ns", pl.col("name").cast(pl.String))
+            .select(*by, "ts_ns", "dur_ns", pl.col("name").cast(pl.String))
             .collect()
         )
-        gpu = _in_segments(g, gseg, "gpu_from_ns", "gpu_to_ns", None)
+        gpu = _in_segments(g, gseg, "gpu_from_ns", "gpu_to_ns", by)
         out.append(
-            gpu.group_by("instance", "name")
+            gpu.group_by(*by, "instance", "name")
             .agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().cast(pl.Int64).alias("count"))
             .with_columns(pl.lit("gpu").alias("side"))
         )
     if not out:
         return pl.DataFrame(schema=WORK_SCHEMA)
-    df = pl.concat(out, how="vertical_relaxed").with_columns(pl.lit(trace.rank, dtype=pl.Int32).alias("rank"))
+    df = pl.concat(out, how="vertical_relaxed")
+    if not by:
+        df = df.with_columns(pl.lit(src.traces[0].rank, dtype=pl.Int32).alias("rank"))
     return df.select([pl.col(c).cast(t) for c, t in WORK_SCHEMA.items()])

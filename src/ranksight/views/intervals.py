@@ -11,13 +11,15 @@ import polars as pl
 __all__ = ["union", "union_length", "union_length_by", "intersect", "subtract", "gaps", "with_outermost"]
 
 
-def with_outermost(df: pl.DataFrame, by: str) -> pl.DataFrame:
-    """``df`` sorted by ``by``, start, longest first, with ``outer``: true for the ranges
-    (``ts_ns``, ``end_ns``) that no earlier range of their group contains."""
-    prev_max_end = pl.col("end_ns").cum_max().shift(1).over(by)
-    return df.sort([by, "ts_ns", "end_ns"], descending=[False, False, True]).with_columns(
-        (prev_max_end.is_null() | (pl.col("ts_ns") >= prev_max_end)).alias("outer")
-    )
+def with_outermost(df: pl.DataFrame, by: str | list[str]) -> pl.DataFrame:
+    """``df`` sorted by ``by`` (a column or several), start, longest first (ties in row order),
+    with ``outer``: true for the ranges (``ts_ns``, ``end_ns``) that no earlier range of their
+    group contains."""
+    keys = [by] if isinstance(by, str) else list(by)
+    prev_max_end = pl.col("end_ns").cum_max().shift(1).over(keys)
+    return df.sort(
+        [*keys, "ts_ns", "end_ns"], descending=[*(False for _ in keys), False, True], maintain_order=True
+    ).with_columns((prev_max_end.is_null() | (pl.col("ts_ns") >= prev_max_end)).alias("outer"))
 
 
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
