@@ -43,6 +43,7 @@ replayed matmul's FLOPs count in its step; step windows are the replay's own.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -54,10 +55,12 @@ from ranksight.analyses._replay import CAPTURE_OPTION, replay_notes
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
+from ranksight.views.event_source import CannotStack, EventSource, thread_key
 from ranksight.views.flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
 from ranksight.views.gpu_work import step_windows as gpu_step_windows
 from ranksight.views.graph_attribution import ReplayShare, attributed_operators
 from ranksight.views.peaks import dtype_of, peak_for, rank_gpus, specs_with
+from ranksight.views.rank_slices import RankSlices
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -87,23 +90,26 @@ def _flops_table(ops: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
+def _conv_backward_mask(src: EventSource, cand: pl.DataFrame) -> pl.DataFrame:
     """Scale cudnn/miopen conv backward ops without a recorded ``output_mask`` by the gradient
     children they ran (``*_backward_input`` / ``*_backward_weight``)."""
+    by = src.by
     bw = cand.filter(pl.col("name").str.contains(r"_convolution_backward$") & pl.col("concrete_inputs").is_null())
     if bw.height == 0:
         return cand
     kids = (
-        trace.kind("cpu_op", columns=["tid", "ts_ns", "end_ns", "dur_ns", "name"])
-        .filter(
-            pl.col("name").cast(pl.String).str.contains(r"convolution_backward_(input|weight)$")
+        src.ev.filter(
+            (pl.col("kind") == "cpu_op")
+            & pl.col("name").cast(pl.String).str.contains(r"convolution_backward_(input|weight)$")
             & pl.col("dur_ns").is_not_null()
         )
-        .select("tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
+        .select(*by, "tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
+        .collect()
     )
     if kids.height == 0:
         return cand
-    par = innermost_enclosing(bw.select("tid", "ts_ns", "end_ns"), kids.select("tid", "ts_ns"))
+    key = thread_key(by).alias("__thr")
+    par = innermost_enclosing(bw.select(key, "ts_ns", "end_ns"), kids.select(key, "ts_ns"), key="__thr")
     got = (
         kids.with_columns(par.alias("__k"), pl.col("name").str.ends_with("input").alias("__in"))
         .drop_nulls("__k")
@@ -113,10 +119,10 @@ def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
     scale = (
         bw.with_row_index("__k")
         .join(got, on="__k", how="inner")
-        .select("row", ((pl.col("__a") + pl.col("__b")) / 2.0).alias("__s"))
+        .select(*by, "row", ((pl.col("__a") + pl.col("__b")) / 2.0).alias("__s"))
     )
     return (
-        cand.join(scale, on="row", how="left")
+        cand.join(scale, on=[*by, "row"], how="left", maintain_order="left")
         .with_columns((pl.col("flops") * pl.col("__s").fill_null(1.0)).alias("flops"))
         .drop("__s")
     )
@@ -125,17 +131,47 @@ def _conv_backward_mask(trace: Trace, cand: pl.DataFrame) -> pl.DataFrame:
 def counted_ops(trace: Trace) -> pl.DataFrame:
     """Counted ops of one trace: ``row, tid, ts_ns, end_ns, step, name, flops, input_type, dtype,
     phase, estimated`` (``input_type``: the Kineto type of the operand the FLOPs are typed by;
-    ``dtype``: its peak data type, empty when unknown; see module doc)."""
-    ops = trace.kind("cpu_op", columns=["row", "tid", "ts_ns", "end_ns", "dur_ns", "step", "name"]).filter(
-        pl.col("dur_ns").is_not_null()
+    ``dtype``: its peak data type, empty when unknown; see module doc). Memoised per trace."""
+    counted: pl.DataFrame = trace.memo("counted_ops", lambda: _counted(EventSource.one(trace)))
+    return counted
+
+
+def seed_counted_ops(traces: list[Trace], stacked: pl.DataFrame) -> None:
+    """Give each trace its :func:`counted_ops` from one pass over the stacked events of several
+    small ranks (issue 19): each distinct op shape's FLOPs computed once for the run; traces that
+    have theirs keep them; ranks whose thread ids or side tables do not stack are left to the
+    per-rank computation."""
+    traces = [t for t in traces if not t.has_memo("counted_ops")]
+    if len(traces) < 2:
+        return
+    src = EventSource.stacked(traces, stacked)
+    try:
+        src.check_thread_key()
+        parts = RankSlices(_counted(src), drop=True)
+    except CannotStack:
+        return
+    for t in traces:
+        t.memo("counted_ops", functools.partial(_same, parts[t.rank]))
+
+
+def _same(df: pl.DataFrame) -> pl.DataFrame:
+    return df
+
+
+def _counted(src: EventSource) -> pl.DataFrame:
+    """:func:`counted_ops` of one rank or of stacked ranks (``*by`` first)."""
+    by = src.by
+    names = src.names()
+    wanted = names.filter(names.is_in(list(FORMULAS))).to_list()  # strings per distinct name, not per op
+    ops = (
+        src.ev.filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null() & pl.col("name").is_in(wanted))
+        .select(*by, "row", "tid", "ts_ns", "end_ns", "step", pl.col("name").cast(pl.String))
+        .collect()
     )
-    distinct = ops["name"].unique().drop_nulls().cast(pl.String)  # strings per distinct name, not per op
-    ops = ops.filter(pl.col("name").is_in(distinct.filter(distinct.is_in(list(FORMULAS))).to_list()))
     if ops.height == 0:
-        return _empty_counted()
-    ops = trace.with_args(
-        ops.select("row", "tid", "ts_ns", "end_ns", "step", pl.col("name").cast(pl.String)), "op"
-    ).select(
+        return _empty_counted(by)
+    ops = src.with_args(ops, "op").select(
+        *by,
         "row",
         "tid",
         "ts_ns",
@@ -147,10 +183,12 @@ def counted_ops(trace: Trace) -> pl.DataFrame:
     cand = ops.join(
         _flops_table(ops), on=["name", "input_dims", "input_type", "concrete_inputs"], how="left", nulls_equal=True
     )
-    cand = cand.filter(pl.col("flops").is_not_null()).sort(["tid", "ts_ns"])
-    cand = _conv_backward_mask(trace, cand)
-    outer = cand.filter(parent_spans(cand.select("tid", "ts_ns", "end_ns")).is_null())
-    return _phase(trace, outer).select(
+    cand = cand.filter(pl.col("flops").is_not_null()).sort([*by, "tid", "ts_ns"], maintain_order=True)
+    cand = _conv_backward_mask(src, cand)
+    key = thread_key(by).alias("__thr")
+    outer = cand.filter(parent_spans(cand.select(key, "ts_ns", "end_ns"), key="__thr").is_null())
+    return _phase(src, outer).select(
+        *by,
         "row",
         "tid",
         "ts_ns",
@@ -165,9 +203,10 @@ def counted_ops(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _empty_counted() -> pl.DataFrame:
+def _empty_counted(by: list[str]) -> pl.DataFrame:
     return pl.DataFrame(
         schema={
+            **{c: pl.Int32 for c in by},
             "row": pl.UInt32,
             "tid": pl.Int64,
             "ts_ns": pl.Int64,
@@ -183,14 +222,20 @@ def _empty_counted() -> pl.DataFrame:
     )
 
 
-def _phase(trace: Trace, outer: pl.DataFrame) -> pl.DataFrame:
+def _phase(src: EventSource, outer: pl.DataFrame) -> pl.DataFrame:
+    by = src.by
     name = pl.col("name").cast(pl.String)
     nodes = (
-        trace.kind("cpu_op", columns=["tid", "ts_ns", "end_ns", "dur_ns", "name"])
-        .filter((name.str.starts_with(_EVAL) | name.str.contains(_NODE.pattern)) & pl.col("dur_ns").is_not_null())
-        .select("tid", "ts_ns", "end_ns", name.str.strip_prefix(_EVAL).alias("node"))
+        src.ev.filter(
+            (pl.col("kind") == "cpu_op")
+            & (name.str.starts_with(_EVAL) | name.str.contains(_NODE.pattern))
+            & pl.col("dur_ns").is_not_null()
+        )
+        .select(*by, "tid", "ts_ns", "end_ns", name.str.strip_prefix(_EVAL).alias("node"))
+        .collect()
     )
-    idx = innermost_enclosing(nodes, outer.select("tid", "ts_ns"))
+    key = thread_key(by).alias("__thr")
+    idx = innermost_enclosing(nodes.select(key, "ts_ns", "end_ns"), outer.select(key, "ts_ns"), key="__thr")
     node = (
         pl.select(pl.when(idx.is_null()).then(None).otherwise(nodes["node"].gather(idx.fill_null(0)))).to_series()
         if nodes.height
@@ -473,7 +518,11 @@ def mfu(
     steps, ops, notes = [], [], []
     if gpu_spec:
         specs_with(gpu_spec)  # a bad file is a usage error here, not in a worker
-    per = Session.of(run, ranks).map(
+    sess = Session.of(run, ranks)
+    stacked = sess.stacked_events()
+    if stacked is not None:  # many small ranks: every rank's counted ops in one pass
+        seed_counted_ops([sess.trace(r) for r in sess.ranks], stacked)
+    per = sess.map(
         _rank_rows,
         model_flops=model_flops_per_step,
         peak_tflops=peak_tflops,

@@ -19,10 +19,24 @@ from ranksight.views.rank_slices import rank_column
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
 
-__all__ = ["EventSource", "CannotStack", "LANE_LIMIT"]
+__all__ = ["EventSource", "CannotStack", "LANE_LIMIT", "thread_key", "THREAD_KEY_TIDS"]
 
 #: Lane times stay below this (int64 with room to spare); longer runs are not laid out in lanes.
 LANE_LIMIT = 1 << 62
+
+
+#: Thread id types :func:`thread_key` folds with a rank into one int64.
+THREAD_KEY_TIDS = (pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16)
+
+
+def thread_key(by: list[str]) -> pl.Expr:
+    """One int64 per thread: the ``tid`` (one rank, ``by`` ``[]``), or rank × 2³³ + tid + 2³¹
+    (stacked ranks, a 32-bit ``tid``: see :data:`THREAD_KEY_TIDS`), so a sweep keyed by thread sees
+    each rank's threads apart; a null tid is one thread of its rank."""
+    tid = pl.col("tid").cast(pl.Int64)
+    if not by:
+        return tid
+    return pl.col("rank").cast(pl.Int64) * (1 << 33) + (tid.fill_null(-1) + (1 << 31))
 
 
 class CannotStack(Exception):
@@ -50,14 +64,27 @@ class EventSource:
         ranks = pl.Series("rank", [t.rank for t in traces], dtype=pl.Int32)
         return cls(traces, stacked.lazy().filter(pl.col("rank").is_in(ranks.implode())), ["rank"])
 
+    def names(self) -> pl.Series:
+        """The distinct event names of every rank (strings)."""
+        if self._names is None:
+            if not self.by:
+                self._names = pl.Series(self.traces[0].distinct_names(), dtype=pl.String)
+            else:  # every rank's distinct names, once
+                self._names = pl.Series(sorted({n for t in self.traces for n in t.distinct_names()}), dtype=pl.String)
+        return self._names
+
+    def check_thread_key(self) -> None:
+        """Raise :class:`CannotStack` when the stacked ranks' thread ids do not fold into
+        :func:`thread_key` (wider than 32 bits)."""
+        if self.by and self.ev.collect_schema().get("tid") not in THREAD_KEY_TIDS:
+            raise CannotStack("tid")
+
     def names_matching(self, pattern: str, col: str = "name") -> list[str]:
         """The distinct values of ``col`` that match ``pattern``, over every rank."""
         if not self.by:
             return trace_values_matching(self.traces[0], pattern, col)
         if col == "name":
-            if self._names is None:  # every rank's distinct names, once
-                self._names = pl.Series(sorted({n for t in self.traces for n in t.distinct_names()}), dtype=pl.String)
-            return values_matching(self._names, pattern)
+            return values_matching(self.names(), pattern)
         return values_matching(self.ev.select(pl.col(col).unique()).collect().to_series(), pattern)
 
     def table(self, name: str) -> pl.DataFrame:

@@ -21,6 +21,7 @@ import polars as pl
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.taxonomy import TAXONOMY_SCHEMA, kernel_taxonomy
 from ranksight.views.enclosing import innermost_enclosing
+from ranksight.views.event_source import THREAD_KEY_TIDS, thread_key
 from ranksight.views.peaks import DTYPE_PRECISION
 from ranksight.views.rank_slices import RankSlices, rank_column
 
@@ -104,7 +105,7 @@ def _op_precision_of(
     if ops_df.height == 0 or launches.height == 0:
         return empty
     if by:  # one thread key per (rank, tid): the sweep sees each rank's threads apart
-        key = (pl.col("rank").cast(pl.Int64) * (1 << 33)) + (pl.col("tid").cast(pl.Int64).fill_null(-1) + (1 << 31))
+        key = thread_key(by)
         ops_df = ops_df.with_columns(key.alias("__key"))
         launches = launches.with_columns(key.alias("__key"))
     kcol = "__key" if by else "tid"
@@ -151,7 +152,7 @@ def seed_kernel_taxonomy(traces: list[Trace], stacked: pl.DataFrame) -> None:
     that already have theirs keep it; a run whose thread ids are not 32-bit integers is left to
     the per-rank computation."""
     traces = [t for t in traces if not t.has_memo("kernel_taxonomy")]
-    if not traces or stacked.schema.get("tid") not in (pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16):
+    if not traces or stacked.schema.get("tid") not in THREAD_KEY_TIDS:
         return
     ranks = pl.Series("rank", [t.rank for t in traces], dtype=pl.Int32)
     ev = stacked.lazy().filter(pl.col("rank").is_in(ranks.implode()))
