@@ -40,6 +40,7 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
+from ranksight.views.event_source import EventSource, thread_key
 from ranksight.views.memory_records import DEVICE_TYPES, GPU_DEVICE_TYPES, memory_records
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ __all__ = [
     "memory",
     "memory_records",
     "attach_ops",
+    "attach_ops_of",
     "memory_curve",
     "memory_peaks",
     "allocations",
@@ -74,18 +76,31 @@ def attach_ops(trace: Trace, df: pl.DataFrame, *, ts: str = "ts_ns") -> pl.DataF
     """Add ``alloc_op`` (innermost ``cpu_op`` on the same thread enclosing ``df[ts]``) and ``op``
     (``alloc_op``, or the op enclosing it when ``alloc_op`` is one of :data:`ALLOC_PRIMITIVES`)
     to any frame with ``tid`` and a time column."""
+    return attach_ops_of(EventSource.one(trace), df, ts=ts)
+
+
+def attach_ops_of(src: EventSource, df: pl.DataFrame, *, ts: str = "ts_ns") -> pl.DataFrame:
+    """:func:`attach_ops` over one rank or stacked ranks (``df`` then has a ``rank`` column; the
+    ops of its own rank's thread enclose a row)."""
+    by = src.by
     # names stay categorical (one string per op would be the bulk of the memory); cast once gathered
     ops = (
-        trace.scan()
-        .filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null())
-        .select("tid", "ts_ns", "end_ns", "name")
+        src.ev.filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null())
+        .select(*by, "tid", "ts_ns", "end_ns", "name")
         .collect()
     )
     if ops.height == 0 or df.height == 0:
         return df.with_columns(
             pl.lit(None, dtype=pl.String).alias("op"), pl.lit(None, dtype=pl.String).alias("alloc_op")
         )
-    idx = innermost_enclosing(ops, df.select("tid", pl.col(ts).alias("ts_ns")))
+    if by:
+        src.check_thread_key()
+        key = thread_key(by).alias("tid")
+        ops = ops.select(key, "ts_ns", "end_ns", "name")
+        points = df.select(key, pl.col(ts).alias("ts_ns"))
+    else:
+        points = df.select("tid", pl.col(ts).alias("ts_ns"))
+    idx = innermost_enclosing(ops, points)
     pidx = parent_spans(ops).gather(idx.fill_null(0))
     names = ops["name"]
     inner = (

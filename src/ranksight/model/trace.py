@@ -396,7 +396,11 @@ class Trace:
 
     @property
     def span_ns(self) -> tuple[int, int] | None:
-        """First start and last end over timed events (metadata excluded)."""
+        """First start and last end over timed events (metadata excluded); memoised."""
+        span: tuple[int, int] | None = self.memo("span_ns", self._span_ns)
+        return span
+
+    def _span_ns(self) -> tuple[int, int] | None:
         r = (
             self.scan()
             .filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))

@@ -14,6 +14,7 @@ analysis runs at most once. The JSON document (:func:`to_json`) has a versioned 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,7 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._session import Missing, Session
 from ranksight.errors import RanksightError
 from ranksight.model.kinds import GPU_KINDS
+from ranksight.views.event_source import CannotStack, EventSource
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -92,10 +94,19 @@ class Context:
     def per_rank(self, fn: Callable[..., T], ranks: Sequence[int] | None = None) -> dict[int, T]:
         """``{rank: fn(trace)}`` over ``ranks`` (default: the selected ranks) in one map on the run's
         engine (a rule's loop over ranks asks once, not once per rank: the ranks then run on the
-        engine's threads or workers); kept per function for the other rules."""
+        engine's threads or workers); kept per function for the other rules. A function with a
+        one-pass version (:func:`one_pass`) runs once over the stacked events of many small ranks
+        held here (issue 19)."""
         rs = self.ranks if ranks is None else list(ranks)
         have = self._per_rank.setdefault(fn, {})
         todo = [r for r in rs if r not in have]
+        many = _ONE_PASS.get(fn)
+        if many is not None and len(todo) > 1:
+            stacked = self.session.stacked_events()
+            if stacked is not None:
+                with contextlib.suppress(CannotStack):
+                    have.update(many(EventSource.stacked([self.session.trace(r) for r in todo], stacked)))
+                    todo = []
         if todo:
             have.update(self.session.map(fn, todo))
         return {r: have[r] for r in rs}
@@ -148,9 +159,34 @@ class Applies:
         return None
 
 
+#: Per-rank functions of the rules and their one-pass versions over stacked ranks (:func:`one_pass`).
+_ONE_PASS: dict[Callable[..., Any], Callable[[EventSource], dict[int, Any]]] = {}
+
+_F = TypeVar("_F", bound=Callable[[EventSource], dict[int, Any]])
+
+
+def one_pass(one_rank: Callable[..., Any]) -> Callable[[_F], _F]:
+    """Register the decorated ``many(src) -> {rank: value}`` as the one-pass version of the
+    per-rank function ``one_rank`` (:meth:`Context.per_rank` takes it over stacked ranks): the
+    same answer for every rank of ``src``, read in one pass (issue 19)."""
+
+    def register_many(many: _F) -> _F:
+        _ONE_PASS[one_rank] = many
+        return many
+
+    return register_many
+
+
 def has_gpu_work(trace: Trace) -> bool:
     """Whether the trace has GPU work (kernels, copies, sets)."""
     return trace.kind(*GPU_KINDS, columns=["row"]).height > 0
+
+
+@one_pass(has_gpu_work)
+def _has_gpu_work_many(src: EventSource) -> dict[int, bool]:
+    got = src.ev.filter(pl.col("kind").is_in(list(GPU_KINDS))).select(pl.col("rank").unique()).collect()
+    ranks = set(got["rank"].to_list())
+    return {t.rank: t.rank in ranks for t in src.traces}
 
 
 def findings(run: Run | Session, *, ranks: Sequence[int] | None = None) -> tuple[list[Finding], list[str], list[str]]:

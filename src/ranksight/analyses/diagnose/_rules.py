@@ -7,21 +7,23 @@ unless a rule says otherwise; GPU rules skip ranks without GPU work.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from ranksight.analyses.diagnose import Applies, Context, Finding
+from ranksight.analyses.diagnose import Applies, Context, Finding, one_pass
 from ranksight.analyses.stragglers import NAMED_SHARE_MAX
 from ranksight.model.kinds import LAUNCH_KINDS
 from ranksight.model.taxonomy import LOW_PRECISIONS, MATRIX_FAMILIES
 from ranksight.views.comm_extract import COLLECTIVE_OP_RE
+from ranksight.views.event_source import CannotStack, EventSource
 from ranksight.views.idle_gaps import HOST_SYNC_API_RE
 from ranksight.views.intervals import union_length, with_outermost
 from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
-from ranksight.views.rank_slices import RankSlices
+from ranksight.views.rank_slices import RankSlices, rank_column
 
 if TYPE_CHECKING:
     from ranksight.model.meta import TraceMeta
@@ -443,11 +445,21 @@ def _syncs(trace: Trace) -> pl.DataFrame:
     ``_local_scalar_dense`` on a GPU value, i.e. with a copy or sync API call running inside it on
     the same thread (``.item()`` on a CPU tensor, such as an optimizer's step counter, waits for
     nothing). ``outer`` marks the events no other kept event on the thread encloses."""
-    t = trace
+    return _syncs_of(EventSource.one(trace))
+
+
+@one_pass(_syncs)
+def _syncs_many(src: EventSource) -> dict[int, pl.DataFrame]:
+    parts = RankSlices(_syncs_of(src), drop=True)
+    return {t.rank: parts[t.rank] for t in src.traces}
+
+
+def _syncs_of(src: EventSource) -> pl.DataFrame:
+    """:func:`_syncs` of one rank or of stacked ranks (``*by`` first; threads keyed by rank)."""
+    by = src.by
     n = pl.col("name").cast(pl.String)
     ev = (
-        t.scan()
-        .filter(
+        src.ev.filter(
             pl.col("step").is_not_null()
             & pl.col("dur_ns").is_not_null()
             & (
@@ -455,25 +467,25 @@ def _syncs(trace: Trace) -> pl.DataFrame:
                 | (pl.col("kind").is_in(list(LAUNCH_KINDS)) & n.str.contains(HOST_WAIT_API_RE.pattern))
             )
         )
-        .select("row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name"))
-        .sort("ts_ns")
+        .select(*by, "row", "tid", "ts_ns", "end_ns", "dur_ns", "step", n.alias("name"))
+        .sort("ts_ns", maintain_order=True)
         .collect()
     )
-    api = ev.filter(~pl.col("name").is_in(list(SYNC_OPS))).select("tid", pl.col("ts_ns").alias("__api_ts"))
+    api = ev.filter(~pl.col("name").is_in(list(SYNC_OPS))).select(*by, "tid", pl.col("ts_ns").alias("__api_ts"))
     ops = (
         ev.filter(pl.col("name").is_in(list(SYNC_OPS)))
         .join_asof(
             api,
             left_on="ts_ns",
             right_on="__api_ts",
-            by="tid",
+            by=[*by, "tid"],
             strategy="forward",
             check_sortedness=False,
         )
         .filter(pl.col("__api_ts") <= pl.col("end_ns"))
         .drop("__api_ts")
     )
-    return with_outermost(pl.concat([ops, ev.filter(pl.col("name").str.contains(SYNC_API_RE.pattern))]), "tid")
+    return with_outermost(pl.concat([ops, ev.filter(pl.col("name").str.contains(SYNC_API_RE.pattern))]), [*by, "tid"])
 
 
 def rule_host_device_sync(ctx: Context) -> list[Finding]:
@@ -487,6 +499,7 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
         return out
     ctx.per_rank(_syncs, [r for r in ctx.ranks if ctx.has_gpu(r)])  # one map for the loop below
     st_by = RankSlices(st)
+    flagged: dict[int, tuple[pl.DataFrame, int, float]] = {}
     for r in ctx.ranks:
         if not ctx.has_gpu(r):
             continue
@@ -497,15 +510,18 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
         blocked = union_length(s["ts_ns"].to_numpy(), s["end_ns"].to_numpy())
         total = float(steps["total_us"].sum()) * 1e3
         share = blocked / total if total else 0.0
-        if share < SYNC_BLOCKED_SHARE:
-            continue
+        if share >= SYNC_BLOCKED_SHARE:
+            flagged[r] = (s, blocked, share)
+    details = _sync_details_all(ctx, {r: f[0] for r, f in flagged.items()})
+    for r, (s, blocked, share) in flagged.items():
+        steps = st_by[r]
         n_sync = int(s["outer"].sum())
         by_name = (
             s.group_by("name")
             .agg(pl.len().alias("n"), (pl.col("dur_ns").sum() / 1e3).alias("us"))
             .sort("us", descending=True)
         )
-        top_callers, t0, dtoh = ctx.on_rank(_sync_details, r, syncs=s)
+        top_callers, t0, dtoh = details[r]
         longest = s.sort("dur_ns", descending=True).row(0, named=True)
         out.append(
             Finding(
@@ -551,6 +567,46 @@ def rule_host_device_sync(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _sync_details_all(ctx: Context, syncs: dict[int, pl.DataFrame]) -> dict[int, tuple[pl.DataFrame, int, int]]:
+    """:func:`_sync_details` of the ranks of ``syncs``: in one pass over the stacked events of
+    many small ranks held here (issue 19), else rank by rank on the run's engine."""
+    stacked = ctx.session.stacked_events() if len(syncs) > 1 else None
+    if stacked is not None:
+        with contextlib.suppress(CannotStack):
+            return _sync_details_many(EventSource.stacked([ctx.session.trace(r) for r in syncs], stacked), syncs)
+    return {r: ctx.on_rank(_sync_details, r, syncs=s) for r, s in syncs.items()}
+
+
+def _sync_details_many(src: EventSource, syncs: dict[int, pl.DataFrame]) -> dict[int, tuple[pl.DataFrame, int, int]]:
+    from ranksight.analyses.memory import attach_ops_of
+
+    apis = {r: s.filter(~pl.col("name").is_in(list(SYNC_OPS))) for r, s in syncs.items()}
+    calls = pl.concat([a.with_columns(rank_column(r, a.height)) for r, a in apis.items()], how="vertical_relaxed")
+    callers = RankSlices(attach_ops_of(src, calls))
+    firsts = (
+        src.ev.filter(pl.col("ts_ns").is_not_null() & ~pl.col("kind").is_in(["metadata"]))
+        .group_by("rank")
+        .agg(pl.col("ts_ns").min())
+        .collect()
+    )
+    t0 = dict(firsts.iter_rows())
+    dtoh = (
+        src.ev.filter(
+            (pl.col("kind") == "memcpy")
+            & pl.col("name").cast(pl.String).str.contains(DTOH_RE.pattern)
+            & pl.col("step").is_not_null()
+        )
+        .group_by("rank")
+        .len()
+        .collect()
+    )
+    n_dtoh = dict(dtoh.iter_rows())
+    return {
+        r: (callers[r]["op"].drop_nulls().value_counts(sort=True).head(3), int(t0.get(r) or 0), int(n_dtoh.get(r, 0)))
+        for r in syncs
+    }
 
 
 def _sync_details(trace: Trace, syncs: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:

@@ -1,0 +1,108 @@
+"""diagnose's one-pass versions of per-rank work over many small ranks (issue 19): GPU work per
+rank, the host-device synchronisations (threads keyed by rank) and their details (calling ops,
+first timestamp, device-to-host copies) equal each rank's own; ``Context.per_rank`` takes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+from tests.conftest import DATA
+
+import ranksight
+from ranksight.analyses import Session, diagnose
+from ranksight.analyses.diagnose import Context, _has_gpu_work_many, has_gpu_work
+from ranksight.analyses.diagnose import _rules as R
+from ranksight.data import example_path
+from ranksight.views.event_source import EventSource
+
+FOLDERS = [example_path("dlrm"), DATA / "generated/h100/ddp-gloo-2ranks", DATA / "hta/trace_filter"]
+
+
+def _source(path: Path) -> tuple[ranksight.Run, EventSource]:
+    run = ranksight.load(path, cache=False)
+    stacked = Session.of(run).stacked_events()
+    assert stacked is not None
+    return run, EventSource.stacked([run[r] for r in run.ranks], stacked)
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_syncs_and_details_in_one_pass_equal_per_rank(folder: Path) -> None:
+    run, src = _source(folder)
+    many = R._syncs_many(src)
+    per = {r: R._syncs(run[r]) for r in run.ranks}
+    for r in run.ranks:
+        assert_frame_equal(many[r], per[r])
+    assert all(per[r].height for r in run.ranks)
+    details = R._sync_details_many(src, per)
+    for r in run.ranks:
+        want = R._sync_details(run[r], per[r])
+        assert_frame_equal(details[r][0], want[0])
+        assert details[r][1:] == want[1:]
+    assert _has_gpu_work_many(src) == {r: has_gpu_work(run[r]) for r in run.ranks}
+
+
+def test_context_takes_the_one_pass_version() -> None:
+    run = ranksight.load(example_path("dlrm"), cache=False)
+    ctx = Context(Session.of(run))
+    calls: list[int] = []
+    many = diagnose._ONE_PASS[R._syncs]
+
+    def spy(src: EventSource) -> dict[int, pl.DataFrame]:
+        calls.append(len(src.traces))
+        return many(src)
+
+    diagnose._ONE_PASS[R._syncs] = spy
+    try:
+        got = ctx.per_rank(R._syncs)
+    finally:
+        diagnose._ONE_PASS[R._syncs] = many
+    assert calls == [8] and sorted(got) == run.ranks  # one pass over the 8 ranks, none alone
+
+
+def _x(name: str, cat: str, ts: float, dur: float, **kw: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 100, "ts": ts, "dur": dur, "args": kw}
+
+
+def _rank(rank: int, item: bool) -> dict[str, Any]:
+    """A step [0, 1000] µs; a cudaStreamSynchronize [100, 300] on tid 100, inside an ``aten::item``
+    [90, 310] when ``item``, else inside ``aten::copy_``. Every rank at the same times."""
+    op = "aten::item" if item else "aten::copy_"
+    ev = [
+        _x("ProfilerStep#1", "user_annotation", 0, 1000),
+        _x(op, "cpu_op", 90, 220),
+        _x("cudaStreamSynchronize", "cuda_runtime", 100, 200),
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 50,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7},
+        },  # fmt: skip
+    ]
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0}],
+        "traceEvents": ev,
+    }
+
+
+def test_each_rank_reads_its_own_threads_exact(tmp_path: Path) -> None:
+    # the same thread id and times on both ranks: keyed by thread alone, rank 1's item would take
+    # rank 0's sync call, and rank 0's sync call would be charged to rank 1's item
+    (tmp_path / "rank0.json").write_text(json.dumps(_rank(0, item=False)))
+    (tmp_path / "rank1.json").write_text(json.dumps(_rank(1, item=True)))
+    run, src = _source(tmp_path)
+    many = R._syncs_many(src)
+    got = {r: many[r].select("name", "outer").rows() for r in run.ranks}
+    assert got == {0: [("cudaStreamSynchronize", True)], 1: [("aten::item", True), ("cudaStreamSynchronize", False)]}
+    details = R._sync_details_many(src, many)
+    assert {r: details[r][0]["op"].to_list() for r in run.ranks} == {0: ["aten::copy_"], 1: ["aten::item"]}
