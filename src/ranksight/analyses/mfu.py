@@ -43,7 +43,6 @@ replayed matmul's FLOPs count in its step; step windows are the replay's own.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -60,7 +59,7 @@ from ranksight.views.flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op
 from ranksight.views.gpu_work import step_windows as gpu_step_windows
 from ranksight.views.graph_attribution import ReplayShare, attributed_operators
 from ranksight.views.peaks import dtype_of, peak_for, rank_gpus, specs_with
-from ranksight.views.rank_slices import RankSlices
+from ranksight.views.rank_slices import RankSlices, seed_memos
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -150,12 +149,7 @@ def seed_counted_ops(traces: list[Trace], stacked: pl.DataFrame) -> None:
         parts = RankSlices(_counted(src), drop=True)
     except CannotStack:
         return
-    for t in traces:
-        t.memo("counted_ops", functools.partial(_same, parts[t.rank]))
-
-
-def _same(df: pl.DataFrame) -> pl.DataFrame:
-    return df
+    seed_memos(traces, "counted_ops", parts)
 
 
 def _counted(src: EventSource) -> pl.DataFrame:

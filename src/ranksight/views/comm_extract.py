@@ -20,7 +20,6 @@ by time containment of the launch on the launching thread) > ``custom_op`` (``sy
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable
@@ -31,7 +30,7 @@ import polars as pl
 
 from ranksight.views.comm_types import canonical_type, dtype_bytes, kernel_name_details, numel_args
 from ranksight.views.event_source import CannotStack, EventSource
-from ranksight.views.rank_slices import RankSlices
+from ranksight.views.rank_slices import RankSlices, seed_memos
 
 if TYPE_CHECKING:
     from ranksight.model.meta import TraceMeta
@@ -107,12 +106,7 @@ def seed_rank_collectives(traces: list[Trace], stacked: pl.DataFrame) -> None:
     except CannotStack:
         return
     parts = RankSlices(df)
-    for t in traces:
-        t.memo("collectives", functools.partial(_same, parts[t.rank]))
-
-
-def _same(df: pl.DataFrame) -> pl.DataFrame:
-    return df
+    seed_memos(traces, "collectives", parts)
 
 
 def _collectives(src: EventSource) -> pl.DataFrame:

@@ -20,7 +20,6 @@ HTA v0.6 (``hta_compat=True``)
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ import polars as pl
 
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.views.intervals import union
-from ranksight.views.rank_slices import RankSlices
+from ranksight.views.rank_slices import RankSlices, seed_memos
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -162,8 +161,7 @@ def seed_gpu_work(traces: list[Trace], work: pl.DataFrame) -> None:
     # one stable sort by rank and zero-copy slices: partition_by runs a query per part (0.3 s on
     # 256 ranks)
     parts = RankSlices(work, drop=True)
-    for t in traces:
-        t.memo("gpu_work", functools.partial(_same, parts[t.rank]))
+    seed_memos(traces, "gpu_work", parts)
 
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
@@ -191,10 +189,6 @@ def intervals_of(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The intervals of ``key`` in :func:`intervals_by_type`'s mapping (empty arrays when none)."""
     return iv.get(key, (_EMPTY_I64, _EMPTY_I64))
-
-
-def _same(df: pl.DataFrame) -> pl.DataFrame:
-    return df
 
 
 def _gpu_work(trace: Trace, hta_compat: bool) -> pl.DataFrame:

@@ -12,7 +12,6 @@ launched it, when every launch of the name agrees), or ``none``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,9 +20,9 @@ import polars as pl
 from ranksight.model.kinds import GPU_KINDS
 from ranksight.model.taxonomy import TAXONOMY_SCHEMA, kernel_taxonomy
 from ranksight.views.enclosing import innermost_enclosing
-from ranksight.views.event_source import THREAD_KEY_TIDS, thread_key
+from ranksight.views.event_source import THREAD_KEY_TIDS, EventSource, thread_key
 from ranksight.views.peaks import DTYPE_PRECISION
-from ranksight.views.rank_slices import RankSlices, rank_column
+from ranksight.views.rank_slices import RankSlices, rank_column, seed_memos
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -154,16 +153,10 @@ def seed_kernel_taxonomy(traces: list[Trace], stacked: pl.DataFrame) -> None:
     traces = [t for t in traces if not t.has_memo("kernel_taxonomy")]
     if not traces or stacked.schema.get("tid") not in THREAD_KEY_TIDS:
         return
-    ranks = pl.Series("rank", [t.rank for t in traces], dtype=pl.Int32)
-    ev = stacked.lazy().filter(pl.col("rank").is_in(ranks.implode()))
+    ev = EventSource.stacked(traces, stacked).ev
     tables = _tables(ev, lambda unknown: _op_precision_of(ev, _op_inputs(traces), unknown, by=["rank"]), by=["rank"])
     parts = RankSlices(tables)
-    for t in traces:
-        t.memo("kernel_taxonomy", functools.partial(_same, parts[t.rank]))
-
-
-def _same(df: pl.DataFrame) -> pl.DataFrame:
-    return df
+    seed_memos(traces, "kernel_taxonomy", parts)
 
 
 def _compute(trace: Trace) -> pl.DataFrame:

@@ -8,12 +8,17 @@ already come in order) and hands out slices, which cost no query.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-__all__ = ["RankSlices", "rank_rows", "rank_column"]
+if TYPE_CHECKING:
+    from ranksight.model.trace import Trace
+
+__all__ = ["RankSlices", "rank_rows", "rank_column", "seed_memos"]
 
 
 class RankSlices:
@@ -66,3 +71,14 @@ def rank_column(rank: int, n: int) -> pl.Series:
     """A ``rank`` column (Int32) of ``n`` rows, all ``rank`` (no query): what a per-trace frame
     gets before frames of several ranks are stacked."""
     return pl.Series("rank", [rank], dtype=pl.Int32).new_from_index(0, n)
+
+
+def seed_memos(traces: Iterable[Trace], key: str, parts: RankSlices) -> None:
+    """Give each trace its rows of ``parts`` as its memo ``key``: what a one-pass computation over
+    stacked ranks hands each rank (the trace then reads them as if it had computed them)."""
+    for t in traces:
+        t.memo(key, functools.partial(_same, parts[t.rank]))
+
+
+def _same(df: pl.DataFrame) -> pl.DataFrame:
+    return df

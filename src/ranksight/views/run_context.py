@@ -34,8 +34,9 @@ import polars as pl
 
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.model.taxonomy import LOW_PRECISIONS, MATRIX_FAMILIES, kernel_taxonomy
+from ranksight.views.event_source import EventSource
 from ranksight.views.kernel_taxonomy import kernel_taxonomy_table
-from ranksight.views.rank_slices import RankSlices
+from ranksight.views.rank_slices import RankSlices, seed_memos
 
 if TYPE_CHECKING:
     from ranksight.model.trace import Trace
@@ -234,14 +235,8 @@ def seed_name_tables(traces: list[Trace], stacked: pl.DataFrame) -> None:
     traces = [t for t in traces if not t.has_memo("run_context_names")]
     if not traces:
         return
-    ranks = pl.Series("rank", [t.rank for t in traces], dtype=pl.Int32)
-    tables = RankSlices(_name_tables(stacked.lazy().filter(pl.col("rank").is_in(ranks.implode())), ["rank"]), drop=True)
-    for t in traces:
-        t.memo("run_context_names", functools.partial(_same, tables[t.rank]))
-
-
-def _same(df: pl.DataFrame) -> pl.DataFrame:
-    return df
+    tables = RankSlices(_name_tables(EventSource.stacked(traces, stacked).ev, ["rank"]), drop=True)
+    seed_memos(traces, "run_context_names", tables)
 
 
 def _name_tables(ev: pl.LazyFrame, by: list[str]) -> pl.DataFrame:
