@@ -60,7 +60,7 @@ absolute), ``rank_span`` (a rank's span is under half or over twice the median),
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -69,6 +69,8 @@ from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, regis
 from ranksight.analyses._session import Session
 from ranksight.model.kinds import GPU_KINDS, LAUNCH_APIS, LAUNCH_KINDS
 from ranksight.views.enclosing import parent_spans
+from ranksight.views.event_source import EventSource
+from ranksight.views.rank_slices import RankSlices
 from ranksight.views.run_context import run_context
 
 if TYPE_CHECKING:
@@ -270,12 +272,12 @@ def _overlap_amounts(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
 
 
-def crossings(df: pl.DataFrame) -> pl.DataFrame:
-    """CPU ranges (``pid, tid, ts_ns, end_ns, kind``) with ``cross``: how far each range ends
-    past its parent (the innermost range on its thread enclosing its start, found by
-    :func:`~ranksight.views.enclosing.parent_spans`), 0 when it nests; and ``cross_python``:
-    the range or its parent is a Python frame."""
-    c = df.with_columns(pl.struct("pid", "tid").rank("dense").alias("__thread"))
+def crossings(df: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """CPU ranges (``pid, tid, ts_ns, end_ns, kind``; ``by``'s columns first over stacked ranks)
+    with ``cross``: how far each range ends past its parent (the innermost range on its thread
+    enclosing its start, found by :func:`~ranksight.views.enclosing.parent_spans`), 0 when it
+    nests; and ``cross_python``: the range or its parent is a Python frame."""
+    c = df.with_columns(pl.struct(*by, "pid", "tid").rank("dense").alias("__thread"))
     c = c.with_columns(parent_spans(c, key="__thread").alias("__par"))
     # the parent's end and kind by position (a gather, not a join over every range)
     c = c.with_columns(
@@ -324,35 +326,63 @@ def _split_noise(rank: int, check: str, amounts: pl.Series, noise_ns: int, what:
     return rows
 
 
-def _stream_overlap(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
-    g = (
-        _timed(t.kind(*GPU_KINDS, columns=["device", "stream", "ts_ns", "dur_ns", "end_ns"]))
-        .filter(pl.col("dur_ns") >= 0)
-        .select("device", "stream", "ts_ns", "end_ns")
+def _gpu_ranges(src: EventSource) -> pl.DataFrame:
+    """The timed GPU work (``*by, device, stream, ts_ns, end_ns``) of one rank or stacked ranks."""
+    return (
+        src.ev.filter(
+            pl.col("kind").is_in(list(GPU_KINDS))
+            & pl.col("ts_ns").is_not_null()
+            & pl.col("dur_ns").is_not_null()
+            & (pl.col("dur_ns") >= 0)
+        )
+        .select(*src.by, "device", "stream", "ts_ns", "end_ns")
+        .collect()
     )
-    if g.height == 0:
+
+
+def _cpu_ranges(src: EventSource) -> pl.DataFrame:
+    """The timed CPU ranges (``*by, pid, tid, ts_ns, end_ns, kind, name``) of one rank or stacked ranks."""
+    return (
+        src.ev.filter(
+            pl.col("kind").is_in(list(NESTING_KINDS))
+            & pl.col("ts_ns").is_not_null()
+            & pl.col("dur_ns").is_not_null()
+            & (pl.col("dur_ns") >= 0)
+        )
+        .select(*src.by, "pid", "tid", "ts_ns", "end_ns", "kind", "name")
+        .collect()
+    )
+
+
+def _stream_overlap(t: Trace, rank: int, noise_ns: int, over: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+    """``over``: this rank's GPU ranges with their overlaps (:func:`_overlap_amounts`), when one
+    pass over stacked ranks made them."""
+    if over is None:
+        g = _gpu_ranges(EventSource.one(t))
+        over = _overlap_amounts(g, ["device", "stream"]) if g.height else g
+    if over.height == 0:
         return [
             _row(rank, "stream_overlap", "ok", detail="no GPU work"),
             _row(rank, "stream_overlap_noise", "ok", detail="no GPU work"),
         ]
-    o = _overlap_amounts(g, ["device", "stream"])
+    o = over
     return _split_noise(
         rank, "stream_overlap", o["over_prev_max"], noise_ns, "GPU events overlap an earlier one on their stream"
     )
 
 
-def _cpu_nesting(t: Trace, rank: int, noise_ns: int) -> list[dict[str, Any]]:
-    c = (
-        _timed(t.kind(*NESTING_KINDS, columns=["pid", "tid", "ts_ns", "dur_ns", "end_ns", "kind", "name"]))
-        .filter(pl.col("dur_ns") >= 0)
-        .select("pid", "tid", "ts_ns", "end_ns", "kind", "name")
-    )
-    if c.height == 0:
+def _cpu_nesting(t: Trace, rank: int, noise_ns: int, crossed: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+    """``crossed``: this rank's CPU ranges with their crossings (:func:`crossings`), when one pass
+    over stacked ranks made them."""
+    if crossed is None:
+        c = _cpu_ranges(EventSource.one(t))
+        crossed = crossings(c) if c.height else c
+    if crossed.height == 0:
         return [
             _row(rank, check, "ok", detail="no CPU ranges")
             for check in ("cpu_nesting", "cpu_nesting_python", "cpu_nesting_noise")
         ]
-    o = crossings(c).filter(pl.col("cross") > 0)
+    o = crossed.filter(pl.col("cross") > 0)
     big = o.filter(pl.col("cross") >= noise_ns)
     hard = big.filter(~pl.col("cross_python"))
     py = big.filter(pl.col("cross_python"))
@@ -645,14 +675,46 @@ def _steps(t: Trace, rank: int) -> list[dict[str, Any]]:
     return out
 
 
-def trace_health(trace: Trace, *, noise_us: float = 5.0) -> pl.DataFrame:
-    """Every per-rank check on one trace (see the module docstring)."""
+class _OnePass(NamedTuple):
+    """What one pass over stacked ranks read for every rank's checks (issue 19)."""
+
+    counts: dict[int, tuple[int, int]]  # rank: (GPU events, CPU ranges)
+    crossed: RankSlices  # :func:`crossings` of each rank's CPU ranges
+    over: RankSlices  # :func:`_overlap_amounts` of each rank's GPU ranges
+
+
+def _one_pass(src: EventSource) -> _OnePass:
+    by = src.by
+    n = (
+        src.ev.group_by("rank")
+        .agg(
+            pl.col("kind").is_in(list(GPU_KINDS)).sum().alias("gpu"),
+            pl.col("kind").is_in(list(NESTING_KINDS)).sum().alias("cpu"),
+        )
+        .collect()
+    )
+    counts = {int(r): (int(g), int(c)) for r, g, c in n.iter_rows()}
+    c = _cpu_ranges(src)
+    g = _gpu_ranges(src)
+    return _OnePass(
+        counts,
+        RankSlices(crossings(c, by) if c.height else c, drop=True),
+        RankSlices(_overlap_amounts(g, [*by, "device", "stream"]) if g.height else g, drop=True),
+    )
+
+
+def trace_health(trace: Trace, *, noise_us: float = 5.0, one_pass: _OnePass | None = None) -> pl.DataFrame:
+    """Every per-rank check on one trace (see the module docstring); ``one_pass``: what one pass
+    over stacked ranks read for it."""
     rank = trace.rank
     noise_ns = int(round(noise_us * 1000))
     rows: list[dict[str, Any]] = []
     rows += _meta_checks(trace, rank)
-    n_gpu = trace.kind(*GPU_KINDS, columns=["row"]).height
-    n_cpu = trace.kind(*NESTING_KINDS, columns=["row"]).height
+    if one_pass is None:
+        n_gpu = trace.kind(*GPU_KINDS, columns=["row"]).height
+        n_cpu = trace.kind(*NESTING_KINDS, columns=["row"]).height
+    else:
+        n_gpu, n_cpu = one_pass.counts.get(rank, (0, 0))
     rows.append(
         _row(
             rank,
@@ -672,9 +734,9 @@ def trace_health(trace: Trace, *, noise_us: float = 5.0) -> pl.DataFrame:
         )
     )
     rows += _links(trace, rank)
-    rows += _stream_overlap(trace, rank, noise_ns)
+    rows += _stream_overlap(trace, rank, noise_ns, one_pass.over[rank] if one_pass else None)
     rows += _durations(trace, rank)
-    rows += _cpu_nesting(trace, rank, noise_ns)
+    rows += _cpu_nesting(trace, rank, noise_ns, one_pass.crossed[rank] if one_pass else None)
     rows += _steps(trace, rank)
     order = {c: i for i, c in enumerate(CHECKS)}
     rows.sort(key=lambda r: order.get(r["check"], len(order)))
@@ -695,8 +757,10 @@ def rank_facts(trace: Trace) -> dict[str, Any]:
     }
 
 
-def _rank_health(trace: Trace, noise_us: float) -> tuple[pl.DataFrame, dict[str, Any]]:
-    return trace_health(trace, noise_us=noise_us), rank_facts(trace)
+def _rank_health(
+    trace: Trace, noise_us: float, one_pass: _OnePass | None = None
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    return trace_health(trace, noise_us=noise_us, one_pass=one_pass), rank_facts(trace)
 
 
 def run_health(traces: Sequence[Trace]) -> pl.DataFrame:
@@ -791,7 +855,9 @@ def health(run: Run, *, ranks: Sequence[int] | None = None, noise_us: float = 5.
     (rows whose status is not ``ok``)."""
     sess = Session.of(run, ranks)
     rs = sess.ranks
-    per = sess.map(_rank_health, noise_us=noise_us)
+    stacked = sess.stacked_events()
+    pre = _one_pass(EventSource.stacked([sess.trace(r) for r in rs], stacked)) if stacked is not None else None
+    per = sess.map(_rank_health, noise_us=noise_us, one_pass=pre)
     frames = [per[r][0] for r in rs]
     frames.append(run_health_facts([per[r][1] for r in rs]))
     checks = pl.concat(frames, how="vertical")
