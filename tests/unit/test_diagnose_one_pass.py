@@ -106,3 +106,23 @@ def test_each_rank_reads_its_own_threads_exact(tmp_path: Path) -> None:
     assert got == {0: [("cudaStreamSynchronize", True)], 1: [("aten::item", True), ("cudaStreamSynchronize", False)]}
     details = R._sync_details_many(src, many)
     assert {r: details[r][0]["op"].to_list() for r in run.ranks} == {0: ["aten::copy_"], 1: ["aten::item"]}
+
+
+def _graph_rank(rank: int, api: str) -> dict[str, Any]:
+    """Two steps [0, 100] and [100, 200] µs; ``api`` called in step 2 on tid 100."""
+    ev = [
+        _x("ProfilerStep#1", "user_annotation", 0, 100),
+        _x("ProfilerStep#2", "user_annotation", 100, 100),
+        _x(api, "cuda_runtime", 150, 5),
+    ]
+    return {**_rank(rank, item=False), "traceEvents": ev}
+
+
+def test_graph_facts_per_rank_exact(tmp_path: Path) -> None:
+    # rank 0 captures a graph in step 2, rank 1 replays one there: each rank keeps its own facts
+    (tmp_path / "rank0.json").write_text(json.dumps(_graph_rank(0, "cudaStreamBeginCapture")))
+    (tmp_path / "rank1.json").write_text(json.dumps(_graph_rank(1, "cudaGraphLaunch")))
+    run, src = _source(tmp_path)
+    want = {0: ([2], False), 1: ([], True)}
+    assert R._idle_graph_facts_many(src) == want
+    assert {r: R._idle_graph_facts(run[r]) for r in run.ranks} == want

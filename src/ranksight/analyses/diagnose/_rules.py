@@ -1371,11 +1371,26 @@ _GRAPH_LAUNCH_RE = r"^(cuda|hip|cu)GraphLaunch$"
 def _idle_graph_facts(trace: Trace) -> tuple[list[int], bool]:
     """The steps that capture a CUDA/HIP graph (stream capture or graph instantiation calls in
     them: the kernels recorded there did not run) and whether the rank replays graphs."""
-    ev = trace.kind(*LAUNCH_KINDS, columns=["name", "step"])
-    names = ev["name"].cast(pl.String).unique().drop_nulls()
-    capture = names.filter(names.str.contains(_CAPTURE_API_RE))
-    steps = ev.filter(pl.col("name").cast(pl.String).is_in(capture.implode()) & pl.col("step").is_not_null())
-    return sorted(int(s) for s in steps["step"].unique().to_list()), bool(names.str.contains(_GRAPH_LAUNCH_RE).any())
+    return _idle_graph_facts_many(EventSource.one(trace))[trace.rank]
+
+
+@one_pass(_idle_graph_facts)
+def _idle_graph_facts_many(src: EventSource) -> dict[int, tuple[list[int], bool]]:
+    by = src.by
+    names = (
+        src.ev.filter(pl.col("kind").is_in(list(LAUNCH_KINDS)))
+        .group_by(*by, pl.col("name").cast(pl.String))
+        .agg(pl.col("step").drop_nulls().unique())
+        .collect()
+    )
+    if not by:
+        names = names.with_columns(pl.lit(src.traces[0].rank, dtype=pl.Int32).alias("rank"))
+    names = names.drop_nulls("name")
+    capture = names.filter(pl.col("name").str.contains(_CAPTURE_API_RE))
+    steps = capture.explode("step").drop_nulls("step").group_by("rank").agg(pl.col("step").unique().sort())
+    got = {int(r): [int(x) for x in st] for r, st in steps.iter_rows()}
+    replays = set(names.filter(pl.col("name").str.contains(_GRAPH_LAUNCH_RE))["rank"].to_list())
+    return {t.rank: (got.get(t.rank, []), t.rank in replays) for t in src.traces}
 
 
 def _idle_fix(cause: str, site: str | None, late: str | None, replays: bool) -> str:
