@@ -126,3 +126,25 @@ def test_graph_facts_per_rank_exact(tmp_path: Path) -> None:
     want = {0: ([2], False), 1: ([], True)}
     assert R._idle_graph_facts_many(src) == want
     assert {r: R._idle_graph_facts(run[r]) for r in run.ranks} == want
+
+
+def _idle_rank(rank: int, idle_step: int) -> dict[str, Any]:
+    """Steps 1 [0, 1000] and 2 [1000, 2000] µs; the GPU busy through one step ([10, 990] after its
+    start) and nearly idle in ``idle_step`` (one 40 µs kernel)."""
+    ev = [_x("ProfilerStep#1", "user_annotation", 0, 1000), _x("ProfilerStep#2", "user_annotation", 1000, 1000)]
+    for step in (1, 2):
+        t0 = (step - 1) * 1000
+        ts, dur = (t0 + 10, 40) if step == idle_step else (t0 + 10, 980)
+        ev.append({"ph": "X", "cat": "kernel", "name": f"k{step}", "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                   "args": {"device": 0, "stream": 7}})  # fmt: skip
+    return {**_rank(rank, item=False), "traceEvents": ev}
+
+
+def test_idle_rule_reads_each_ranks_own_flagged_steps_exact(tmp_path: Path) -> None:
+    # rank 0 idles in step 1, rank 1 in step 2: the pieces each finding quotes are its own steps'
+    (tmp_path / "rank0.json").write_text(json.dumps(_idle_rank(0, 1)))
+    (tmp_path / "rank1.json").write_text(json.dumps(_idle_rank(1, 2)))
+    run = ranksight.load(tmp_path, cache=False)
+    found = {f.ranks[0]: f.evidence for f in R.rule_idle_causes(Context(Session.of(run)))}
+    assert {r: e["steps_flagged"] for r, e in found.items()} == {0: [1], 1: [2]}
+    assert {r: sorted({p["step"] for p in e["longest_idle"]}) for r, e in found.items()} == {0: [1], 1: [2]}

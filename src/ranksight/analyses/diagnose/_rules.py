@@ -1451,10 +1451,10 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
     if tem is None or ic is None:
         return []
     per_step, by_step, gaps = tem["per_step"], ic["by_step"], ic["gaps"]
-    out = []
-    # each rank's rows without a query over every rank's per rank
-    per_step_by, by_step_by, gaps_by = RankSlices(per_step), RankSlices(by_step), RankSlices(gaps)
+    out: list[Finding | int] = []  # a finding, or a flagged rank whose finding is made below
+    per_step_by = RankSlices(per_step)  # each rank's rows without a query over every rank's per rank
     ctx.per_rank(_idle_graph_facts, [r for r in ctx.ranks if r in per_step_by and ctx.has_gpu(r)])  # one map
+    flagged_of: dict[int, tuple[pl.DataFrame, pl.DataFrame, list[int], bool]] = {}
     for r in ctx.ranks:
         steps = per_step_by[r]
         if not ctx.has_gpu(r):
@@ -1472,78 +1472,107 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
                 ctx.notes.append(note)
         judged = steps.filter(~pl.col("step").is_in(capture))
         flagged = judged.filter(pl.col("idle_pct") >= IDLE_STEP_PCT)
-        if flagged.height == 0:
-            continue
-        fs = flagged["step"].implode()
-        idle_us = float(flagged["idle_us"].sum())
-        impact = idle_us / float(judged["step_time_us"].sum())
-        mine = gaps_by[r].filter(pl.col("step").is_in(fs))
-        causes = (
-            by_step_by[r]
-            .filter(pl.col("step").is_in(fs))
-            .group_by("cause")
-            .agg(pl.col("idle_us").sum())
-            .sort(["idle_us", "cause"], descending=[True, False])
-            .with_columns((pl.col("idle_us") / idle_us).alias("share"))
-        )
-        sites = (
-            mine.filter(pl.col("call_site").is_not_null())
-            .group_by("cause", "call_site")
-            .agg(pl.col("dur_us").sum().alias("idle_us"))
-            .sort(["idle_us", "call_site"], descending=[True, False])
-        )
-        top_site = {
-            c: s
-            for c, s in sites.group_by("cause", maintain_order=True).first().select("cause", "call_site").iter_rows()
-        }
-        late = (
-            mine.filter(pl.col("cause") == "collective_wait")["detail"]
-            .str.extract(r"waits for rank (\d+)")
-            .drop_nulls()
-            .mode()
-            .sort()
-        )
-        named = [
-            f"{c} {100 * s:.0f}%" + (f" ({top_site[c]})" if c in top_site else "")
-            for c, s in causes.select("cause", "share").head(3).iter_rows()
-        ]
-        longest = mine.head(5).select("step", "start_ns", "end_ns", "dur_us", "cause", "call_site", "detail")
-        out.append(
-            Finding(
-                rule="idle-causes",
-                title="The GPU waits: the causes of its idle time",
-                severity=_sev(impact, 0.50, 0.25),
-                impact=_r(impact, 4),
-                ranks=[r],
-                summary=f"rank {r}: the GPU is idle {100 * idle_us / float(flagged['step_time_us'].sum()):.0f}% of "
-                f"{flagged.height} of {judged.height} steps ({idle_us / 1e3:.1f} ms); why: {', '.join(named)}",
-                evidence={
-                    "idle_by_cause_us": {c: _r(v) for c, v in causes.select("cause", "idle_us").iter_rows()},
-                    "idle_share_by_cause_pct": {c: _r(100 * s) for c, s in causes.select("cause", "share").iter_rows()},
-                    "top_call_sites": {
-                        c: {s: _r(v) for _, s, v in g.head(3).iter_rows()}
-                        for (c,), g in sites.group_by("cause", maintain_order=True)
-                    },
-                    "idle_pct_by_step": {str(s): _r(p) for s, p in judged.select("step", "idle_pct").iter_rows()},
-                    "steps_judged": judged.height,
-                    "steps_flagged": [int(s) for s in flagged["step"].to_list()],
-                    "steps_capturing_graphs": capture,
-                    "replays_graphs": replays,
-                    "longest_idle": [
-                        {k: (_r(v) if isinstance(v, float) else v) for k, v in row.items()}
-                        for row in longest.iter_rows(named=True)
-                    ],
-                    "threshold_pct": IDLE_STEP_PCT,
-                    "definition": "temporal --per-step idle_pct; causes: idle-causes by_step (docs/idle-causes.md)",
-                },
-                fixes=[
-                    _idle_fix(c, top_site.get(c), late[0] if late.len() else None, replays)
-                    for c, s in causes.select("cause", "share").iter_rows()
-                    if s >= IDLE_FIX_SHARE
-                ],
-            )
-        )
-    return out
+        if flagged.height:
+            flagged_of[r] = (judged, flagged, capture, replays)
+            out.append(r)
+    if not flagged_of:
+        return [f for f in out if isinstance(f, Finding)]
+    # every flagged rank's causes, call sites, late ranks and pieces in one query each
+    fsteps = pl.concat([f[1].select(pl.col("rank").cast(pl.Int32), "step") for f in flagged_of.values()])
+    idle_of = {r: float(f[1]["idle_us"].sum()) for r, f in flagged_of.items()}
+    totals = pl.DataFrame(
+        {"rank": list(idle_of), "__idle": list(idle_of.values())}, schema={"rank": pl.Int32, "__idle": pl.Float64}
+    )
+    causes_by = RankSlices(
+        by_step.with_columns(pl.col("rank").cast(pl.Int32))
+        .join(fsteps, on=["rank", "step"], how="semi")
+        .group_by("rank", "cause")
+        .agg(pl.col("idle_us").sum())
+        .join(totals, on="rank")
+        .with_columns((pl.col("idle_us") / pl.col("__idle")).alias("share"))
+        .drop("__idle")
+        .sort(["rank", "idle_us", "cause"], descending=[False, True, False])
+    )
+    mine_all = gaps.with_columns(pl.col("rank").cast(pl.Int32)).join(
+        fsteps, on=["rank", "step"], how="semi", maintain_order="left"
+    )
+    sites_by = RankSlices(
+        mine_all.filter(pl.col("call_site").is_not_null())
+        .group_by("rank", "cause", "call_site")
+        .agg(pl.col("dur_us").sum().alias("idle_us"))
+        .sort(["rank", "idle_us", "call_site", "cause"], descending=[False, True, False, False])
+    )
+    late_of = {
+        int(r): w
+        for r, w in mine_all.filter(pl.col("cause") == "collective_wait")
+        .select("rank", pl.col("detail").str.extract(r"waits for rank (\d+)").alias("__w"))
+        .drop_nulls("__w")
+        .group_by("rank")
+        .agg(pl.col("__w").mode().sort())
+        .iter_rows()
+    }
+    mine_by = RankSlices(mine_all)
+    return [f if isinstance(f, Finding) else _idle_finding(ctx, f, flagged_of[f], idle_of[f], causes_by[f],
+            sites_by[f], late_of.get(f, []), mine_by[f]) for f in out]  # fmt: skip
+
+
+def _idle_finding(
+    ctx: Context,
+    r: int,
+    facts: tuple[pl.DataFrame, pl.DataFrame, list[int], bool],
+    idle_us: float,
+    causes: pl.DataFrame,
+    sites: pl.DataFrame,
+    late: list[str],
+    mine: pl.DataFrame,
+) -> Finding:
+    """The idle-causes finding of a rank with flagged steps: ``causes`` (``cause, idle_us, share``,
+    worst first), ``sites`` (``cause, call_site, idle_us``, worst first), ``late`` (the ranks its
+    host-side collectives most often wait for), ``mine`` (its idle pieces in flagged steps)."""
+    judged, flagged, capture, replays = facts
+    impact = idle_us / float(judged["step_time_us"].sum())
+    top_site: dict[str, str] = {}
+    top3: dict[str, dict[str, float | None]] = {}
+    for c, site, v in sites.select("cause", "call_site", "idle_us").iter_rows():
+        top_site.setdefault(c, site)
+        per = top3.setdefault(c, {})
+        if len(per) < 3:
+            per[site] = _r(v)
+    named = [
+        f"{c} {100 * s:.0f}%" + (f" ({top_site[c]})" if c in top_site else "")
+        for c, s in causes.select("cause", "share").head(3).iter_rows()
+    ]
+    longest = mine.head(5).select("step", "start_ns", "end_ns", "dur_us", "cause", "call_site", "detail")
+    return Finding(
+        rule="idle-causes",
+        title="The GPU waits: the causes of its idle time",
+        severity=_sev(impact, 0.50, 0.25),
+        impact=_r(impact, 4),
+        ranks=[r],
+        summary=f"rank {r}: the GPU is idle {100 * idle_us / float(flagged['step_time_us'].sum()):.0f}% of "
+        f"{flagged.height} of {judged.height} steps ({idle_us / 1e3:.1f} ms); why: {', '.join(named)}",
+        evidence={
+            "idle_by_cause_us": {c: _r(v) for c, v in causes.select("cause", "idle_us").iter_rows()},
+            "idle_share_by_cause_pct": {c: _r(100 * s) for c, s in causes.select("cause", "share").iter_rows()},
+            "top_call_sites": top3,
+            "idle_pct_by_step": {str(s): _r(p) for s, p in judged.select("step", "idle_pct").iter_rows()},
+            "steps_judged": judged.height,
+            "steps_flagged": [int(s) for s in flagged["step"].to_list()],
+            "steps_capturing_graphs": capture,
+            "replays_graphs": replays,
+            "longest_idle": [
+                {k: (_r(v) if isinstance(v, float) else v) for k, v in row.items()}
+                for row in longest.iter_rows(named=True)
+            ],
+            "threshold_pct": IDLE_STEP_PCT,
+            "definition": "temporal --per-step idle_pct; causes: idle-causes by_step (docs/idle-causes.md)",
+        },
+        fixes=[
+            _idle_fix(c, top_site.get(c), late[0] if late else None, replays)
+            for c, s in causes.select("cause", "share").iter_rows()
+            if s >= IDLE_FIX_SHARE
+        ],
+    )
 
 
 def _idle_span_finding(ctx: Context, r: int, tem: pl.DataFrame, ic: Any) -> Finding | None:
