@@ -408,7 +408,9 @@ class JobPath:
 
 
 def _choose_step(sess: Session) -> int | None:
-    per = sess.map(_steps_of)
+    # many small ranks held here: their steps in one query
+    stacked = sess.stacked_events() is not None
+    per = _steps_many([sess.trace(r) for r in sess.ranks]) if stacked else sess.map(_steps_of)
     common: set[int] | None = None
     span: dict[int, int] = {}
     for st in per.values():
@@ -423,15 +425,23 @@ def _choose_step(sess: Session) -> int | None:
 
 
 def _steps_of(trace: Trace) -> list[tuple[int, bool, int]]:
-    st = trace.steps
-    if st.height == 0:
-        return []
-    ends = st.select(
+    return _steps_many([trace])[trace.rank]
+
+
+def _steps_many(traces: Sequence[Trace]) -> dict[int, list[tuple[int, bool, int]]]:
+    """Each trace's steps: ``(step, incomplete, span)``, the span over CPU and GPU times."""
+    cols = ["step", "incomplete", "start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns"]
+    frames = [t.steps.select(cols).with_columns(rank_column(t.rank, t.steps.height)) for t in traces]
+    out: dict[int, list[tuple[int, bool, int]]] = {t.rank: [] for t in traces}
+    ends = pl.concat(frames, how="vertical_relaxed").select(
+        "rank",
         "step",
         "incomplete",
         (pl.max_horizontal("end_ns", "gpu_end_ns") - pl.min_horizontal("start_ns", "gpu_start_ns")).alias("span"),
     )
-    return [(int(a), bool(b), int(c or 0)) for a, b, c in ends.iter_rows()]
+    for r, a, b, c in ends.iter_rows():
+        out[r].append((int(a), bool(b), int(c or 0)))
+    return out
 
 
 def job_path(run: Run | Session, *, step: int | None = None, ranks: Sequence[int] | None = None) -> JobPath:
