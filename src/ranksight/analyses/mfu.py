@@ -52,7 +52,7 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._replay import CAPTURE_OPTION, replay_notes
 from ranksight.analyses._session import Session
-from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
 from ranksight.views.event_source import CannotStack, EventSource, thread_key
 from ranksight.views.flops import BACKWARD_OPS, FORMULAS, FORWARD_COMPOSITES, op_flops
@@ -416,7 +416,8 @@ def _op_table(trace: Trace, c: pl.DataFrame, peaks: dict[str, float] | None) -> 
     """Per (op, dtype, phase): calls, GFLOP, device time of the GPU work launched inside."""
     if c.height == 0:
         return pl.DataFrame()
-    g = trace.gpu_events.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
+    g = trace.kind(*GPU_KINDS, columns=["launch_row", "dur_ns"])  # the columns it reads, not a copy of all
+    g = g.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
     dev = g.group_by("launch_row").agg(pl.col("dur_ns").sum().alias("gpu_ns"))
     la = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns"]).join(
         dev, left_on="row", right_on="launch_row", how="inner"

@@ -37,7 +37,7 @@ import polars as pl
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, register
 from ranksight.analyses._replay import CAPTURE_OPTION, replay_notes
 from ranksight.analyses._session import Session
-from ranksight.model.kinds import LAUNCH_KINDS
+from ranksight.model.kinds import GPU_KINDS, LAUNCH_KINDS
 from ranksight.views.enclosing import innermost_enclosing, parent_spans
 from ranksight.views.graph_attribution import ReplayShare, attributed_operators, replay_copy_start
 
@@ -99,9 +99,10 @@ def _paths(f: pl.DataFrame) -> pl.DataFrame:
 
 
 def _device_per_launch(trace: Trace) -> pl.DataFrame:
-    gpu = trace.gpu_events.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
+    gpu = trace.kind(*GPU_KINDS, columns=["launch_row", "dur_ns"])  # the columns it reads, not a copy of all
+    gpu = gpu.filter(pl.col("launch_row").is_not_null() & pl.col("dur_ns").is_not_null())
     dev = gpu.group_by("launch_row").agg(pl.col("dur_ns").sum().alias("gpu_ns"))
-    launches = trace.kind(*LAUNCH_KINDS).select("row", "tid", "ts_ns")
+    launches = trace.kind(*LAUNCH_KINDS, columns=["row", "tid", "ts_ns"])
     return launches.join(dev, left_on="row", right_on="launch_row", how="inner")
 
 
@@ -134,7 +135,7 @@ def module_table(trace: Trace) -> pl.DataFrame | None:
         .join(dev_total, on="frame", how="left")
         .with_columns(pl.col("child_ns", "ops", "dev_self_ns", "dev_total_ns").fill_null(0))
     )
-    has_gpu = trace.gpu_events.height > 0
+    has_gpu = trace.kind(*GPU_KINDS, columns=["row"]).height > 0
     out = (
         per.group_by("path")
         .agg(

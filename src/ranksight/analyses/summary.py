@@ -18,6 +18,7 @@ import polars as pl
 
 from ranksight.analyses._base import AnalysisResult, AnalysisSpec, Option, register
 from ranksight.analyses._session import Session
+from ranksight.model.kinds import GPU_KINDS
 
 if TYPE_CHECKING:
     from ranksight.model.run import Run
@@ -32,7 +33,7 @@ TEMPORAL_OPTIONS = {"per_step": True}
 
 def gpu_counts(trace: Trace) -> dict[str, object]:
     """GPU events (kernels, memcpys, memsets with a duration) and kernels of one rank."""
-    g = trace.gpu_events.filter(pl.col("dur_ns").is_not_null())
+    g = trace.kind(*GPU_KINDS, columns=["kind", "dur_ns"]).filter(pl.col("dur_ns").is_not_null())
     return {
         "rank": trace.rank,
         "gpu_events": g.height,
