@@ -109,3 +109,21 @@ def test_gpu_metrics_each_rank_reads_its_own_kernel_args_exact(tmp_path: Path) -
     res = run_analysis("gpu-metrics", ranksight.load(tmp_path, cache=False))
     got = res["overall"].select("rank", "kernels", "occupancy_pct", "sm_efficiency_pct").rows()
     assert got == [(0, 1, 40.0, 30.0), (1, 1, 60.0, 30.0)]
+
+
+def test_lanes_ignore_instants_at_time_zero(tmp_path: Path) -> None:
+    """An instant event at time 0 beside ranges at epoch times: the lanes span the ranges, so
+    three ranks still fit (were the instant counted, each lane would be ~1.7e18 ns long)."""
+    for rank in range(3):
+        tr = _rank(rank, gpu=True)
+        tr["distributedInfo"]["world_size"] = 3
+        for e in tr["traceEvents"]:
+            e["ts"] += 1_700_000_000_000_000  # µs since the epoch
+        tr["traceEvents"].append({"ph": "i", "cat": "marker", "name": "start", "pid": 1, "tid": 100, "ts": 0, "s": "t"})
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(tr))
+    run = ranksight.load(tmp_path, cache=False)
+    from ranksight.analyses import Session
+
+    assert ov._overviews_stacked(Session.of(run), False) is not None
+    got = run_analysis("overview", run)["steps"].select("rank", "kernel_us", "total_us").rows()
+    assert got == [(0, 30.0, 100.0), (1, 30.0, 100.0), (2, 30.0, 100.0)]

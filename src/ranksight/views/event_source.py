@@ -115,15 +115,17 @@ class EventSource:
 
     def lanes(self) -> pl.DataFrame:
         """``rank, shift``: what to add to each rank's times to lay the ranks in lanes, in the
-        order of ``traces`` — rank ``i``'s times go to ``[i × stride, i × stride + span]`` with
-        ``stride`` longer than every rank's span, so no interval of one rank meets or touches
-        another's. One rank: shift 0. Raises :class:`CannotStack` past :data:`LANE_LIMIT`."""
+        order of ``traces`` — rank ``i``'s ranges (events with a duration) go to
+        ``[i × stride, i × stride + span]`` with ``stride`` longer than every rank's span, so no
+        interval of one rank meets or touches another's. One rank: shift 0. Raises
+        :class:`CannotStack` past :data:`LANE_LIMIT`."""
         if not self.by:
             return pl.DataFrame(
                 {"rank": [self.traces[0].rank], "shift": [0]}, schema={"rank": pl.Int32, "shift": pl.Int64}
             )
-        ext = (
-            self.ev.group_by("rank")
+        ext = (  # over the ranges (an instant's or a metadata event's time may be 0: no lane would fit)
+            self.ev.filter(pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null())
+            .group_by("rank")
             .agg(
                 pl.col("ts_ns").min().alias("lo"),
                 pl.max_horizontal(pl.col("ts_ns").max(), pl.col("end_ns").max()).alias("hi"),
