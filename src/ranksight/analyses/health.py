@@ -326,39 +326,23 @@ def _split_noise(rank: int, check: str, amounts: pl.Series, noise_ns: int, what:
     return rows
 
 
-def _gpu_ranges(src: EventSource) -> pl.DataFrame:
-    """The timed GPU work (``*by, device, stream, ts_ns, end_ns``) of one rank or stacked ranks."""
-    return (
-        src.ev.filter(
-            pl.col("kind").is_in(list(GPU_KINDS))
-            & pl.col("ts_ns").is_not_null()
-            & pl.col("dur_ns").is_not_null()
-            & (pl.col("dur_ns") >= 0)
-        )
-        .select(*src.by, "device", "stream", "ts_ns", "end_ns")
-        .collect()
-    )
+def _ranges(src: EventSource, kinds: Sequence[str], cols: Sequence[str]) -> pl.DataFrame:
+    """The timed events of ``kinds`` with a non-negative duration (``*by, *cols``) of one rank or
+    stacked ranks."""
+    timed = pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null() & (pl.col("dur_ns") >= 0)
+    return src.ev.filter(pl.col("kind").is_in(list(kinds)) & timed).select(*src.by, *cols).collect()
 
 
-def _cpu_ranges(src: EventSource) -> pl.DataFrame:
-    """The timed CPU ranges (``*by, pid, tid, ts_ns, end_ns, kind, name``) of one rank or stacked ranks."""
-    return (
-        src.ev.filter(
-            pl.col("kind").is_in(list(NESTING_KINDS))
-            & pl.col("ts_ns").is_not_null()
-            & pl.col("dur_ns").is_not_null()
-            & (pl.col("dur_ns") >= 0)
-        )
-        .select(*src.by, "pid", "tid", "ts_ns", "end_ns", "kind", "name")
-        .collect()
-    )
+#: What the stream-overlap and CPU-nesting checks read of the GPU work and of the CPU ranges.
+_GPU_COLS = ("device", "stream", "ts_ns", "end_ns")
+_CPU_COLS = ("pid", "tid", "ts_ns", "end_ns", "kind", "name")
 
 
 def _stream_overlap(t: Trace, rank: int, noise_ns: int, over: pl.DataFrame | None = None) -> list[dict[str, Any]]:
     """``over``: this rank's GPU ranges with their overlaps (:func:`_overlap_amounts`), when one
     pass over stacked ranks made them."""
     if over is None:
-        g = _gpu_ranges(EventSource.one(t))
+        g = _ranges(EventSource.one(t), GPU_KINDS, _GPU_COLS)
         over = _overlap_amounts(g, ["device", "stream"]) if g.height else g
     if over.height == 0:
         return [
@@ -375,7 +359,7 @@ def _cpu_nesting(t: Trace, rank: int, noise_ns: int, crossed: pl.DataFrame | Non
     """``crossed``: this rank's CPU ranges with their crossings (:func:`crossings`), when one pass
     over stacked ranks made them."""
     if crossed is None:
-        c = _cpu_ranges(EventSource.one(t))
+        c = _ranges(EventSource.one(t), NESTING_KINDS, _CPU_COLS)
         crossed = crossings(c) if c.height else c
     if crossed.height == 0:
         return [
@@ -694,8 +678,8 @@ def _one_pass(src: EventSource) -> _OnePass:
         .collect()
     )
     counts = {int(r): (int(g), int(c)) for r, g, c in n.iter_rows()}
-    c = _cpu_ranges(src)
-    g = _gpu_ranges(src)
+    c = _ranges(src, NESTING_KINDS, _CPU_COLS)
+    g = _ranges(src, GPU_KINDS, _GPU_COLS)
     return _OnePass(
         counts,
         RankSlices(crossings(c, by) if c.height else c, drop=True),

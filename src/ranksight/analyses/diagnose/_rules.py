@@ -1512,8 +1512,15 @@ def rule_idle_causes(ctx: Context) -> list[Finding]:
         .iter_rows()
     }
     mine_by = RankSlices(mine_all)
-    return [f if isinstance(f, Finding) else _idle_finding(ctx, f, flagged_of[f], idle_of[f], causes_by[f],
-            sites_by[f], late_of.get(f, []), mine_by[f]) for f in out]  # fmt: skip
+    found: list[Finding] = []
+    for item in out:
+        if isinstance(item, Finding):
+            found.append(item)
+        else:  # a flagged rank
+            r = item
+            late = late_of.get(r, [])
+            found.append(_idle_finding(ctx, r, flagged_of[r], idle_of[r], causes_by[r], sites_by[r], late, mine_by[r]))
+    return found
 
 
 def _idle_finding(
