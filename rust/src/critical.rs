@@ -492,7 +492,7 @@ mod tests {
     fn length_is_the_weight_of_the_path_under_each_weighting() {
         let (src, dst) = ([0, 0, 1, 2], [1, 2, 3, 3]);
         let topo = Topo::new(4, &src, &dst).unwrap();
-        for w in [[5, 6, 2, 0], [5, 6, 1, 0], [5, 5, 0, 0], [-3, -1, 4, 2], [-3, -1, -4, -2]] {
+        for w in [[5, 6, 2, 0], [5, 6, 1, 0], [5, 5, 0, 0], [-3, -1, 4, 2], [-3, -1, -4, -2], [5, 6, -10, -10]] {
             let (_, edges) = longest_path_with_edges(4, &src, &dst, &w).unwrap();
             let sum: i64 = edges.iter().map(|&e| w[e as usize]).sum();
             assert_eq!(topo.length(&w), sum, "weights {w:?}");
@@ -500,6 +500,8 @@ mod tests {
         // a negative best restarts the path at 0: 0 -> 1 (-3) -> 3 (4) gives 3 -> 4, not 1
         assert_eq!(topo.length(&[-3, -1, 4, 2]), 4);
         assert_eq!(topo.length(&[-3, -1, -4, -2]), 0);
+        // the longest path may end before the sink: 0 -> 2 (6), the sink restarting at 0
+        assert_eq!(topo.length(&[5, 6, -10, -10]), 6);
         assert_eq!(Topo::new(0, &[], &[]).unwrap().length(&[]), 0);
         assert!(Topo::new(2, &[0, 1], &[1, 0]).is_err());
     }
